@@ -1,0 +1,142 @@
+"""Mine the Wiki Entity Similarity (WES) dataset from Wikipedia XML dumps.
+
+Locally (DirectRunner, in-process or with worker processes):
+
+    python -m pipelines.mine_wes \\
+        --input '../shared/data/wiki/*.xml.bz2' --output out/wes \\
+        --min_incoming_links 5,10,20 --seed 13 \\
+        [--direct_running_mode=multi_processing --direct_num_workers=2]
+
+On Dataflow (the same code; workers install the project with --setup_file):
+
+    python -m pipelines.mine_wes \\
+        --input 'gs://BUCKET/enwiki-20181220-pages-articles*.xml*.bz2' \\
+        --output gs://BUCKET/wes --min_incoming_links 5,10,20 --seed 13 \\
+        --runner DataflowRunner --project PROJECT --region REGION \\
+        --temp_location gs://BUCKET/tmp --setup_file ./setup.py
+
+On Flink (a running Flink cluster with Beam's Flink job server):
+
+    python -m pipelines.mine_wes --input ... --output ... \\
+        --runner PortableRunner --job_endpoint localhost:8099 \\
+        --environment_type DOCKER --setup_file ./setup.py
+
+Outputs: `<output>/wes-k<k>/{train,dev,test}-SSSSS-of-NNNNN.parquet`,
+`<output>/wes-k<k>-clusters/`, `<output>/redirects-*.parquet`, and last, once every shard
+is written, `<output>/stats.json` and `<output>/dataset_card.md`.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions
+
+from transforms.counting import SumStats
+from transforms.wes.clusters import BuildClusters
+from transforms.wes.corpus import BuildCorpus, corpus_name
+from transforms.wes.filters import FilterLinks
+from transforms.wes.report import WriteStats
+from transforms.wes.sampling import parse_splits
+from transforms.wes.write import (
+    REDIRECT_SCHEMA, WriteCorpus, prepare_output_dir, redirect_row, write_parquet)
+from transforms.wiki.extract import ExtractLinks
+from transforms.wiki.read import ReadPages, match_inputs
+
+logger = logging.getLogger(__name__)
+
+
+def _thresholds(spec: str) -> list[int]:
+    try:
+        values = sorted({int(v) for v in spec.split(",") if v.strip()})
+    except ValueError as e:
+        raise ValueError(f"--min_incoming_links must be integers like 5,10,20, got {spec!r}") from e
+    if not values or values[0] < 1:
+        raise ValueError(f"--min_incoming_links needs integers >= 1, got {spec!r}")
+    return values
+
+
+class MineWesOptions(PipelineOptions):
+    @classmethod
+    def _add_argparse_args(cls, parser):
+        parser.add_argument("--input", required=True,
+                            help="dump files: comma-separated paths or globs (.xml, .xml.bz2, .xml.gz)")
+        parser.add_argument("--output", required=True, help="output directory")
+        parser.add_argument("--min_incoming_links", default="5",
+                            help="thresholds k, comma-separated: one corpus per k (default 5)")
+        parser.add_argument("--seed", type=int, default=0, help="seed of splits and negatives")
+        parser.add_argument("--splits", default="75,15,10", help="train,dev,test proportions")
+        parser.add_argument("--no_dictionary_filter", action="store_true",
+                            help="keep dictionary-word link texts (the paper's Table 2 ablation)")
+        parser.add_argument("--resolve_redirects", action="store_true",
+                            help="fold links to redirect pages into their targets")
+        parser.add_argument("--skip_bad_files", action="store_true",
+                            help="count and report unreadable dump files instead of failing")
+        parser.add_argument("--full_parse_timeout_s", type=float, default=60.0,
+                            help="time limit of a whole-page parse (fallback path)")
+        parser.add_argument("--max_page_mb", type=float, default=10.0,
+                            help="skip (and count) pages with more wikitext than this")
+        parser.add_argument("--overwrite", action="store_true",
+                            help="replace the outputs of an earlier run in --output")
+
+
+def run(argv=None, save_main_session=True, test_pipeline=None):
+    """Builds and runs the mining pipeline; returns the PipelineResult.
+
+    Raises:
+        ValueError: bad flags, inputs that match nothing, or an output directory that
+            holds an earlier run (without --overwrite); all before anything runs.
+    """
+    options = PipelineOptions(argv)
+    options.view_as(SetupOptions).save_main_session = save_main_session
+    opts = options.view_as(MineWesOptions)
+    thresholds = _thresholds(opts.min_incoming_links)
+    fractions = parse_splits(opts.splits)
+    paths = match_inputs([p.strip() for p in opts.input.split(",") if p.strip()])
+    prepare_output_dir(opts.output, thresholds, overwrite=opts.overwrite)
+    config = {
+        "inputs": paths, "min_incoming_links": thresholds, "seed": opts.seed,
+        "splits": opts.splits, "dictionary_filter": not opts.no_dictionary_filter,
+        "resolve_redirects": opts.resolve_redirects,
+    }
+
+    pipeline = test_pipeline or beam.Pipeline(options=options)
+    with pipeline as p:
+        dump = p | "ReadPages" >> ReadPages(paths, skip_bad_files=opts.skip_bad_files)
+        links = dump["pages"] | "ExtractLinks" >> ExtractLinks(
+            opts.full_parse_timeout_s, opts.max_page_mb)
+        pairs = links["links"] | "FilterLinks" >> FilterLinks()
+        clusters = {"pairs": pairs["pairs"], "redirects": dump["redirects"]} | (
+            "BuildClusters" >> BuildClusters(opts.resolve_redirects, not opts.no_dictionary_filter))
+        redirect_files = write_parquet(
+            dump["redirects"] | "RedirectRows" >> beam.FlatMap(redirect_row),
+            "WriteRedirects", FileSystems.join(opts.output, "redirects"), REDIRECT_SCHEMA)
+        stats = [dump["stats"], links["stats"], pairs["stats"], clusters["stats"]]
+        files = [redirect_files]
+        for k in thresholds:
+            name = corpus_name(k)
+            corpus = clusters["clusters"] | f"BuildCorpus[{name}]" >> BuildCorpus(
+                k, opts.seed, fractions)
+            files.append(corpus | f"WriteCorpus[{name}]" >> WriteCorpus(
+                FileSystems.join(opts.output, name),
+                FileSystems.join(opts.output, f"{name}-clusters")))
+            stats.append(corpus["stats"])
+        _ = {
+            "counts": stats | "FlattenStats" >> beam.Flatten() | "SumStats" >> SumStats(),
+            "files": files | "FlattenAllWrittenFiles" >> beam.Flatten(),
+            "bad_files": dump["bad_files"],
+        } | "WriteStats" >> WriteStats(opts.output, config)
+    return p.result
+
+
+def main(argv=None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    run(argv if argv is not None else sys.argv[1:])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

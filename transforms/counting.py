@@ -1,0 +1,70 @@
+"""Counting every exit branch twice: as Beam counters and as data.
+
+Beam counters show progress in the runner's UI, but their values are not available to
+the pipeline itself (and are only best-effort on some runners). The counts that a run
+reports in its own outputs (`stats.json`, the dataset card) therefore travel as data: a
+`CountingDoFn` also tallies each bundle's counts and emits them, in `finish_bundle`, to a
+`stats` output of `((namespace, name), n)` pairs that `SumStats` adds up.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Iterable, Sequence
+
+import apache_beam as beam
+from apache_beam.metrics import Metrics
+from apache_beam.transforms.window import GlobalWindows
+
+STATS_TAG = "stats"
+
+StatKey = tuple[str, str]
+
+
+class CountingDoFn(beam.DoFn):
+    """A DoFn whose counts go to Beam counters and to the `stats` tagged output.
+
+    Subclasses call `self.count(name, n)`; `name` must be one of the names declared at
+    construction (counters are created once, here).
+    """
+
+    def __init__(self, namespace: str, names: Sequence[str]):
+        self._namespace = namespace
+        self._names = tuple(names)
+        self._counters = {name: Metrics.counter(namespace, name) for name in self._names}
+        self._bundle_counts: collections.Counter[str] = collections.Counter()
+
+    def stat_keys(self) -> list[StatKey]:
+        """Every (namespace, name) this DoFn can count, for zero-filled reports."""
+        return [(self._namespace, name) for name in self._names]
+
+    def start_bundle(self):
+        self._bundle_counts = collections.Counter()
+
+    def count(self, name: str, n: int = 1) -> None:
+        if n:
+            self._counters[name].inc(n)
+            self._bundle_counts[name] += n
+
+    def finish_bundle(self):
+        for name, n in self._bundle_counts.items():
+            yield beam.pvalue.TaggedOutput(
+                STATS_TAG, GlobalWindows.windowed_value(((self._namespace, name), n)))
+        self._bundle_counts = collections.Counter()
+
+
+def zero_stats(pipeline: beam.Pipeline, label: str, keys: Iterable[StatKey]) -> beam.PCollection:
+    """A PCollection of `(key, 0)` so that every declared count appears in reports."""
+    return pipeline | label >> beam.Create([(key, 0) for key in keys])
+
+
+class SumStats(beam.PTransform):
+    """`((namespace, name), n)` pairs -> one `{"namespace/name": total}` dict."""
+
+    def expand(self, stats):
+        return (
+            stats
+            | "SumPerKey" >> beam.CombinePerKey(sum)
+            | "CollectStats" >> beam.combiners.ToDict()
+            | "KeyByPath" >> beam.Map(lambda d: {f"{ns}/{name}": n for (ns, name), n in d.items()})
+        )

@@ -1,0 +1,73 @@
+"""`BuildCorpus`: synonym clusters -> the rows of one WES corpus (one threshold k)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import apache_beam as beam
+
+from transforms.counting import STATS_TAG, CountingDoFn, zero_stats
+from transforms.wes.clusters import TitleLinks
+from transforms.wes.negatives import CorpusTitle, SampleNegatives
+from transforms.wes.sampling import assign_split, cluster_id
+
+
+def corpus_name(k: int) -> str:
+    """The folder and stats namespace of the corpus with threshold k."""
+    return f"wes-k{k}"
+
+
+class SelectTitlesFn(CountingDoFn):
+    """Keeps titles with >= k incoming links, applies the dictionary filter, splits."""
+
+    def __init__(self, k: int, seed: int, split_fractions: Sequence[float]):
+        super().__init__(corpus_name(k), [
+            "filtered:below_threshold_titles", "filtered:below_threshold_pairs",
+            "threshold_titles", "threshold_pairs", "filtered:dictionary_word",
+            "filtered:no_positives_left", "corpus_titles", "corpus_pairs"])
+        self._k = k
+        self._seed = seed
+        self._fractions = tuple(split_fractions)
+
+    def process(self, cluster: TitleLinks):
+        if cluster.incoming < self._k:
+            self.count("filtered:below_threshold_titles")
+            self.count("filtered:below_threshold_pairs", len(cluster.texts))
+            return
+        self.count("threshold_titles")
+        self.count("threshold_pairs", len(cluster.texts))
+        kept = cluster.kept_texts()
+        self.count("filtered:dictionary_word", len(cluster.texts) - len(kept))
+        if not kept:
+            self.count("filtered:no_positives_left")
+            return
+        self.count("corpus_titles")
+        self.count("corpus_pairs", len(kept))
+        yield CorpusTitle(
+            title=cluster.title,
+            cluster_id=cluster_id(cluster.title),
+            split=assign_split(self._seed, cluster.title, self._fractions),
+            incoming=cluster.incoming,
+            positives=kept,
+        )
+
+
+class BuildCorpus(beam.PTransform):
+    """TitleLinks -> {"rows", "clusters", "stats"} of the corpus with threshold k."""
+
+    def __init__(self, k: int, seed: int, split_fractions: Sequence[float]):
+        super().__init__()
+        if k < 1:
+            raise ValueError(f"incoming-link threshold must be >= 1, got {k}")
+        self._select = SelectTitlesFn(k, seed, split_fractions)
+        self._sample = SampleNegatives(corpus_name(k), seed)
+
+    def expand(self, clusters):
+        selected = clusters | "SelectTitles" >> beam.ParDo(self._select).with_outputs(
+            STATS_TAG, main="titles")
+        sampled = selected.titles | "SampleNegatives" >> self._sample
+        stats = (
+            selected[STATS_TAG], sampled["stats"],
+            zero_stats(clusters.pipeline, "ZeroSelectStats", self._select.stat_keys()),
+        ) | "FlattenCorpusStats" >> beam.Flatten()
+        return {"rows": sampled["rows"], "clusters": sampled["clusters"], "stats": stats}

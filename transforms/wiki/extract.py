@@ -1,0 +1,75 @@
+"""`ExtractLinks`: article pages -> every wikilink occurrence, as written."""
+
+from __future__ import annotations
+
+import logging
+
+import apache_beam as beam
+
+from transforms.counting import STATS_TAG, CountingDoFn, zero_stats
+from transforms.wiki.dump import Page
+from transforms.wiki.guard import CallTimedOut, TimeLimitedCaller
+from transforms.wiki.links import ParserError, RawLink, extract_links, extract_links_full
+
+logger = logging.getLogger(__name__)
+
+
+class ExtractLinksFn(CountingDoFn):
+    """Yields the `RawLink`s of a page; a page the parser fails on is counted and logged.
+
+    Args:
+        full_parse_timeout_s: time limit of a whole-page parse (the fallback path).
+        max_page_mb: pages with more wikitext than this are skipped, counted and logged.
+    """
+
+    def __init__(self, full_parse_timeout_s: float, max_page_mb: float):
+        super().__init__("extract_links", [
+            "pages", "pages:fast_path", "pages:full_parse", "links",
+            "filtered:parser_error", "filtered:parser_timeout", "filtered:page_too_large"])
+        self._caller = TimeLimitedCaller(full_parse_timeout_s)
+        self._max_chars = int(max_page_mb * 1_000_000)
+
+    def _guarded_full_parse(self, text: str) -> list[RawLink]:
+        return self._caller.call(extract_links_full, text)
+
+    def process(self, page: Page):
+        self.count("pages")
+        if len(page.text) > self._max_chars:
+            logger.warning("page %r (id %d): %d chars of wikitext, over the limit; skipped",
+                           page.title, page.page_id, len(page.text))
+            self.count("filtered:page_too_large")
+            return
+        try:
+            result = extract_links(page.text, self._guarded_full_parse)
+        except ParserError as e:
+            logger.warning("page %r (id %d): parser error, skipped: %s",
+                           page.title, page.page_id, e)
+            self.count("filtered:parser_error")
+            return
+        except CallTimedOut:
+            logger.warning("page %r (id %d): parse timed out, skipped", page.title, page.page_id)
+            self.count("filtered:parser_timeout")
+            return
+        self.count("pages:fast_path" if result.path == "fast" else "pages:full_parse")
+        self.count("links", len(result.links))
+        yield from result.links
+
+    def teardown(self):
+        self._caller.close(kill=True)
+
+
+class ExtractLinks(beam.PTransform):
+    """Pages -> {"links": RawLink occurrences, "stats"}."""
+
+    def __init__(self, full_parse_timeout_s: float = 60.0, max_page_mb: float = 10.0):
+        super().__init__()
+        if max_page_mb <= 0:
+            raise ValueError(f"max_page_mb must be positive, got {max_page_mb}")
+        self._fn = ExtractLinksFn(full_parse_timeout_s, max_page_mb)
+
+    def expand(self, pages):
+        outputs = pages | "ExtractWikilinks" >> beam.ParDo(self._fn).with_outputs(
+            STATS_TAG, main="links")
+        stats = (outputs[STATS_TAG], zero_stats(pages.pipeline, "ZeroExtractStats",
+                                                self._fn.stat_keys())) | "FlattenExtractStats" >> beam.Flatten()
+        return {"links": outputs.links, "stats": stats}
