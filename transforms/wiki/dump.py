@@ -132,7 +132,7 @@ def iter_pages(stream: IO[bytes], name: str) -> Iterator[Page]:
     except DumpReadError:
         raise
     except _READ_ERRORS as e:
-        reason = "empty file" if root is None and "no element found" in str(e) else str(e)
+        reason = f"empty file or no XML: {e}" if root is None else str(e)
         raise DumpReadError(
             f"{name}: cannot read dump ({type(e).__name__}: {reason}) "
             f"after {pages} complete pages") from e

@@ -1,0 +1,58 @@
+"""Shared fixtures: paths of the real data in ../shared/data and variants built from it."""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = Path(os.environ.get("QA_EVAL_SHARED_DATA", REPO.parent / "shared" / "data"))
+WIKI_SAMPLE = SHARED_DATA / "wiki" / "enwiki-20160501-p10p30302-sample.xml.bz2"
+WIKI_TABLES = SHARED_DATA / "wiki" / "enwiki-table-markup-sample.xml.bz2"
+
+
+@pytest.fixture(scope="session")
+def wiki_sample() -> Path:
+    if not WIKI_SAMPLE.exists():
+        pytest.fail(f"real data missing: {WIKI_SAMPLE} (set QA_EVAL_SHARED_DATA)")
+    return WIKI_SAMPLE
+
+
+@pytest.fixture(scope="session")
+def wiki_sample_xml(wiki_sample) -> bytes:
+    return bz2.decompress(wiki_sample.read_bytes())
+
+
+@pytest.fixture(scope="session")
+def dump_variants(tmp_path_factory, wiki_sample, wiki_sample_xml) -> dict[str, Path]:
+    """The real sample as .xml, .xml.gz, multi-stream .xml.bz2, and broken copies."""
+    d = tmp_path_factory.mktemp("dumps")
+    xml = wiki_sample_xml
+    out = {"bz2": wiki_sample}
+    (d / "sample.xml").write_bytes(xml)
+    out["xml"] = d / "sample.xml"
+    (d / "sample.xml.gz").write_bytes(gzip.compress(xml))
+    out["gz"] = d / "sample.xml.gz"
+    # Multi-stream as Wikipedia publishes it: header, then streams of pages, then footer.
+    first = xml.index(b"  <page>")
+    pages = xml[first:xml.rindex(b"</page>") + len(b"</page>\n")].split(b"  <page>")
+    pages = [b"  <page>" + p for p in pages if p.strip()]
+    streams = [xml[:first]] + [b"".join(pages[i:i + 50]) for i in range(0, len(pages), 50)]
+    streams.append(b"</mediawiki>\n")
+    (d / "sample-multistream.xml.bz2").write_bytes(b"".join(bz2.compress(s) for s in streams))
+    out["multistream"] = d / "sample-multistream.xml.bz2"
+    raw = wiki_sample.read_bytes()
+    (d / "truncated.xml.bz2").write_bytes(raw[: len(raw) // 2])
+    out["truncated"] = d / "truncated.xml.bz2"
+    (d / "notxml.xml").write_bytes(b"this is a plain text file, not a dump\n" * 10)
+    out["notxml"] = d / "notxml.xml"
+    (d / "empty.xml.bz2").write_bytes(b"")
+    out["empty"] = d / "empty.xml.bz2"
+    return out

@@ -1,0 +1,177 @@
+"""The mining pipeline end to end on the real Wikipedia sample."""
+
+from __future__ import annotations
+
+import bz2
+import collections
+import json
+
+import pyarrow.dataset as ds
+import pytest
+from apache_beam.metrics.metric import MetricsFilter
+
+from pipelines import mine_wes
+from tests.runners import RUNNER_ARGS, local_job_service
+
+K = 5
+SEED = 3
+
+
+def _mine(inputs, out, *extra, k=K):
+    paths = ",".join(str(p) for p in inputs)
+    return mine_wes.run([f"--input={paths}", f"--output={out}", f"--min_incoming_links={k}",
+                         f"--seed={SEED}", *extra], save_main_session=False)
+
+
+def _rows(out, k=K):
+    table = ds.dataset(str(out / f"wes-k{k}"), format="parquet").to_table()
+    return sorted(tuple(r.values()) for r in table.to_pylist())
+
+
+@pytest.fixture(scope="module")
+def mined(tmp_path_factory, wiki_sample):
+    out = tmp_path_factory.mktemp("mined")
+    result = _mine([wiki_sample], out, *RUNNER_ARGS["direct_in_process"], k="2,5")
+    table = ds.dataset(str(out / f"wes-k{K}"), format="parquet").to_table().to_pylist()
+    clusters = ds.dataset(str(out / f"wes-k{K}-clusters"), format="parquet").to_table().to_pylist()
+    stats = json.loads((out / "stats.json").read_text())
+    return {"out": out, "result": result, "rows": table, "clusters": clusters, "stats": stats}
+
+
+def test_invariants_on_real_sample(mined):
+    rows, clusters = mined["rows"], mined["clusters"]
+    assert len(rows) > 1000
+    positives = collections.defaultdict(list)
+    negatives = collections.defaultdict(list)
+    split_of = collections.defaultdict(set)
+    for r in rows:
+        assert not set("#:(") & set(r["title"]), r
+        (positives if r["label"] == 1 else negatives)[r["title"]].append(r)
+        split_of[r["title"]].add(r["split"])
+    pos_texts = {t: [r["link_text"] for r in rs] for t, rs in positives.items()}
+    for title, texts in pos_texts.items():
+        assert len(texts) == len(set(texts)), f"duplicate positive for {title}"
+        negs = negatives[title]
+        assert len(negs) == len(texts), f"{title}: {len(negs)} negatives, {len(texts)} positives"
+        assert not {r["link_text"] for r in negs} & set(texts)
+        assert len({r["link_text"] for r in negs}) == len(negs)
+        assert len({r["source_title"] for r in negs}) == len(negs)
+        for r in negs:
+            assert r["source_title"] != title
+            assert r["link_text"] in pos_texts[r["source_title"]]
+            assert split_of[r["source_title"]] == split_of[title]
+    assert set(negatives) == set(positives)
+    assert all(len(s) == 1 for s in split_of.values())
+    incoming = {c["title"]: c["incoming_links"] for c in clusters}
+    assert set(incoming) == set(positives)
+    assert min(incoming.values()) >= K
+    assert {c["title"]: sorted(c["link_texts"]) for c in clusters} == {
+        t: sorted(v) for t, v in pos_texts.items()}
+
+
+def test_positive_pairs_agree_with_independent_reference(mined, wiki_sample):
+    from tests.wes.reference_wes import reference_positive_pairs
+
+    reference = reference_positive_pairs([wiki_sample], K, dictionary_filter=True)
+    pairs = {(r["title"], r["link_text"]) for r in mined["rows"] if r["label"] == 1}
+    reference_pairs = reference.pairs if hasattr(reference, "pairs") else reference
+    assert pairs == set(reference_pairs)
+
+
+def test_stats_come_from_the_run_and_add_up(mined):
+    stats, rows = mined["stats"], mined["rows"]
+    corpus = stats["corpora"][f"wes-k{K}"]
+    assert corpus["positives"] == corpus["negatives"] == sum(r["label"] for r in rows)
+    for split, c in corpus["splits"].items():
+        assert c["positives"] == sum(1 for r in rows if r["split"] == split and r["label"] == 1)
+    stages = stats["stages"]
+    assert stages["pages read"] == 206 and stages["article pages"] == 106
+    assert stages["links extracted"] == (
+        stages["links after the character filter (incoming links)"]
+        + stages["links dropped: invalid title"] + stages["links dropped: '#' in title"]
+        + stages["links dropped: ':' in title"] + stages["links dropped: '(' in title"])
+    # On the real sample no title is dropped for want of donors, so every pair left after
+    # the dictionary filter is written.
+    assert corpus["filtered:too_few_donors"] == corpus["filtered:negatives_unavailable"] == 0
+    assert corpus["threshold_pairs"] - corpus["filtered:dictionary_word"] == corpus["positives"]
+    assert stats["complete"] is True
+    # The Beam counters say the same as the data.
+    counters = mined["result"].metrics().query(
+        MetricsFilter().with_namespace(f"wes-k{K}").with_name("positives"))["counters"]
+    assert sum(c.committed for c in counters) == corpus["positives"]
+    card = (mined["out"] / "dataset_card.md").read_text()
+    assert f"| positive pairs | {corpus['positives']:,} |" in card
+
+
+def test_several_thresholds_in_one_run(mined):
+    low = _rows(mined["out"], k=2)
+    high = {(r[0], r[1]) for r in _rows(mined["out"], k=5) if r[2] == 1}
+    assert high < {(r[0], r[1]) for r in low if r[2] == 1}
+
+
+@pytest.mark.parametrize("runner", ["direct_in_process", "direct_multi_processing", "portable"])
+def test_same_output_from_every_runner(mined, tmp_path, wiki_sample, runner):
+    expected = _rows(mined["out"])
+    out = tmp_path / runner
+    if runner == "portable":
+        with local_job_service() as args:
+            _mine([wiki_sample], out, *args)
+    else:
+        _mine([wiki_sample], out, *RUNNER_ARGS[runner])
+    assert _rows(out) == expected
+    assert json.loads((out / "stats.json").read_text())["corpora"] == {
+        f"wes-k{K}": mined["stats"]["corpora"][f"wes-k{K}"]}
+
+
+@pytest.mark.parametrize("variant", ["truncated", "notxml", "empty"])
+def test_broken_dump_fails_naming_the_file_and_leaves_no_complete_output(
+        dump_variants, tmp_path, variant):
+    with pytest.raises(Exception, match=str(dump_variants[variant].name)):
+        _mine([dump_variants[variant]], tmp_path / "out")
+    assert not (tmp_path / "out" / "stats.json").exists()
+    assert not (tmp_path / "out" / "dataset_card.md").exists()
+
+
+def test_skip_bad_files_reports_an_incomplete_run(dump_variants, tmp_path):
+    out = tmp_path / "out"
+    _mine([dump_variants["bz2"], dump_variants["truncated"]], out, "--skip_bad_files")
+    stats = json.loads((out / "stats.json").read_text())
+    assert stats["complete"] is False
+    assert stats["counts"]["read_dump/filtered:bad_file"] == 1
+    assert str(dump_variants["truncated"].name) in stats["bad_files"][0]
+    assert "INCOMPLETE" in (out / "dataset_card.md").read_text()
+
+
+def test_page_that_hangs_the_parser_is_counted_and_skipped(tmp_path, wiki_sample_xml):
+    # Unbalanced brackets force the whole-page parse; a tiny limit makes it time out.
+    bad = ("<page><title>Broken</title><ns>0</ns><id>1</id><revision><text>"
+           + "[[Unclosed " * 2000 + "</text></revision></page>\n</mediawiki>")
+    xml = wiki_sample_xml.decode("utf-8").replace("</mediawiki>", bad)
+    path = tmp_path / "with-bad-page.xml.bz2"
+    path.write_bytes(bz2.compress(xml.encode("utf-8")))
+    out = tmp_path / "out"
+    _mine([path], out, "--full_parse_timeout_s=0.05")
+    stats = json.loads((out / "stats.json").read_text())
+    assert stats["counts"]["extract_links/filtered:parser_timeout"] == 1
+    assert stats["stages"]["article pages"] == 107
+    assert stats["corpora"][f"wes-k{K}"]["positives"] > 700
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--min_incoming_links=0"], "min_incoming_links"),
+    (["--min_incoming_links=a"], "min_incoming_links"),
+    (["--splits=1,2"], "--splits"),
+])
+def test_bad_flags_fail_before_running(wiki_sample, tmp_path, flags, message):
+    with pytest.raises(ValueError, match=message):
+        mine_wes.run([f"--input={wiki_sample}", f"--output={tmp_path}", *flags],
+                     save_main_session=False)
+
+
+def test_inputs_matching_nothing_and_reused_output_fail_before_running(mined, tmp_path, wiki_sample):
+    with pytest.raises(ValueError, match="matches no file"):
+        mine_wes.run([f"--input={tmp_path}/nothing-*.xml.bz2", f"--output={tmp_path}/o"],
+                     save_main_session=False)
+    with pytest.raises(ValueError, match="--overwrite"):
+        mine_wes.run([f"--input={wiki_sample}", f"--output={mined['out']}"],
+                     save_main_session=False)
