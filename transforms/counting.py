@@ -25,7 +25,9 @@ class CountingDoFn(beam.DoFn):
     """A DoFn whose counts go to Beam counters and to the `stats` tagged output.
 
     Subclasses call `self.count(name, n)`; `name` must be one of the names declared at
-    construction (counters are created once, here).
+    construction (counters are created once, here). Subclasses that override
+    `start_bundle` or `finish_bundle` must call (and, for `finish_bundle`, yield from)
+    this class's.
     """
 
     def __init__(self, namespace: str, names: Sequence[str]):
@@ -42,12 +44,15 @@ class CountingDoFn(beam.DoFn):
         self._bundle_counts = collections.Counter()
 
     def count(self, name: str, n: int = 1) -> None:
-        if n:
-            self._counters[name].inc(n)
-            self._bundle_counts[name] += n
+        # Tallied per bundle; Beam counters are incremented once per bundle, as the
+        # per-element increment costs more than the filters it counts.
+        self._bundle_counts[name] += n
 
     def finish_bundle(self):
         for name, n in self._bundle_counts.items():
+            if not n:
+                continue
+            self._counters[name].inc(n)
             yield beam.pvalue.TaggedOutput(
                 STATS_TAG, GlobalWindows.windowed_value(((self._namespace, name), n)))
         self._bundle_counts = collections.Counter()

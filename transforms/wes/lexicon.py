@@ -24,6 +24,7 @@ import os
 import re
 import shutil
 import sys
+import warnings
 from pathlib import Path
 
 logger = logging.getLogger(__name__)
@@ -235,13 +236,17 @@ class Lexicon:
 
     def __init__(self) -> None:
         ensure_nltk_data()
-        from nltk.corpus import words, wordnet
-        from nltk.stem import WordNetLemmatizer
+        import nltk
+        from nltk.corpus import words
 
         self._words = frozenset(w.lower() for w in words.words())
-        wordnet.ensure_loaded()
-        self._lemmatizer = WordNetLemmatizer()
+        self._wordnet = _lemma_only_wordnet(nltk.data.find("corpora/wordnet"))
         self.is_dictionary_word = functools.lru_cache(maxsize=1 << 18)(self._is_dictionary_word)
+
+    def lemmatize(self, word: str) -> str:
+        """WordNet's noun lemma, as `nltk.stem.WordNetLemmatizer().lemmatize(word)`."""
+        lemmas = self._wordnet._morphy(word, "n")
+        return min(lemmas, key=len) if lemmas else word
 
     @property
     def size(self) -> int:
@@ -251,8 +256,23 @@ class Lexicon:
     def _is_dictionary_word(self, text: str) -> bool:
         if not text or len(text.split()) != 1:
             return False
-        lemma = self._lemmatizer.lemmatize(text.lower())
-        return lemma.lower() in self._words
+        return self.lemmatize(text.lower()).lower() in self._words
+
+
+def _lemma_only_wordnet(root):
+    """NLTK's WordNet reader without the sense-key mapping it builds for the Open
+    Multilingual WordNet at load (two passes over `index.sense`, most of its load time);
+    lemmatisation never uses it."""
+    from nltk.corpus.reader.wordnet import WordNetCorpusReader
+
+    class LemmaOnlyWordNet(WordNetCorpusReader):
+        def map_wn(self, version="wordnet"):
+            return None
+
+    with warnings.catch_warnings():
+        # "multilingual functions are not available": intended, there is no OMW here.
+        warnings.simplefilter("ignore", UserWarning)
+        return LemmaOnlyWordNet(root, None)
 
 
 @functools.lru_cache(maxsize=1)

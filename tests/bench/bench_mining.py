@@ -1,0 +1,146 @@
+"""Mining benchmark: link extraction and the whole pipeline beside their baselines.
+
+    python -m tests.bench.bench_mining [--min_mb 100] [--out bench_out]
+
+On one dump of at least `--min_mb` MB of XML built from the real sample's pages (new
+titles and ids, `tests/bench/make_dump.py`), split into two bz2 part files as Wikipedia
+publishes them, in one run:
+  (a) bz2 + XML parsing alone;
+  (b) a full mwparserfromhell parse of every page;
+  (c) this project's link extraction (`transforms.wiki.links.extract_links`);
+  (d) the whole mining pipeline, in-process and with 2 worker processes;
+plus the agreement of (c)'s links with (b)'s on the real sample and the peak memory.
+Results are printed and written to `<out>/mining.json`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import bz2
+import collections
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.bench.baselines import time_full_parse, time_xml_reading
+from tests.bench.make_dump import build_dump
+from transforms.wiki.dump import iter_dump_file
+from transforms.wiki.links import extract_links, extract_links_full
+
+MB = 10**6
+REPO = Path(__file__).resolve().parents[2]
+SAMPLE = REPO.parent / "shared" / "data" / "wiki" / "enwiki-20160501-p10p30302-sample.xml.bz2"
+
+
+def build_parts(out: Path, min_mb: float) -> tuple[list[Path], int]:
+    """A >= min_mb MB dump split into two bz2 parts; returns (parts, XML bytes)."""
+    parts = [out / f"bench-dump-p{i}.xml.bz2" for i in (1, 2)]
+    if all(p.exists() for p in parts):
+        return parts, sum(len(bz2.open(p).read()) for p in parts)
+    plain = out / "bench-dump.xml"
+    build_dump(plain, min_mb=min_mb / 1.048576, compression=None, seed=0)
+    xml = plain.read_bytes()
+    first = xml.index(b"  <page>")
+    end = xml.rindex(b"</page>") + len(b"</page>\n")
+    middle = xml.index(b"  <page>", first + (end - first) // 2)
+    for path, body in zip(parts, (xml[first:middle], xml[middle:end])):
+        path.write_bytes(bz2.compress(xml[:first] + body + b"</mediawiki>\n", 6))
+    plain.unlink()
+    return parts, len(xml)
+
+
+def time_fast_extraction(parts: list[Path]) -> dict:
+    """(c): extract_links on every link source page, timing the extraction alone."""
+    pages = text_bytes = links = 0
+    seconds = cpu = 0.0
+    paths = collections.Counter()
+    for part in parts:
+        with open(part, "rb") as f:
+            for page in iter_dump_file(str(part), f):
+                if page.namespace != 0 or page.redirect is not None:
+                    continue
+                t, c = time.perf_counter(), time.process_time()
+                result = extract_links(page.text)
+                seconds += time.perf_counter() - t
+                cpu += time.process_time() - c
+                pages += 1
+                text_bytes += len(page.text.encode("utf-8"))
+                links += len(result.links)
+                paths[result.path] += 1
+    return {"pages": pages, "text_mb": text_bytes / MB, "links": links,
+            "mb_per_s": text_bytes / MB / seconds, "pages_per_s": pages / seconds,
+            "mb_per_cpu_s": text_bytes / MB / cpu, "paths": dict(paths)}
+
+
+def agreement_on_sample() -> dict:
+    total = agree = 0
+    with open(SAMPLE, "rb") as f:
+        for page in iter_dump_file(str(SAMPLE), f):
+            if page.namespace != 0 or page.redirect is not None:
+                continue
+            full = collections.Counter(extract_links_full(page.text))
+            fast = collections.Counter(extract_links(page.text).links)
+            total += sum(full.values())
+            agree += sum((full & fast).values())
+    return {"links": total, "agreeing": agree, "share": agree / total}
+
+
+def time_pipeline(parts: list[Path], xml_mb: float, out: Path, runner_args: list[str]) -> dict:
+    """(d): the whole pipeline in a child process; wall time and the child's peak RSS."""
+    output = out / "bench-mined"
+    shutil.rmtree(output, ignore_errors=True)
+    cmd = [sys.executable, "-m", "pipelines.mine_wes",
+           "--input", ",".join(map(str, parts)), "--output", str(output),
+           "--min_incoming_links", "5,10,20", "--seed", "1", *runner_args]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    started = time.perf_counter()
+    subprocess.run(cmd, check=True, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    seconds = time.perf_counter() - started
+    peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    stats = json.loads((output / "stats.json").read_text())
+    return {"seconds": seconds, "xml_mb_per_s": xml_mb / seconds,
+            "pages_per_s": stats["stages"]["pages read"] / seconds,
+            "peak_rss_mb_of_largest_process": max(peak_kb, before) / 1024,
+            "positives_k5": stats["corpora"]["wes-k5"]["positives"]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--min_mb", type=float, default=100)
+    parser.add_argument("--out", default="bench_out")
+    args = parser.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    parts, xml_bytes = build_parts(out, args.min_mb)
+    xml_mb = xml_bytes / MB
+    results = {"machine": f"{os.cpu_count()} cores", "xml_mb": xml_mb}
+    reads = [time_xml_reading(p) for p in parts]
+    read_s = sum(r.seconds for r in reads)
+    results["a_read"] = {"seconds": read_s, "xml_mb_per_s": xml_mb / read_s,
+                         "pages_per_s": sum(r.pages for r in reads) / read_s}
+    full = [time_full_parse(p) for p in parts]
+    full_s = sum(f.parse_seconds for f in full)
+    full_mb = sum(f.text_bytes for f in full) / MB
+    results["b_full_parse"] = {"text_mb": full_mb, "mb_per_s": full_mb / full_s,
+                               "pages_per_s": sum(f.parsed_pages for f in full) / full_s}
+    results["c_extract_links"] = time_fast_extraction(parts)
+    results["c_speedup_over_b"] = results["c_extract_links"]["mb_per_s"] / results["b_full_parse"]["mb_per_s"]
+    results["c_agreement_on_real_sample"] = agreement_on_sample()
+    results["d_pipeline_in_process"] = time_pipeline(
+        parts, xml_mb, out, ["--direct_running_mode=in_memory"])
+    results["d_pipeline_2_workers"] = time_pipeline(
+        parts, xml_mb, out, ["--direct_running_mode=multi_processing", "--direct_num_workers=2"])
+    for key in ("d_pipeline_in_process", "d_pipeline_2_workers"):
+        results[key]["share_of_a"] = results[key]["xml_mb_per_s"] / results["a_read"]["xml_mb_per_s"]
+    (out / "mining.json").write_text(json.dumps(results, indent=2))
+    print(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
