@@ -42,7 +42,12 @@ from transforms.wes.filters import FilterLinks
 from transforms.wes.report import WriteStats
 from transforms.wes.sampling import parse_splits
 from transforms.wes.write import (
-    REDIRECT_SCHEMA, WriteCorpus, prepare_output_dir, redirect_row, write_parquet)
+    REDIRECT_SCHEMA,
+    WriteCorpus,
+    prepare_output_dir,
+    redirect_row,
+    write_parquet,
+)
 from transforms.wiki.extract import ExtractLinks
 from transforms.wiki.read import ReadPages, match_inputs
 

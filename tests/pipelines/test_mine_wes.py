@@ -70,12 +70,14 @@ def test_invariants_on_real_sample(mined):
 
 
 def test_positive_pairs_agree_with_independent_reference(mined, wiki_sample):
-    from tests.wes.reference_wes import reference_positive_pairs
+    from tests.wes.reference_wes import mine_reference
 
-    reference = reference_positive_pairs([wiki_sample], K, dictionary_filter=True)
+    reference = mine_reference([wiki_sample], K, dictionary_filter=True)
     pairs = {(r["title"], r["link_text"]) for r in mined["rows"] if r["label"] == 1}
-    reference_pairs = reference.pairs if hasattr(reference, "pairs") else reference
-    assert pairs == set(reference_pairs)
+    assert len(pairs) == 773
+    assert pairs == reference.pairs
+    stages = mined["stats"]["stages"]
+    assert stages["links after the character filter (incoming links)"] == reference.counts["links_passed"]
 
 
 def test_stats_come_from_the_run_and_add_up(mined):
@@ -88,7 +90,7 @@ def test_stats_come_from_the_run_and_add_up(mined):
     assert stages["pages read"] == 206 and stages["article pages"] == 106
     assert stages["links extracted"] == (
         stages["links after the character filter (incoming links)"]
-        + stages["links dropped: invalid title"] + stages["links dropped: '#' in title"]
+        + stages["links dropped: empty link text"] + stages["links dropped: invalid title"] + stages["links dropped: '#' in title"]
         + stages["links dropped: ':' in title"] + stages["links dropped: '(' in title"])
     # On the real sample no title is dropped for want of donors, so every pair left after
     # the dictionary filter is written.

@@ -16,7 +16,8 @@ from transforms.wiki.links import RawLink
     (RawLink("Styx (band)", "Styx"), "filtered:title_has_paren"),
     (RawLink("A#b:c(d", None), "filtered:title_has_hash"),
     (RawLink("{{x}}", "y"), "filtered:invalid_title"),
-    (RawLink("Target", "{{lang|fr|x}}"), ("Target", "")),
+    (RawLink("Target", "{{lang|fr|x}}"), "filtered:empty_text"),
+    (RawLink("Styx (band)", "{{x}}"), "filtered:empty_text"),
 ])
 def test_classify_link(link, expected):
     assert classify_link(link) == expected
@@ -25,10 +26,10 @@ def test_classify_link(link, expected):
 def test_combine_counts_occurrences_and_dedups_case_sensitively():
     fn = TitleLinksCombineFn()
     left = fn.create_accumulator()
-    for text in ["US", "US", "us", ""]:
+    for text in ["US", "US", "us"]:
         left = fn.add_input(left, text)
     right = fn.add_input(fn.create_accumulator(), "America")
-    assert fn.extract_output(fn.merge_accumulators([left, right])) == (5, ("America", "US", "us"))
+    assert fn.extract_output(fn.merge_accumulators([left, right])) == (4, ("America", "US", "us"))
 
 
 def test_merge_title_links_unions_redirect_clusters():

@@ -2,7 +2,11 @@ from __future__ import annotations
 
 import pytest
 
-from transforms.wes.lexicon import DEBIAN_WORDNET_DIR, lexnames_from_man_page, load_lexicon
+from transforms.wes.lexicon import (
+    DEBIAN_WORDNET_DIR,
+    lexnames_from_man_page,
+    load_lexicon,
+)
 
 
 @pytest.fixture(scope="module")

@@ -5,8 +5,15 @@ import collections
 import pytest
 
 from transforms.wes.sampling import (
-    assign_split, cluster_id, donor_offer, donor_ranks, eligible_titles, parse_splits,
-    pick_negatives, stable_hash)
+    assign_split,
+    cluster_id,
+    donor_offer,
+    donor_ranks,
+    eligible_titles,
+    parse_splits,
+    pick_negatives,
+    stable_hash,
+)
 
 
 def test_stable_hash_is_fixed_across_processes():

@@ -8,7 +8,12 @@ import pytest
 from transforms.wiki.dump import iter_dump_file
 from transforms.wiki.guard import CallTimedOut, TimeLimitedCaller
 from transforms.wiki.links import (
-    RawLink, clean_link_text, extract_links, extract_links_full, normalize_title)
+    RawLink,
+    clean_link_text,
+    extract_links,
+    extract_links_full,
+    normalize_title,
+)
 
 R = RawLink
 
@@ -57,6 +62,7 @@ def test_fast_path_agrees_with_full_parse_on_real_pages(wiki_sample):
     ("  spaced  ", "Spaced"),
     ("AT&amp;T", "AT&T"),
     ("eBay", "EBay"),
+    ("ßeta", "ßeta"),
     ("Foo<!-- note -->", "Foo"),
     ("", None),
     ("{{PAGENAME}}", None),
@@ -71,6 +77,7 @@ def test_normalize_title(target, expected):
     (R("X", "the  big\napple"), "the big apple"),
     (R("X", "''Italic'' and '''bold'''"), "Italic and bold"),
     (R("X", "caf&eacute; &amp; bar"), "café & bar"),
+    (R("X", "''a'' &amp;lt;"), "a &lt;"),
     (R("X", "[[Inner|shown]] text"), "shown text"),
     (R("X", "{{lang|fr|mot}}"), ""),
     (R("X", "   "), ""),

@@ -26,8 +26,8 @@ class TitleLinks:
     Attributes:
         title: the normalised article title.
         incoming: link occurrences pointing at it (after the character filter, before
-            dedup, including occurrences whose text was empty).
-        texts: its distinct non-empty link texts, sorted.
+            dedup).
+        texts: its distinct link texts, sorted.
         dictionary_dropped: the texts the dictionary-word filter removes (a subset).
     """
 
@@ -41,15 +41,14 @@ class TitleLinks:
 
 
 class TitleLinksCombineFn(beam.CombineFn):
-    """Link texts of one title -> (occurrence count, distinct non-empty texts)."""
+    """Link texts of one title -> (occurrence count, distinct texts)."""
 
     def create_accumulator(self):
         return 0, set()
 
     def add_input(self, accumulator, text: str):
         count, texts = accumulator
-        if text:
-            texts.add(text)
+        texts.add(text)
         return count + 1, texts
 
     def merge_accumulators(self, accumulators):

@@ -16,23 +16,24 @@ from transforms.wiki.links import RawLink, clean_link_text, normalize_title
 TITLE_CHARACTER_RULES = (("#", "filtered:title_has_hash"),
                          (":", "filtered:title_has_colon"),
                          ("(", "filtered:title_has_paren"))
-# Counted but not dropped here: the incoming-link count includes these occurrences.
-EMPTY_TEXT = "empty_text"
 
 
 def classify_link(link: RawLink) -> tuple[str, str] | str:
     """(title, link text) for a link that passes the filters, else the reason it fails.
 
-    The link text may be "" (markup only): such an occurrence still counts as an incoming
-    link of its title but yields no pair (see docs/decisions.md).
+    A link whose cleaned text is empty (markup only) is dropped first, as part of link
+    extraction: it counts as no incoming link (docs/decisions.md).
     """
+    text = clean_link_text(link)
+    if not text:
+        return "filtered:empty_text"
     title = normalize_title(link.target)
     if title is None:
         return "filtered:invalid_title"
     for char, reason in TITLE_CHARACTER_RULES:
         if char in title:
             return reason
-    return title, clean_link_text(link)
+    return title, text
 
 
 class FilterLinksFn(CountingDoFn):
@@ -40,8 +41,8 @@ class FilterLinksFn(CountingDoFn):
 
     def __init__(self):
         super().__init__("filter_links", [
-            "passed", "filtered:invalid_title", *(r for _, r in TITLE_CHARACTER_RULES),
-            EMPTY_TEXT])
+            "passed", "filtered:empty_text", "filtered:invalid_title",
+            *(r for _, r in TITLE_CHARACTER_RULES)])
 
     def process(self, link: RawLink):
         result = classify_link(link)
@@ -49,17 +50,11 @@ class FilterLinksFn(CountingDoFn):
             self.count(result)
             return
         self.count("passed")
-        if not result[1]:
-            self.count(EMPTY_TEXT)
         yield result
 
 
 class FilterLinks(beam.PTransform):
-    """RawLink occurrences -> {"pairs": (title, link_text) occurrences, "stats"}.
-
-    Pairs with an empty link text are kept in "pairs" (they count as incoming links) and
-    dropped when clusters are built.
-    """
+    """RawLink occurrences -> {"pairs": (title, link_text) occurrences, "stats"}."""
 
     def expand(self, links):
         fn = FilterLinksFn()

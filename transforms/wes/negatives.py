@@ -22,7 +22,12 @@ import apache_beam as beam
 
 from transforms.counting import STATS_TAG, CountingDoFn, zero_stats
 from transforms.wes.sampling import (
-    SPLIT_NAMES, donor_offer, donor_ranks, eligible_titles, pick_negatives)
+    SPLIT_NAMES,
+    donor_offer,
+    donor_ranks,
+    eligible_titles,
+    pick_negatives,
+)
 
 logger = logging.getLogger(__name__)
 

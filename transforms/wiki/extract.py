@@ -9,7 +9,12 @@ import apache_beam as beam
 from transforms.counting import STATS_TAG, CountingDoFn, zero_stats
 from transforms.wiki.dump import Page
 from transforms.wiki.guard import CallTimedOut, TimeLimitedCaller
-from transforms.wiki.links import ParserError, RawLink, extract_links, extract_links_full
+from transforms.wiki.links import (
+    ParserError,
+    RawLink,
+    extract_links,
+    extract_links_full,
+)
 
 logger = logging.getLogger(__name__)
 

@@ -28,12 +28,12 @@ from mwparserfromhell.definitions import PARSER_BLACKLIST
 from mwparserfromhell.parser import ParserError
 
 __all__ = [
-    "RawLink",
     "ExtractionResult",
     "ParserError",
+    "RawLink",
+    "clean_link_text",
     "extract_links",
     "extract_links_full",
-    "clean_link_text",
     "normalize_title",
 ]
 
@@ -60,13 +60,13 @@ class ExtractionResult:
 _TAGS = "|".join(sorted(PARSER_BLACKLIST))
 # A comment, or a blacklisted tag with its content, or a self-closing one.
 _OPAQUE = re.compile(
-    rf"<!--.*?-->|<({_TAGS})(?:\s[^<>]*)?(?:/>|>.*?</\1\s*>)", re.S | re.I)
-_OPAQUE_OPEN = re.compile(rf"<({_TAGS})(?:\s[^<>]*)?>", re.I)
+    rf"<!--.*?-->|<({_TAGS})(?:\s[^<>]*)?(?:/>|>.*?</\1\s*>)", re.DOTALL | re.IGNORECASE)
+_OPAQUE_OPEN = re.compile(rf"<({_TAGS})(?:\s[^<>]*)?>", re.IGNORECASE)
 _BRACKETS = re.compile(r"\[\[|\]\]")
 # A span read without the parser: a title of ordinary characters, optionally a pipe and
 # a text without anything the parser would treat as markup.
 _SIMPLE_LINK = re.compile(r"\[\[([^\[\]{}<>|\n&'=~_:]+)(?:\|([^\[\]{}<>|\n&'=~]*))?\]\]")
-_URL_SCHEME = re.compile(r"\s*(?:[a-z][a-z0-9+.\-]*:)?//", re.I)
+_URL_SCHEME = re.compile(r"\s*(?:[a-z][a-z0-9+.\-]*:)?//", re.IGNORECASE)
 MAX_SPAN_CHARS = 8192
 
 
@@ -152,7 +152,7 @@ def extract_links(
 _WHITESPACE = re.compile(r"\s+")
 # MediaWiki's illegal title characters (after comments are removed); '#' is a fragment.
 _ILLEGAL_TITLE = re.compile(r"[<>\[\]{}|\x00-\x1f\x7f\ufffd]")
-_COMMENT = re.compile(r"<!--.*?-->", re.S)
+_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
 
 
 def normalize_title(target: str) -> str | None:
@@ -168,7 +168,9 @@ def normalize_title(target: str) -> str | None:
     target = _WHITESPACE.sub(" ", target.replace("_", " ")).strip()
     if not target or _ILLEGAL_TITLE.search(target):
         return None
-    return target[0].upper() + target[1:]
+    first = target[0].upper()
+    # One-to-one only, as MediaWiki: "ß" stays "ß" rather than becoming "SS".
+    return (first if len(first) == 1 else target[0]) + target[1:]
 
 
 def clean_link_text(link: RawLink) -> str:
@@ -176,7 +178,9 @@ def clean_link_text(link: RawLink) -> str:
     collapsed; "" when nothing is left. `[[Target]]` gives Target as written."""
     raw = link.target if link.text is None else link.text
     if _NEEDS_PARSE.search(raw):
-        raw = mwparserfromhell.parse(raw).strip_code(normalize=True, collapse=True)
+        # Entities are left as written here and unescaped once below: normalising them
+        # here too would decode "&amp;lt;" twice.
+        raw = mwparserfromhell.parse(raw).strip_code(normalize=False, collapse=True)
     if "&" in raw:
         raw = html.unescape(raw)
     return _WHITESPACE.sub(" ", raw).strip()
