@@ -36,6 +36,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions
 
 from transforms.counting import SumStats
+from transforms.io_options import InputOutputOptions
 from transforms.wes.clusters import BuildClusters
 from transforms.wes.corpus import BuildCorpus, corpus_name
 from transforms.wes.filters import FilterLinks
@@ -65,11 +66,12 @@ def _thresholds(spec: str) -> list[int]:
 
 
 class MineWesOptions(PipelineOptions):
+    """Flags of the mining pipeline; `--input` (dump files: comma-separated paths or globs
+    of .xml, .xml.bz2, .xml.gz) and `--output` (a directory) come from
+    `InputOutputOptions`."""
+
     @classmethod
     def _add_argparse_args(cls, parser):
-        parser.add_argument("--input", required=True,
-                            help="dump files: comma-separated paths or globs (.xml, .xml.bz2, .xml.gz)")
-        parser.add_argument("--output", required=True, help="output directory")
         parser.add_argument("--min_incoming_links", default="5",
                             help="thresholds k, comma-separated: one corpus per k (default 5)")
         parser.add_argument("--seed", type=int, default=0, help="seed of splits and negatives")
@@ -98,10 +100,13 @@ def run(argv=None, save_main_session=True, test_pipeline=None):
     options = PipelineOptions(argv)
     options.view_as(SetupOptions).save_main_session = save_main_session
     opts = options.view_as(MineWesOptions)
+    io = options.view_as(InputOutputOptions)
+    if not io.input or not io.output:
+        raise ValueError("--input (dump files) and --output (a directory) are required")
     thresholds = _thresholds(opts.min_incoming_links)
     fractions = parse_splits(opts.splits)
-    paths = match_inputs([p.strip() for p in opts.input.split(",") if p.strip()])
-    prepare_output_dir(opts.output, thresholds, overwrite=opts.overwrite)
+    paths = match_inputs([p.strip() for p in io.input.split(",") if p.strip()])
+    prepare_output_dir(io.output, thresholds, overwrite=opts.overwrite)
     config = {
         "inputs": paths, "min_incoming_links": thresholds, "seed": opts.seed,
         "splits": opts.splits, "dictionary_filter": not opts.no_dictionary_filter,
@@ -118,7 +123,7 @@ def run(argv=None, save_main_session=True, test_pipeline=None):
             "BuildClusters" >> BuildClusters(opts.resolve_redirects, not opts.no_dictionary_filter))
         redirect_files = write_parquet(
             dump["redirects"] | "RedirectRows" >> beam.FlatMap(redirect_row),
-            "WriteRedirects", FileSystems.join(opts.output, "redirects"), REDIRECT_SCHEMA)
+            "WriteRedirects", FileSystems.join(io.output, "redirects"), REDIRECT_SCHEMA)
         stats = [dump["stats"], links["stats"], pairs["stats"], clusters["stats"]]
         files = [redirect_files]
         for k in thresholds:
@@ -126,14 +131,14 @@ def run(argv=None, save_main_session=True, test_pipeline=None):
             corpus = clusters["clusters"] | f"BuildCorpus[{name}]" >> BuildCorpus(
                 k, opts.seed, fractions)
             files.append(corpus | f"WriteCorpus[{name}]" >> WriteCorpus(
-                FileSystems.join(opts.output, name),
-                FileSystems.join(opts.output, f"{name}-clusters")))
+                FileSystems.join(io.output, name),
+                FileSystems.join(io.output, f"{name}-clusters")))
             stats.append(corpus["stats"])
         _ = {
             "counts": stats | "FlattenStats" >> beam.Flatten() | "SumStats" >> SumStats(),
             "files": files | "FlattenAllWrittenFiles" >> beam.Flatten(),
             "bad_files": dump["bad_files"],
-        } | "WriteStats" >> WriteStats(opts.output, config)
+        } | "WriteStats" >> WriteStats(io.output, config)
     return p.result
 
 

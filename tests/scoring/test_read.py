@@ -1,0 +1,123 @@
+"""Tests for transforms/scoring/read.py: formats, row numbers, sniffing, ReadPredictions."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+
+import apache_beam as beam
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from apache_beam.metrics.metric import MetricsFilter
+from apache_beam.testing import test_pipeline
+from apache_beam.testing.util import assert_that, equal_to
+
+from transforms.scoring.read import (
+    ReadPredictions,
+    input_format_of,
+    iter_csv,
+    iter_jsonl,
+    iter_parquet,
+    sniff_columns,
+)
+from transforms.scoring.rows import ColumnMapping, RowError
+
+
+@pytest.mark.parametrize("path, override, expected", [
+    ("a/b.jsonl", None, "jsonl"),
+    ("a/b.JSON.gz", None, "jsonl"),
+    ("b.ndjson", None, "jsonl"),
+    ("b.csv.bz2", None, "csv"),
+    ("b.parquet", None, "parquet"),
+    ("b.txt", "csv", "csv"),
+])
+def test_input_format_of(path, override, expected):
+    assert input_format_of(path, override) == expected
+
+
+def test_input_format_errors_list_what_is_known():
+    with pytest.raises(ValueError, match="--input_format jsonl|csv|parquet"):
+        input_format_of("b.txt")
+    with pytest.raises(ValueError, match="available"):
+        input_format_of("b.csv", "xml")
+
+
+def test_iter_jsonl_numbers_lines_and_skips_blank_ones():
+    data = b'{"a": 1}\n\n   \n{"a": \n[1]\n'
+    out = list(iter_jsonl(io.BytesIO(data)))
+    assert [(row, line) for row, line, _ in out] == [(1, 1), (4, 4), (5, 5)]
+    assert out[0][2] == {"a": 1}
+    assert [r.reason for _, _, r in out[1:]] == ["malformed_json", "not_a_json_object"]
+
+
+def test_iter_csv_rows_lines_and_field_counts():
+    data = ('\ufeffprediction,references\n'
+            'a,b\n'
+            '\n'
+            '"two\nlines",c\n'
+            'x,y,z\n'
+            'd,"[""e"", ""f""]"\n').encode()
+    out = list(iter_csv(io.BytesIO(data)))
+    assert [(row, line) for row, line, _ in out] == [(1, 2), (2, 4), (3, 6), (4, 7)]
+    assert out[0][2] == {"prediction": "a", "references": "b"}
+    assert out[1][2] == {"prediction": "two\nlines", "references": "c"}
+    assert isinstance(out[2][2], RowError) and out[2][2].reason == "wrong_field_count"
+    assert out[3][2] == {"prediction": "d", "references": '["e", "f"]'}
+
+
+def test_iter_csv_dead_letters_undecodable_records():
+    out = list(iter_csv(io.BytesIO(b"prediction,references\na,b\n\xff\xfe,c\nd,e\n")))
+    assert out[0][2] == {"prediction": "a", "references": "b"}
+    assert out[1][2].reason == "invalid_utf8"
+    assert out[2][2] == {"prediction": "d", "references": "e"}
+
+
+def test_iter_parquet_numbers_rows(tmp_path):
+    path = tmp_path / "p.parquet"
+    pq.write_table(pa.table({"prediction": ["a", None], "references": [["b"], []]}), path)
+    with open(path, "rb") as f:
+        out = list(iter_parquet(f))
+    assert out == [(1, None, {"prediction": "a", "references": ["b"]}),
+                   (2, None, {"prediction": None, "references": []})]
+
+
+def test_sniff_columns_per_format(tmp_path):
+    (tmp_path / "a.jsonl").write_text(
+        '{"prediction": "p", "references": ["r"]}\n{"prediction": "q", "human": 1}\n')
+    (tmp_path / "b.csv").write_text("prediction,reference1,reference2\np,r,s\n")
+    pq.write_table(pa.table({"prediction": ["p"], "id": ["1"]}), tmp_path / "c.parquet")
+    assert sniff_columns(str(tmp_path / "a.jsonl"))[1] == ["prediction", "references", "human"]
+    assert sniff_columns(str(tmp_path / "b.csv"))[1] == ["prediction", "reference1",
+                                                         "reference2"]
+    files, columns = sniff_columns(str(tmp_path / "*"))
+    assert len(files) == 3 and columns == ["prediction"]
+    with pytest.raises(ValueError, match="matches no file"):
+        sniff_columns(str(tmp_path / "*.nothing"))
+
+
+def test_read_predictions_routes_rows_and_dead_letters(tmp_path):
+    jsonl = tmp_path / "in.jsonl.gz"
+    with gzip.open(jsonl, "wt") as f:
+        f.write(json.dumps({"prediction": "a", "references": ["b"], "id": 1}) + "\n")
+        f.write("{broken\n")
+        f.write(json.dumps({"references": ["b"], "id": 3}) + "\n")
+    csv_path = tmp_path / "in.csv"
+    csv_path.write_text("prediction,references\nc,d\n")
+    mapping = ColumnMapping(id="id")
+    pipeline = test_pipeline.TestPipeline()
+    out = pipeline | ReadPredictions(str(tmp_path / "in.*"), mapping)
+    keys = out["rows"] | "Keys" >> beam.Map(lambda kv: (kv[0], kv[1].example.prediction))
+    assert_that(keys, equal_to([(f"{jsonl}:1", "a"), (f"{csv_path}:1", "c")]), label="rows")
+    reasons = out["dead_letter"] | "Reasons" >> beam.Map(
+        lambda d: (d["row"], d["line"], d["reason"], d["id"]))
+    assert_that(reasons, equal_to([(2, 2, "malformed_json", None),
+                                   (3, 3, "missing_prediction", "3")]), label="dead")
+    result = pipeline.run()
+    result.wait_until_finish()
+    counters = {c.key.metric.name: c.committed
+                for c in result.metrics().query(MetricsFilter().with_namespace("read"))[
+                    "counters"]}
+    assert counters == {"passed": 2, "filtered:malformed_json": 1,
+                        "filtered:missing_prediction": 1}

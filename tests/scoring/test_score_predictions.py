@@ -1,0 +1,208 @@
+"""End-to-end tests of pipelines/score_predictions.py: outputs, broken input, runners, and
+the acceptance numbers on the real judgment files."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from scipy import stats
+
+from pipelines.score_predictions import run
+from tests.runners import RUNNER_ARGS, local_job_service
+from tests.scoring import fakes
+from transforms.metrics import registry
+
+_REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+JUDGMENTS = os.path.join(os.environ.get("QA_EVAL_SHARED_DATA",
+                                        os.path.join(_REPO, "..", "shared", "data")),
+                         "judgments")
+SAS = os.path.join(JUDGMENTS, "sas", "SQuAD_SAS.csv")
+AVSD = os.path.join(JUDGMENTS, "kpqa", "avsd_all.csv")
+AVSD_RELEASED = os.path.join(JUDGMENTS, "kpqa", "released_metric_scores", "avsd_all.csv")
+
+
+def _run(argv: list[str], runner: str = "direct_in_process") -> None:
+    run([*argv, *RUNNER_ARGS[runner]], save_main_session=False)
+
+
+def _outputs(prefix: str) -> list[str]:
+    return sorted(os.path.basename(p) for p in glob.glob(prefix + "*"))
+
+
+def _good(i: int, system: str) -> dict:
+    return {"id": f"g{i}", "system": system, "prediction": f"answer {i}",
+            "references": [f"answer {i}", "other"], "human": i % 2}
+
+
+BROKEN_LINES = [
+    json.dumps(_good(1, "a")),
+    '{"id": "bad-json", "prediction": "x", ',
+    json.dumps({"id": "no-pred", "system": "a", "references": ["x"]}),
+    json.dumps({"id": "null-pred", "system": "b", "prediction": None, "references": ["x"]}),
+    json.dumps({"id": "int-pred", "system": "b", "prediction": 42, "references": ["x"]}),
+    json.dumps({"id": "no-refs", "system": "a", "prediction": "x", "references": []}),
+    json.dumps({"id": "empty-pred", "system": "a", "prediction": "", "references": ["x"]}),
+    json.dumps({"id": "empty-ref", "system": "a", "prediction": "x", "references": [""]}),
+    json.dumps({"id": "rejected", "system": "b", "prediction": fakes.REJECT,
+                "references": ["x"]}),
+    json.dumps(_good(2, "b")),
+    json.dumps(_good(3, "b")),
+]
+EXPECTED_DEAD = {
+    (2, None, "malformed_json"), (3, "no-pred", "missing_prediction"),
+    (4, "null-pred", "null_prediction"), (5, "int-pred", "non_string_prediction"),
+    (6, "no-refs", "empty_references"), (7, "empty-pred", "empty_prediction"),
+    (8, "empty-ref", "empty_references"), (9, "rejected", "metric_input_error")}
+
+
+def test_broken_input_is_dead_lettered_and_counts_add_up(tmp_path, monkeypatch):
+    fakes.install(monkeypatch)
+    source = tmp_path / "preds.jsonl"
+    source.write_text("\n".join(BROKEN_LINES) + "\n")
+    prefix = str(tmp_path / "out" / "run")
+    _run(["--input", str(source), "--output", prefix, "--output_format", "jsonl",
+          "--metrics", "em,f1,fake_len,fake_corpus"])
+    assert _outputs(prefix) == ["run.dead_letter.jsonl", "run.report.json", "run.report.md",
+                                "run.report.png", "run.scores.jsonl", "run.summary.json"]
+    with open(prefix + ".dead_letter.jsonl") as f:
+        dead = [json.loads(line) for line in f]
+    assert {(d["row"], d["id"], d["reason"]) for d in dead} == EXPECTED_DEAD
+    assert all(d["file"] == str(source) and d["line"] == d["row"] for d in dead)
+    with open(prefix + ".scores.jsonl") as f:
+        scores = sorted((json.loads(line) for line in f), key=lambda r: r["row"])
+    assert [(r["id"], r["system"], r["em"], r["fake_len"]) for r in scores] == [
+        ("g1", "a", 1.0, 8.0), ("g2", "b", 1.0, 8.0), ("g3", "b", 1.0, 8.0)]
+    # The corpus statistic counts every row that reached the metrics (the rejected one too).
+    assert {r["fake_corpus"] for r in scores} == {4.0}
+    assert scores[0]["signature"]["fake_len"] == "fake_len|impl:fake|v:1"
+    with open(prefix + ".summary.json") as f:
+        summary = json.load(f)
+    overall = summary["overall"]
+    assert (overall["in"], overall["scored"], overall["dead_lettered"]) == (11, 3, 8)
+    assert overall["metrics"]["fake_len"] == {"count": 3, "mean": 8.0}
+    blocks = [*summary["systems"].values(), summary["without_system"]]
+    assert sum(b["in"] for b in blocks) == overall["in"]
+    assert summary["systems"]["b"]["dead_lettered_by_reason"] == {
+        "metric_input_error": 1, "non_string_prediction": 1, "null_prediction": 1}
+    for block in blocks:
+        assert block["in"] == block["scored"] + block["dead_lettered"]
+
+
+def test_bad_configuration_fails_before_running(tmp_path):
+    source = tmp_path / "p.csv"
+    source.write_text("answer,gold\na,b\n")
+    prefix = str(tmp_path / "run")
+    with pytest.raises(ValueError, match=r"unknown metric name.*available"):
+        _run(["--input", str(source), "--output", prefix, "--metrics", "em,bleu9",
+              "--prediction_column", "answer", "--references_column", "gold"])
+    with pytest.raises(ValueError, match=r"available columns: \['answer', 'gold'\]"):
+        _run(["--input", str(source), "--output", prefix, "--metrics", "em"])
+    assert _outputs(prefix) == []
+
+
+def test_a_failed_run_leaves_no_final_output(tmp_path, monkeypatch):
+    fakes.install(monkeypatch)
+    source = tmp_path / "p.jsonl"
+    source.write_text(json.dumps({"prediction": fakes.CRASH, "references": ["x"]}) + "\n")
+    prefix = str(tmp_path / "run")
+    with pytest.raises(Exception, match="fake metric crashed"):
+        _run(["--input", str(source), "--output", prefix, "--metrics", "fake_len"])
+    finals = [n for n in _outputs(prefix) if ".tmp-" not in n]
+    assert finals == []
+
+
+def _write_runner_inputs(directory) -> str:
+    rows = [{"id": f"r{i}", "system": "ab"[i % 2], "prediction": p, "references": refs,
+             "human": float(i % 3)}
+            for i, (p, refs) in enumerate([
+                ("the Eiffel tower", ["Eiffel Tower", "the tower"]),
+                ("1889", ["in 1889"]), ("Paris, France", ["Paris"]),
+                ("a cat", ["the dog"]), ("blue whale", ["the blue whale", "whale"])])]
+    with open(directory / "part1.jsonl", "w") as f:
+        f.writelines(json.dumps(row) + "\n" for row in rows[:2])
+    pd.DataFrame([{**r, "references": json.dumps(r["references"])} for r in rows[2:4]]
+                 ).to_csv(directory / "part2.csv", index=False)
+    pq.write_table(pa.Table.from_pylist(rows[4:]), directory / "part3.parquet")
+    return str(directory / "part*")
+
+
+def _scores(prefix: str) -> list[dict]:
+    table = pq.read_table(prefix + ".scores.parquet").to_pylist()
+    return sorted(table, key=lambda r: r["row_key"])
+
+
+def test_runners_give_the_same_scores(tmp_path, monkeypatch):
+    fakes.install(monkeypatch)
+    pattern = _write_runner_inputs(tmp_path)
+    lexical = [m for m in ("bleu1", "bleu4", "rougeL", "meteor", "cider")
+               if m in fakes.available_metrics()]
+    metrics = ["em", "f1", *lexical, "fake_len", "fake_overlap", "fake_corpus"]
+    argv = ["--input", pattern, "--metrics", ",".join(metrics)]
+    results = {}
+    for runner in ("direct_in_process", "direct_multi_processing"):
+        prefix = str(tmp_path / runner)
+        _run([*argv, "--output", prefix], runner)
+        results[runner] = _scores(prefix)
+    with local_job_service() as portable_args:
+        prefix = str(tmp_path / "portable")
+        run([*argv, "--output", prefix, *portable_args], save_main_session=False)
+        results["portable"] = _scores(prefix)
+    reference = results["direct_in_process"]
+    assert len(reference) == 5
+    assert {r["fake_corpus"] for r in reference} == {5.0}
+    assert [r["f1"] for r in reference][:2] == [1.0, pytest.approx(2 / 3)]
+    assert all(reference[0][m] is not None for m in metrics)
+    for runner, rows in results.items():
+        assert rows == reference, runner
+
+
+def _report_rows(prefix: str, title: str) -> dict[str, dict]:
+    with open(prefix + ".report.json") as f:
+        scopes = json.load(f)["scopes"]
+    scope = next(s for s in scopes if s["title"] == title)
+    return {row["metric"]: {**row, "scope_n": scope["n"]} for row in scope["rows"]}
+
+
+def test_sas_f1_positive_subset_matches_the_paper(tmp_path):
+    metrics = ["em", "f1"] + [m for m in ("rougeL",) if m in registry.available_metrics()]
+    prefix = str(tmp_path / "sas")
+    _run(["--input", SAS, "--output", prefix, "--metrics", ",".join(metrics),
+          "--prediction_column", "answer1", "--references_column", "answer2",
+          "--human_column", "label", "--report_subsets", "f1>0,f1=0"])
+    positive = _report_rows(prefix, "Subset f1>0")
+    assert positive["f1"]["scope_n"] == 376
+    assert _report_rows(prefix, "Subset f1=0")["f1"]["scope_n"] == 566
+    assert positive["f1"]["pearson"] == pytest.approx(0.60, abs=0.02)
+    if "rougeL" not in metrics:
+        pytest.skip("rougeL is not registered yet; F1 checked, ROUGE-L not")
+    assert positive["rougeL"]["pearson"] == pytest.approx(0.56, abs=0.02)
+
+
+AVSD_METRICS = {"bleu1": "BLEU-1", "bleu4": "BLEU-4", "rougeL": "ROUGE-L", "meteor": "METEOR",
+                "cider": "CIDEr"}
+
+
+def test_avsd_report_pearson_equals_the_released_columns(tmp_path):
+    missing = sorted(set(AVSD_METRICS) - set(registry.available_metrics()))
+    if missing:
+        pytest.skip(f"metrics {missing} are not registered yet")
+    prefix = str(tmp_path / "avsd")
+    _run(["--input", AVSD, "--output", prefix, "--metrics", ",".join(AVSD_METRICS),
+          "--prediction_column", "answer", "--reference_prefix", "reference",
+          "--max_references", "5", "--human_column", "scores"])
+    rows = _report_rows(prefix, "All rows")
+    released = pd.read_csv(AVSD_RELEASED)
+    scores = pd.read_parquet(prefix + ".scores.parquet").sort_values("row")
+    for metric, column in AVSD_METRICS.items():
+        tolerance = 1e-3 if metric == "meteor" else 1e-6
+        assert scores[metric].to_numpy() == pytest.approx(released[column].to_numpy(),
+                                                          abs=tolerance), metric
+        expected = stats.pearsonr(released[column], released["Human"])[0]
+        assert rows[metric]["n"] == 1000
+        assert rows[metric]["pearson"] == pytest.approx(expected, abs=tolerance), metric

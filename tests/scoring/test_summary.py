@@ -1,0 +1,76 @@
+"""Tests for transforms/scoring/summary.py: counts that add up, exact means."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import apache_beam as beam
+from apache_beam.testing import test_pipeline
+from apache_beam.testing.util import assert_that, equal_to
+
+from transforms.scoring.summary import SummarizeScores, SummaryCombineFn, summary_event
+
+COLUMNS = ("em", "f1")
+
+
+def _scored(system, em, f1):
+    return {"row_key": "k", "system": system, "em": em, "f1": f1}
+
+
+def _dead(system, reason):
+    return {"row_key": "k", "system": system, "reason": reason}
+
+
+RECORDS = [_scored("a", 1.0, 1.0), _scored("a", 0.0, 0.5), _scored("b", 0.0, float("nan")),
+           _dead("a", "empty_prediction"), _dead(None, "malformed_json"),
+           _dead(None, "malformed_json")]
+
+
+def _summarize(records, chunks=1):
+    fn = SummaryCombineFn(COLUMNS)
+    accumulators = []
+    for i in range(chunks):
+        acc = fn.create_accumulator()
+        for record in records[i::chunks]:
+            acc = fn.add_input(acc, summary_event(record, COLUMNS))
+        accumulators.append(acc)
+    return fn.extract_output(fn.merge_accumulators(accumulators))
+
+
+def test_summary_blocks_add_up():
+    summary = _summarize(RECORDS)
+    assert summary["overall"] == {
+        "in": 6, "scored": 3, "dead_lettered": 3,
+        "dead_lettered_by_reason": {"empty_prediction": 1, "malformed_json": 2},
+        "metrics": {"em": {"count": 3, "mean": 1 / 3}, "f1": {"count": 2, "mean": 0.75}}}
+    assert summary["systems"]["a"]["in"] == 3
+    assert summary["systems"]["a"]["metrics"]["f1"] == {"count": 2, "mean": 0.75}
+    assert summary["systems"]["b"]["metrics"]["f1"] == {"count": 0, "mean": None}
+    assert summary["without_system"]["dead_lettered"] == 2
+    total = sum(b["in"] for b in summary["systems"].values()) + summary["without_system"]["in"]
+    assert total == summary["overall"]["in"]
+
+
+def test_no_system_column_gives_overall_only():
+    summary = _summarize([_scored(None, 1.0, 1.0)])
+    assert summary["systems"] == {} and "without_system" not in summary
+
+
+def test_means_are_exact_whatever_the_merge_order():
+    rng = random.Random(0)
+    values = [rng.uniform(0, 1) * 10 ** rng.randint(-8, 8) for _ in range(500)]
+    records = [_scored("a", v, v) for v in values]
+    expected = math.fsum(values) / len(values)
+    for chunks in (1, 3, 7):
+        assert _summarize(records, chunks)["overall"]["metrics"]["em"]["mean"] == expected
+
+
+def test_summarize_scores_pipeline():
+    pipeline = test_pipeline.TestPipeline()
+    scored = pipeline | "Scored" >> beam.Create(RECORDS[:3])
+    dead = pipeline | "Dead" >> beam.Create(RECORDS[3:])
+    counts = ((scored, dead) | SummarizeScores(COLUMNS)
+              | beam.Map(lambda s: (s["overall"]["in"], s["overall"]["scored"])))
+    assert_that(counts, equal_to([(6, 3)]))
+    pipeline.run()

@@ -1,0 +1,228 @@
+"""Everything the scoring pipeline decides at graph build time, validated on the launcher.
+
+`build_config` turns the command-line values into a `ScoringConfig`: the metrics (built
+by the registry, so unknown names fail here), the input files and the columns they offer
+(`read.sniff_columns`), the resolved `ColumnMapping`, the output names and the report
+spec. Every problem is a `ValueError` whose message lists what is available.
+
+Column defaults: `prediction` and `references` are required; `question`,
+`negative_references`, `id`, `system` and `human` are used when the input has them. A
+column named explicitly by a flag must exist. References come from exactly one of
+`--references_column` (one column holding a list or a string), `--reference_columns a,b,c`
+or `--reference_prefix p` (the columns named p<digits>, in numeric order).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from transforms.metrics import registry
+from transforms.metrics.base import Metric
+from transforms.scoring.read import sniff_columns
+from transforms.scoring.report import ReportSpec, parse_subsets, parse_thresholds
+from transforms.scoring.rows import ColumnMapping
+from transforms.scoring.write import OutputPaths
+
+RESERVED_COLUMNS = ("row_key", "file", "row", "id", "system", "human", "signature")
+_OPTIONAL_DEFAULTS = {"question": "question", "negative_references": "negative_references",
+                      "id": "id", "system": "system", "human": "human"}
+
+
+@dataclasses.dataclass(frozen=True)
+class ScoringConfig:
+    """The validated configuration of one scoring run."""
+
+    input: str
+    input_format: str | None
+    files: tuple[str, ...]
+    available_columns: tuple[str, ...]
+    mapping: ColumnMapping
+    metrics: tuple[Metric, ...]
+    metric_columns: tuple[str, ...]
+    signatures: dict[str, str]
+    paths: OutputPaths
+    report: ReportSpec | None
+    max_batch_size: int
+
+    @property
+    def with_human(self) -> bool:
+        return self.mapping.human is not None
+
+    def summary_metadata(self) -> dict[str, Any]:
+        """Run facts written at the top of summary.json."""
+        return {"run_id": self.paths.run_id, "input": self.input,
+                "input_files": len(self.files), "columns": dataclasses.asdict(self.mapping),
+                "metric_columns": list(self.metric_columns), "signatures": self.signatures}
+
+
+def split_list(value: str | None) -> list[str]:
+    """"a, b,,c" -> ["a", "b", "c"]."""
+    return [v.strip() for v in (value or "").split(",") if v.strip()]
+
+
+def _missing(kind: str, column: str, flag: str, available: Sequence[str]) -> ValueError:
+    return ValueError(f"{kind} column {column!r} is not in the input; available columns: "
+                      f"{list(available)} (set it with {flag})")
+
+
+def resolve_columns(available: Sequence[str], *, prediction_column: str | None = None,
+                    references_column: str | None = None,
+                    reference_columns: str | None = None, reference_prefix: str | None = None,
+                    max_references: int | None = None, question_column: str | None = None,
+                    negative_references_column: str | None = None,
+                    id_column: str | None = None, system_column: str | None = None,
+                    human_column: str | None = None) -> ColumnMapping:
+    """Resolves the column flags against the columns the input offers.
+
+    Args:
+        available: the input's columns (from `sniff_columns`).
+        prediction_column ... human_column: the flag values; None means "the default".
+
+    Returns:
+        The ColumnMapping.
+
+    Raises:
+        ValueError: contradictory flags, or a column that is not in the input.
+    """
+    given = [name for name, value in (("--references_column", references_column),
+                                      ("--reference_columns", reference_columns),
+                                      ("--reference_prefix", reference_prefix)) if value]
+    if len(given) > 1:
+        raise ValueError(f"{' and '.join(given)} contradict each other: give one of them")
+    if max_references is not None and max_references < 1:
+        raise ValueError(f"--max_references must be >= 1, got {max_references}")
+    prediction = prediction_column or "prediction"
+    if prediction not in available:
+        raise _missing("prediction", prediction, "--prediction_column", available)
+    if reference_columns:
+        references = tuple(split_list(reference_columns))
+        absent = [c for c in references if c not in available]
+        if absent:
+            raise ValueError(f"reference columns {absent} are not in the input; available "
+                             f"columns: {list(available)}")
+    elif reference_prefix:
+        pattern = re.compile(re.escape(reference_prefix) + r"(\d+)$")
+        numbered = sorted((int(m.group(1)), c) for c in available if (m := pattern.match(c)))
+        if not numbered:
+            raise ValueError(f"no column is named {reference_prefix}<number>; available "
+                             f"columns: {list(available)}")
+        references = tuple(c for _, c in numbered)
+    else:
+        references = (references_column or "references",)
+        if references[0] not in available:
+            raise _missing("references", references[0], "--references_column, "
+                           "--reference_columns or --reference_prefix", available)
+    explicit = {"question": question_column, "negative_references": negative_references_column,
+                "id": id_column, "system": system_column, "human": human_column}
+    optional: dict[str, str | None] = {}
+    for role, column in explicit.items():
+        if column is not None:
+            if column not in available:
+                raise _missing(role, column, f"--{role}_column", available)
+            optional[role] = column
+        else:
+            default = _OPTIONAL_DEFAULTS[role]
+            taken = default == prediction or default in references
+            optional[role] = default if default in available and not taken else None
+    return ColumnMapping(prediction=prediction, references=references,
+                         max_references=max_references, **optional)
+
+
+def parse_metric_options(value: str | Mapping[str, Any] | None) -> dict[str, Any]:
+    """`--metric_options '{"cider": {"df_mode": "pooled"}}'` -> dict.
+
+    Raises:
+        ValueError: not a JSON object.
+    """
+    if value is None or value == "":
+        return {}
+    if isinstance(value, Mapping):
+        return dict(value)
+    try:
+        parsed = json.loads(value)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"--metric_options is not valid JSON: {e}") from e
+    if not isinstance(parsed, dict):  # configuration errors are ValueError by contract
+        raise ValueError(  # noqa: TRY004
+            f"--metric_options must be a JSON object, got {value!r}")
+    return parsed
+
+
+def build_config(*, input: str | None, output: str | None, metrics: str | None,
+                 metric_options: str | Mapping[str, Any] | None = None,
+                 input_format: str | None = None, output_format: str = "parquet",
+                 report_subsets: str | None = None, accuracy_threshold: str | None = None,
+                 max_batch_size: int = 512, run_id: str | None = None,
+                 **column_flags: Any) -> ScoringConfig:
+    """Validates the command line and builds the run's configuration.
+
+    Args:
+        input: file path or glob.
+        output: output prefix.
+        metrics: comma-separated metric names.
+        metric_options: per-family metric options (JSON object or mapping).
+        input_format: jsonl|csv|parquet, or None to go by extension.
+        output_format: parquet|jsonl for the scores file.
+        report_subsets: see `report.parse_subsets`.
+        accuracy_threshold: see `report.parse_thresholds`.
+        max_batch_size: rows per `score_batch` call at most.
+        run_id: names the temporary files; random when None.
+        **column_flags: the keyword arguments of `resolve_columns`.
+
+    Returns:
+        The ScoringConfig.
+
+    Raises:
+        ValueError: anything wrong with the configuration, with what is available.
+    """
+    if not input:
+        raise ValueError("--input is required (a file path or glob)")
+    if not output:
+        raise ValueError("--output is required (a path prefix)")
+    names = split_list(metrics)
+    if not names:
+        raise ValueError(f"--metrics is required; available: {registry.available_metrics()}")
+    built = tuple(registry.build_metrics(names, parse_metric_options(metric_options)))
+    model_backed = [m.family for m in built if callable(getattr(m, "model_uses", None))]
+    if model_backed:
+        # The RunInference branch joins by row key like the in-process one (see
+        # transforms/scoring/__init__.py); it is wired in by the model-metrics issue.
+        raise ValueError(f"model-backed metric families {model_backed} are not wired into "
+                         "the scoring pipeline yet")
+    metric_columns = tuple(c for m in built for c in m.columns)
+    clash = [c for c in metric_columns if c in RESERVED_COLUMNS]
+    if clash:
+        raise ValueError(f"metric columns {clash} clash with output columns {RESERVED_COLUMNS}")
+    signatures: dict[str, str] = {}
+    for metric in built:
+        signature = metric.signature()
+        absent = [c for c in metric.columns if c not in signature]
+        if absent:
+            raise ValueError(f"metric {metric.family} gives no signature for {absent}")
+        signatures.update({c: str(signature[c]) for c in metric.columns})
+    if max_batch_size < 1:
+        raise ValueError(f"--max_batch_size must be >= 1, got {max_batch_size}")
+    paths = OutputPaths(output, output_format, run_id or uuid.uuid4().hex[:12])
+    files, available = sniff_columns(input, input_format)
+    if not available:
+        raise ValueError(f"--input {input!r}: the files looked into offer no columns (empty "
+                         "files, or files that share no column)")
+    mapping = resolve_columns(available, **column_flags)
+    if mapping.human is None and (report_subsets or accuracy_threshold):
+        raise ValueError("--report_subsets/--accuracy_threshold need a human column; "
+                         f"available columns: {available} (set it with --human_column)")
+    spec = None
+    if mapping.human is not None:
+        default, overrides = parse_thresholds(accuracy_threshold, metric_columns)
+        spec = ReportSpec(parse_subsets(report_subsets, metric_columns), default,
+                          tuple(sorted(overrides.items())))
+    return ScoringConfig(
+        input=input, input_format=input_format, files=tuple(files),
+        available_columns=tuple(available), mapping=mapping, metrics=built,
+        metric_columns=metric_columns, signatures=signatures, paths=paths, report=spec,
+        max_batch_size=max_batch_size)

@@ -1,0 +1,117 @@
+"""Joining the scoring branches back onto their rows by row key.
+
+Every scoring branch (the in-process lexical `ScoreMetrics`, and later one `RunInference`
+branch per model-backed metric) emits `(row_key, ScoreResult)`. `JoinScores` runs one
+`CoGroupByKey` over the validated rows and all branches and emits, per row, either one
+scored record (every branch gave scores) or one dead-letter record (some branch rejected
+the row, or gave it nothing). A row is never half-scored in the output.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+import apache_beam as beam
+
+from transforms.scoring.rows import ScoringRow, dead_letter
+from transforms.scoring.score import ScoreResult
+
+logger = logging.getLogger(__name__)
+
+_STAGE = "join"
+ROWS = "rows"
+DEAD_LETTER = "dead_letter"
+
+
+def scored_record(row: ScoringRow, scores: Mapping[str, float]) -> dict[str, Any]:
+    """The output record of a scored row (signatures are added by the writer)."""
+    return {"row_key": row.source.key, "file": row.source.file, "row": row.source.row,
+            "id": row.id, "system": row.system, "human": row.human, **scores}
+
+
+def merge_branch_results(
+    row: ScoringRow, results: Mapping[str, Sequence[ScoreResult]], branches: Sequence[str]
+) -> tuple[bool, dict[str, Any]]:
+    """Merges what each branch said about one row.
+
+    Args:
+        row: the validated row.
+        results: branch name -> the ScoreResults it emitted for this row's key.
+        branches: every branch name; a branch without a result counts as a failure.
+
+    Returns:
+        (True, scored record) or (False, dead-letter record).
+    """
+    scores: dict[str, float] = {}
+    problems: list[tuple[str, str]] = []
+    for branch in branches:
+        branch_results = list(results.get(branch, ()))
+        if len(branch_results) != 1:
+            problems.append(("missing_score",
+                             f"branch {branch} gave {len(branch_results)} results"))
+            continue
+        result = branch_results[0]
+        if result.scores is None:
+            problems.append(("metric_input_error", result.reason or branch))
+        else:
+            scores.update(result.scores)
+    if problems:
+        reason = problems[0][0]
+        detail = "; ".join(d for _, d in problems)
+        return False, dead_letter(row.source, reason, detail, row.id, row.system)
+    return True, scored_record(row, scores)
+
+
+class MergeScoresFn(beam.DoFn):
+    """`(row_key, {rows: [...], branch: [...]})` -> scored record | dead-letter record."""
+
+    def __init__(self, branches: Sequence[str]) -> None:
+        self._branches = tuple(branches)
+        self._passed = beam.metrics.Metrics.counter(_STAGE, "passed")
+        self._filtered = {
+            reason: beam.metrics.Metrics.counter(_STAGE, f"filtered:{reason}")
+            for reason in ("metric_input_error", "missing_score", "orphan_score")}
+
+    def process(self, element: tuple[str, Mapping[str, Iterable[Any]]]) -> Iterator[Any]:
+        key, grouped = element
+        rows = list(grouped[ROWS])
+        if len(rows) != 1:
+            # A score whose row is gone (or a duplicated key) is a pipeline bug, not bad input.
+            self._filtered["orphan_score"].inc()
+            logger.error("row key %s has %d rows; its scores are dropped", key, len(rows))
+            for row in rows:
+                yield beam.pvalue.TaggedOutput(DEAD_LETTER, dead_letter(
+                    row.source, "missing_score", f"row key {key} seen {len(rows)} times",
+                    row.id, row.system))
+            return
+        ok, record = merge_branch_results(
+            rows[0], {b: list(grouped[b]) for b in self._branches}, self._branches)
+        if ok:
+            self._passed.inc()
+            yield record
+        else:
+            self._filtered[record["reason"]].inc()
+            yield beam.pvalue.TaggedOutput(DEAD_LETTER, record)
+
+
+class JoinScores(beam.PTransform):
+    """Joins `{ROWS: (key, ScoringRow), branch: (key, ScoreResult), ...}` by row key.
+
+    Returns a dict: `scored` -> scored records, `dead_letter` -> dead-letter records.
+    """
+
+    def expand(self, inputs: Mapping[str, beam.PCollection]) -> dict[str, beam.PCollection]:
+        if ROWS not in inputs:
+            raise ValueError(f"JoinScores needs a {ROWS!r} input, got {sorted(inputs)}")
+        branches = tuple(sorted(name for name in inputs if name != ROWS))
+        if not branches:
+            raise ValueError("JoinScores needs at least one scoring branch")
+        merged = (
+            dict(inputs)
+            | "GroupByRowKey" >> beam.CoGroupByKey()
+            | "MergeBranchScores" >> beam.ParDo(MergeScoresFn(branches)).with_outputs(
+                DEAD_LETTER, main="scored"))
+        return {"scored": merged.scored, "dead_letter": merged[DEAD_LETTER]}
+

@@ -1,0 +1,205 @@
+"""Scoring keyed rows with in-process (lexical) metrics.
+
+`ComputeCorpusStatistics` runs every `CorpusStatistic` the metrics declare as one
+`CombineGlobally` and yields a single `{key: value}` dict, which `ScoreMetrics` takes as an
+`AsSingleton` side input. `ScoreMetrics` batches rows (`BatchElements`), calls each
+metric's `score_batch`, and emits `(row_key, ScoreResult)` for every row it is given: the
+scores, or the reason the row could not be scored. When `score_batch` raises
+`MetricInputError`, the batch is re-scored example by example so only the failing row is
+lost. `ScoreResult` is the shape every scoring branch emits, model-backed ones included,
+so `join.JoinScores` can merge branches by row key.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any, NamedTuple
+
+import apache_beam as beam
+
+from transforms.metrics.base import CorpusStatistic, Metric, MetricInputError, QAExample
+from transforms.scoring.rows import ScoringRow
+
+logger = logging.getLogger(__name__)
+
+_STAGE = "score"
+
+
+class ScoreResult(NamedTuple):
+    """What a scoring branch says about one row: scores, or why there are none."""
+
+    scores: dict[str, float] | None
+    reason: str | None = None
+
+
+def unique_statistics(metrics: Sequence[Metric]) -> tuple[CorpusStatistic, ...]:
+    """The corpus statistics the metrics need, one per key.
+
+    Raises:
+        ValueError: two statistics of different types share a key.
+    """
+    by_key: dict[str, CorpusStatistic] = {}
+    for metric in metrics:
+        for stat in metric.corpus_statistics():
+            seen = by_key.setdefault(stat.key, stat)
+            if type(seen) is not type(stat):
+                raise ValueError(
+                    f"corpus statistic key {stat.key!r} is claimed by {type(seen).__name__} "
+                    f"and {type(stat).__name__}")
+    return tuple(by_key.values())
+
+
+def _check_output(metric: Metric, results: list[dict[str, float]], n: int) -> None:
+    if len(results) != n:
+        raise RuntimeError(
+            f"metric {metric.family} returned {len(results)} results for {n} examples")
+    for result in results:
+        missing = [c for c in metric.columns if c not in result]
+        if missing:
+            raise RuntimeError(f"metric {metric.family} returned no value for {missing}")
+
+
+def score_examples(metrics: Sequence[Metric], examples: Sequence[QAExample],
+                   corpus_stats: dict[str, Any]) -> list[ScoreResult]:
+    """Scores a batch with every metric, isolating examples a metric rejects.
+
+    Args:
+        metrics: the metrics, set up.
+        examples: the batch.
+        corpus_stats: `{statistic key: value}` from `ComputeCorpusStatistics`.
+
+    Returns:
+        One ScoreResult per example, in order; a rejected example has `scores=None` and
+        a reason "<family>: <message>" from the first metric that rejected it.
+    """
+    scores: list[dict[str, float]] = [{} for _ in examples]
+    reasons: list[str | None] = [None] * len(examples)
+    for metric in metrics:
+        alive = [i for i, reason in enumerate(reasons) if reason is None]
+        if not alive:
+            break
+        batch = [examples[i] for i in alive]
+        try:
+            results = metric.score_batch(batch, corpus_stats)
+            _check_output(metric, results, len(batch))
+        except MetricInputError:
+            logger.info("metric %s rejected a batch of %d; re-scoring one by one",
+                        metric.family, len(batch))
+            results = []
+            for i in alive:
+                try:
+                    single = metric.score_batch([examples[i]], corpus_stats)
+                    _check_output(metric, single, 1)
+                    results.append(single[0])
+                except MetricInputError as e:
+                    reasons[i] = f"{metric.family}: {e}"
+                    results.append({})
+        for i, result in zip(alive, results, strict=True):
+            if reasons[i] is None:
+                scores[i].update({c: float(result[c]) for c in metric.columns})
+    return [ScoreResult(None, reason) if reason is not None else ScoreResult(s)
+            for s, reason in zip(scores, reasons, strict=True)]
+
+
+class CorpusStatisticsCombineFn(beam.CombineFn):
+    """Runs several `CorpusStatistic`s over the examples at once."""
+
+    def __init__(self, statistics: Sequence[CorpusStatistic]) -> None:
+        self._statistics = tuple(statistics)
+
+    def create_accumulator(self) -> list[Any]:
+        return [s.create() for s in self._statistics]
+
+    def add_input(self, accumulator: list[Any], example: QAExample) -> list[Any]:
+        return [s.add(a, example) for s, a in zip(self._statistics, accumulator, strict=True)]
+
+    def merge_accumulators(self, accumulators: Any) -> list[Any]:
+        accumulators = list(accumulators)
+        return [s.merge([a[i] for a in accumulators]) for i, s in enumerate(self._statistics)]
+
+    def extract_output(self, accumulator: list[Any]) -> dict[str, Any]:
+        return {s.key: s.extract(a)
+                for s, a in zip(self._statistics, accumulator, strict=True)}
+
+
+def _example_of(keyed_row: tuple[str, ScoringRow]) -> QAExample:
+    return keyed_row[1].example
+
+
+class ComputeCorpusStatistics(beam.PTransform):
+    """`(row_key, ScoringRow)` -> one `{statistic key: value}` dict (empty when none)."""
+
+    def __init__(self, metrics: Sequence[Metric]) -> None:
+        super().__init__()
+        self._statistics = unique_statistics(metrics)
+
+    def expand(self, rows: beam.PCollection) -> beam.PCollection:
+        if not self._statistics:
+            return rows.pipeline | "NoCorpusStatistics" >> beam.Create([{}])
+        return (
+            rows
+            | "ExtractExamples" >> beam.Map(_example_of)
+            | "CombineStatistics" >> beam.CombineGlobally(
+                CorpusStatisticsCombineFn(self._statistics)))
+
+
+class ScoreRowsFn(beam.DoFn):
+    """Scores a batch of `(row_key, ScoringRow)`; yields `(row_key, ScoreResult)`."""
+
+    def __init__(self, metrics: Sequence[Metric]) -> None:
+        self._metrics = tuple(metrics)
+        self._passed = beam.metrics.Metrics.counter(_STAGE, "passed")
+        self._rejected = beam.metrics.Metrics.counter(_STAGE, "filtered:metric_input_error")
+        self._batch_size = beam.metrics.Metrics.distribution(_STAGE, "batch_size_rows")
+        self._latency = beam.metrics.Metrics.distribution(_STAGE, "score_batch_micro_secs")
+
+    def setup(self) -> None:
+        for metric in self._metrics:
+            metric.setup()
+
+    def teardown(self) -> None:
+        for metric in self._metrics:
+            metric.teardown()
+
+    def process(self, batch: Sequence[tuple[str, ScoringRow]],
+                corpus_stats: dict[str, Any]) -> Iterator[tuple[str, ScoreResult]]:
+        start = time.perf_counter()
+        results = score_examples(self._metrics, [row.example for _, row in batch],
+                                 corpus_stats)
+        self._latency.update(int((time.perf_counter() - start) * 1e6))
+        self._batch_size.update(len(batch))
+        for (key, _), result in zip(batch, results, strict=True):
+            if result.scores is None:
+                self._rejected.inc()
+                logger.debug("row %s rejected: %s", key, result.reason)
+            else:
+                self._passed.inc()
+            yield key, result
+
+
+class ScoreMetrics(beam.PTransform):
+    """`(row_key, ScoringRow)` -> `(row_key, ScoreResult)` for in-process metrics.
+
+    Args:
+        metrics: metrics built (and validated) on the launcher.
+        corpus_stats: the `AsSingleton` side input from `ComputeCorpusStatistics`.
+        max_batch_size: upper bound for `BatchElements`.
+    """
+
+    def __init__(self, metrics: Sequence[Metric], corpus_stats: Any,
+                 max_batch_size: int = 512) -> None:
+        super().__init__()
+        if max_batch_size < 1:
+            raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
+        self._metrics = tuple(metrics)
+        self._corpus_stats = corpus_stats
+        self._max_batch_size = max_batch_size
+
+    def expand(self, rows: beam.PCollection) -> beam.PCollection:
+        return (
+            rows
+            | "BatchRows" >> beam.BatchElements(
+                min_batch_size=1, max_batch_size=self._max_batch_size)
+            | "ScoreBatches" >> beam.ParDo(ScoreRowsFn(self._metrics), self._corpus_stats))

@@ -1,0 +1,150 @@
+"""Per-system summary: counts in/scored/dead-lettered and the mean of every metric.
+
+`SummarizeScores` is one `CombineGlobally` over the scored and dead-lettered records, so it
+scales with the number of systems, not rows. Sums are exact (Shewchuk partials, as
+`math.fsum`), so every runner and every bundling gives the same means to the last bit.
+
+The summary dict (written as PREFIX.summary.json):
+
+    {"overall": BLOCK, "systems": {name: BLOCK, ...}, "without_system": BLOCK | absent}
+    BLOCK = {"in", "scored", "dead_lettered", "dead_lettered_by_reason": {reason: n},
+             "metrics": {column: {"count", "mean"}}}
+
+`in == scored + dead_lettered` in every block, and `overall` is the sum of `systems` and
+`without_system` (rows whose system is unknown: a null system, or a line too broken to read
+one from; the block is left out when no row names a system, as `overall` says it all).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import apache_beam as beam
+
+_SCORED = "scored"
+_DEAD = "dead"
+
+
+def _add_exact(partials: list[float], x: float) -> None:
+    """Adds x to Shewchuk partials in place (the algorithm behind math.fsum)."""
+    i = 0
+    for y in partials:
+        if abs(x) < abs(y):
+            x, y = y, x
+        hi = x + y
+        lo = y - (hi - x)
+        if lo:
+            partials[i] = lo
+            i += 1
+        x = hi
+    partials[i:] = [x]
+
+
+def _new_block() -> dict[str, Any]:
+    return {"scored": 0, "dead": {}, "sums": {}, "counts": {}}
+
+
+def _merge_block(into: dict[str, Any], other: Mapping[str, Any]) -> None:
+    into["scored"] += other["scored"]
+    for reason, n in other["dead"].items():
+        into["dead"][reason] = into["dead"].get(reason, 0) + n
+    for column, partials in other["sums"].items():
+        mine = into["sums"].setdefault(column, [])
+        for x in partials:
+            _add_exact(mine, x)
+    for column, n in other["counts"].items():
+        into["counts"][column] = into["counts"].get(column, 0) + n
+
+
+def summary_event(record: Mapping[str, Any], metric_columns: Sequence[str]) -> tuple:
+    """A scored or dead-letter record reduced to what the summary needs."""
+    if "reason" in record:
+        return _DEAD, record.get("system"), record["reason"]
+    return _SCORED, record.get("system"), tuple(record.get(c) for c in metric_columns)
+
+
+class SummaryCombineFn(beam.CombineFn):
+    """Combines summary events into per-system blocks (see the module docstring)."""
+
+    def __init__(self, metric_columns: Sequence[str]) -> None:
+        self._columns = tuple(metric_columns)
+
+    def create_accumulator(self) -> dict[str | None, dict[str, Any]]:
+        return {}
+
+    def add_input(self, accumulator: dict, event: tuple) -> dict:
+        kind, system, payload = event
+        block = accumulator.setdefault(system, _new_block())
+        if kind == _DEAD:
+            block["dead"][payload] = block["dead"].get(payload, 0) + 1
+            return accumulator
+        block["scored"] += 1
+        for column, value in zip(self._columns, payload, strict=True):
+            if value is None or math.isnan(value):
+                continue
+            _add_exact(block["sums"].setdefault(column, []), value)
+            block["counts"][column] = block["counts"].get(column, 0) + 1
+        return accumulator
+
+    def merge_accumulators(self, accumulators: Iterable[dict]) -> dict:
+        merged: dict[str | None, dict[str, Any]] = {}
+        for accumulator in accumulators:
+            for system, block in accumulator.items():
+                _merge_block(merged.setdefault(system, _new_block()), block)
+        return merged
+
+    def extract_output(self, accumulator: dict) -> dict[str, Any]:
+        return summarize_blocks(accumulator, self._columns)
+
+
+def _render_block(block: Mapping[str, Any], columns: Sequence[str]) -> dict[str, Any]:
+    dead = sum(block["dead"].values())
+    metrics = {}
+    for column in columns:
+        count = block["counts"].get(column, 0)
+        mean = math.fsum(block["sums"][column]) / count if count else None
+        metrics[column] = {"count": count, "mean": mean}
+    return {"in": block["scored"] + dead, "scored": block["scored"], "dead_lettered": dead,
+            "dead_lettered_by_reason": dict(sorted(block["dead"].items())),
+            "metrics": metrics}
+
+
+def summarize_blocks(blocks: Mapping[str | None, Mapping[str, Any]],
+                     columns: Sequence[str]) -> dict[str, Any]:
+    """Turns per-system accumulator blocks into the summary dict.
+
+    Args:
+        blocks: system (None: unknown) -> accumulator block.
+        columns: the metric columns, in output order.
+
+    Returns:
+        The summary dict described in the module docstring.
+    """
+    overall = _new_block()
+    for block in blocks.values():
+        _merge_block(overall, block)
+    summary: dict[str, Any] = {
+        "overall": _render_block(overall, columns),
+        "systems": {system: _render_block(blocks[system], columns)
+                    for system in sorted(s for s in blocks if s is not None)},
+    }
+    if None in blocks and summary["systems"]:
+        summary["without_system"] = _render_block(blocks[None], columns)
+    return summary
+
+
+class SummarizeScores(beam.PTransform):
+    """(scored records, dead-letter records) -> one summary dict."""
+
+    def __init__(self, metric_columns: Sequence[str]) -> None:
+        super().__init__()
+        self._columns = tuple(metric_columns)
+
+    def expand(self, records: tuple[beam.PCollection, beam.PCollection]) -> beam.PCollection:
+        return (
+            records
+            | "MergeScoredAndDeadLetters" >> beam.Flatten()
+            | "ToSummaryEvents" >> beam.Map(summary_event, self._columns)
+            | "CombineSummary" >> beam.CombineGlobally(SummaryCombineFn(self._columns)))

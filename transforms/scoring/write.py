@@ -1,0 +1,294 @@
+"""Writing the scoring outputs as single files that appear only when the run succeeded.
+
+Every output is first written under a temporary name `<final>.tmp-<run_id>`; the last
+step, `FinalizeOutputs`, waits for all writes (it combines their file names) and renames the
+temporary files to their final names, `summary.json` last. A run that fails anywhere before
+leaves only `*.tmp-<run_id>` files behind, never a final name; outputs of an earlier run
+at the same prefix stay as they were until a later run succeeds and replaces them.
+
+Final names (PREFIX = --output):
+    PREFIX.scores.parquet | PREFIX.scores.jsonl, PREFIX.dead_letter.jsonl,
+    PREFIX.summary.json, and with a human column PREFIX.report.md + PREFIX.report.png
+    (+ PREFIX.report.json: the same numbers for machines).
+
+`PREFIX.scores.*` holds one row per scored input row: row_key, file, row, id, system,
+(human), one float column per metric, and a `signature` struct with one string per metric
+column. Writing single files funnels each output through one writer; that is the price of
+the fixed names (the scoring itself stays parallel).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import logging
+import math
+import posixpath
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+
+from transforms.scoring import report as report_lib
+
+logger = logging.getLogger(__name__)
+
+OUTPUT_FORMATS = ("parquet", "jsonl")
+
+
+@dataclasses.dataclass(frozen=True)
+class OutputPaths:
+    """Final and temporary names of every output of one run."""
+
+    prefix: str
+    output_format: str
+    run_id: str
+
+    def __post_init__(self) -> None:
+        if self.output_format not in OUTPUT_FORMATS:
+            raise ValueError(
+                f"unknown output format {self.output_format!r}; available: {list(OUTPUT_FORMATS)}")
+        if not self.prefix or self.prefix.endswith(("/", "\\")):
+            raise ValueError(f"--output must be a file prefix, got {self.prefix!r}")
+
+    @property
+    def scores(self) -> str:
+        return f"{self.prefix}.scores.{self.output_format}"
+
+    @property
+    def dead_letter(self) -> str:
+        return f"{self.prefix}.dead_letter.jsonl"
+
+    @property
+    def summary(self) -> str:
+        return f"{self.prefix}.summary.json"
+
+    @property
+    def report_json(self) -> str:
+        return f"{self.prefix}.report.json"
+
+    @property
+    def report_md(self) -> str:
+        return f"{self.prefix}.report.md"
+
+    @property
+    def report_png(self) -> str:
+        return f"{self.prefix}.report.png"
+
+    def temp(self, final: str) -> str:
+        return f"{final}.tmp-{self.run_id}"
+
+    def finals(self, with_report: bool) -> list[str]:
+        """Final names in the order they are renamed (summary last)."""
+        names = [self.scores, self.dead_letter]
+        if with_report:
+            names += [self.report_json, self.report_md, self.report_png]
+        return [*names, self.summary]
+
+
+def scores_schema(metric_columns: Sequence[str], with_human: bool) -> Any:
+    """The explicit pyarrow schema of PREFIX.scores.parquet."""
+    import pyarrow as pa
+
+    fields = [("row_key", pa.string()), ("file", pa.string()), ("row", pa.int64()),
+              ("id", pa.string()), ("system", pa.string())]
+    if with_human:
+        fields.append(("human", pa.float64()))
+    fields += [(c, pa.float64()) for c in metric_columns]
+    fields.append(("signature", pa.struct([(c, pa.string()) for c in metric_columns])))
+    return pa.schema(fields)
+
+
+def _clean(value: Any) -> Any:
+    return None if isinstance(value, float) and math.isnan(value) else value
+
+
+def output_row(record: Mapping[str, Any], metric_columns: Sequence[str], with_human: bool,
+               signatures: Mapping[str, str]) -> dict[str, Any]:
+    """A scored record as written: schema order, NaN as null, signatures attached."""
+    row = {k: record.get(k) for k in ("row_key", "file", "row", "id", "system")}
+    if with_human:
+        row["human"] = record.get("human")
+    row.update({c: _clean(record.get(c)) for c in metric_columns})
+    row["signature"] = dict(signatures)
+    return row
+
+
+def _json_safe(value: Any) -> Any:
+    """NaN -> None, recursively (JSON has no NaN)."""
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_safe(v) for v in value]
+    return _clean(value)
+
+
+def to_json_line(record: Mapping[str, Any]) -> str:
+    """One JSON line (NaN written as null, non-ASCII kept)."""
+    return json.dumps({k: _clean(v) for k, v in record.items()}, ensure_ascii=False)
+
+
+class WriteScores(beam.PTransform):
+    """Scored records -> the temporary scores file; yields its path."""
+
+    def __init__(self, paths: OutputPaths, metric_columns: Sequence[str], with_human: bool,
+                 signatures: Mapping[str, str]) -> None:
+        super().__init__()
+        self._paths = paths
+        self._columns = tuple(metric_columns)
+        self._with_human = with_human
+        self._signatures = dict(signatures)
+
+    def expand(self, scored: beam.PCollection) -> beam.PCollection:
+        rows = scored | "ToOutputRows" >> beam.Map(
+            output_row, self._columns, self._with_human, self._signatures)
+        temp = self._paths.temp(self._paths.scores)
+        if self._paths.output_format == "parquet":
+            return rows | "WriteParquet" >> beam.io.WriteToParquet(
+                temp, scores_schema(self._columns, self._with_human), num_shards=1,
+                shard_name_template="")
+        return (rows
+                | "ToJsonLines" >> beam.Map(to_json_line)
+                | "WriteJsonLines" >> beam.io.WriteToText(
+                    temp, num_shards=1, shard_name_template=""))
+
+
+class WriteDeadLetters(beam.PTransform):
+    """Dead-letter records -> the temporary dead-letter JSONL file; yields its path."""
+
+    def __init__(self, paths: OutputPaths) -> None:
+        super().__init__()
+        self._paths = paths
+
+    def expand(self, dead: beam.PCollection) -> beam.PCollection:
+        return (dead
+                | "ToJsonLines" >> beam.Map(to_json_line)
+                | "WriteJsonLines" >> beam.io.WriteToText(
+                    self._paths.temp(self._paths.dead_letter), num_shards=1,
+                    shard_name_template=""))
+
+
+def _write_bytes(path: str, data: bytes) -> None:
+    with FileSystems.create(path, mime_type="application/octet-stream") as f:
+        f.write(data)
+
+
+class WriteSummaryFn(beam.DoFn):
+    """The summary dict + run metadata -> the temporary summary.json; yields its path."""
+
+    def __init__(self, path: str, metadata: Mapping[str, Any]) -> None:
+        self._path = path
+        self._metadata = dict(metadata)
+
+    def process(self, summary: Mapping[str, Any]) -> Iterator[str]:
+        document = {**self._metadata, **summary}
+        overall = summary["overall"]
+        if overall["in"] != overall["scored"] + overall["dead_lettered"]:
+            raise RuntimeError(f"summary counts do not add up: {overall}")
+        _write_bytes(self._path, json.dumps(document, indent=2, allow_nan=False).encode())
+        logger.info("summary: %d in, %d scored, %d dead-lettered", overall["in"],
+                    overall["scored"], overall["dead_lettered"])
+        yield self._path
+
+
+class WriteSummary(beam.PTransform):
+    """The summary dict -> the temporary summary.json, with the run's metadata on top."""
+
+    def __init__(self, paths: OutputPaths, metadata: Mapping[str, Any]) -> None:
+        super().__init__()
+        self._fn = WriteSummaryFn(paths.temp(paths.summary), metadata)
+
+    def expand(self, summary: beam.PCollection) -> beam.PCollection:
+        return summary | "WriteSummaryJson" >> beam.ParDo(self._fn)
+
+
+class WriteReportFn(beam.DoFn):
+    """All (system, human, values) points -> temporary report .json, .md and .png paths."""
+
+    def __init__(self, paths: OutputPaths, metric_columns: Sequence[str],
+                 spec: report_lib.ReportSpec, human_column: str) -> None:
+        self._paths = paths
+        self._columns = tuple(metric_columns)
+        self._spec = spec
+        self._human_column = human_column
+
+    def process(self, points: Sequence[tuple]) -> Iterator[str]:
+        scopes = report_lib.meta_evaluate(points, self._columns, self._spec)
+        image_name = posixpath.basename(self._paths.report_png.replace("\\", "/"))
+        markdown = report_lib.render_markdown(scopes, self._human_column, image_name)
+        json_path = self._paths.temp(self._paths.report_json)
+        document = {"human_column": self._human_column,
+                    "scopes": report_lib.scope_table(scopes)}
+        _write_bytes(json_path, json.dumps(_json_safe(document), indent=2).encode())
+        md_path = self._paths.temp(self._paths.report_md)
+        png_path = self._paths.temp(self._paths.report_png)
+        _write_bytes(md_path, markdown.encode("utf-8"))
+        buffer = io.BytesIO()
+        report_lib.render_png(scopes, buffer)
+        _write_bytes(png_path, buffer.getvalue())
+        yield from (json_path, md_path, png_path)
+
+
+class WriteReport(beam.PTransform):
+    """Scored records -> the meta-evaluation report (gathers one float tuple per row)."""
+
+    def __init__(self, paths: OutputPaths, metric_columns: Sequence[str],
+                 spec: report_lib.ReportSpec, human_column: str) -> None:
+        super().__init__()
+        self._fn = WriteReportFn(paths, metric_columns, spec, human_column)
+        self._columns = tuple(metric_columns)
+
+    def expand(self, scored: beam.PCollection) -> beam.PCollection:
+        return (scored
+                | "ToReportPoints" >> beam.Map(report_lib.point, self._columns)
+                | "GatherPoints" >> beam.combiners.ToList()
+                | "ComputeAndWriteReport" >> beam.ParDo(self._fn))
+
+
+def finalize(written: Iterable[str], renames: Sequence[tuple[str, str]]) -> list[str]:
+    """Renames temporary outputs to their final names, in order.
+
+    Args:
+        written: the temporary paths the writes reported.
+        renames: (temporary, final) pairs.
+
+    Returns:
+        The final paths.
+
+    Raises:
+        RuntimeError: a temporary output was not written, or vanished.
+
+    Idempotent: a retry after a partial rename skips what is already in place.
+    """
+    written = set(written)
+    missing = [temp for temp, _ in renames if temp not in written]
+    if missing:
+        raise RuntimeError(f"outputs were not written: {missing}")
+    for temp, final in renames:
+        if not FileSystems.exists(temp):
+            # A retried finalisation: this file was renamed by the attempt before.
+            if FileSystems.exists(final):
+                logger.info("%s is already in place", final)
+                continue
+            raise RuntimeError(f"{temp} disappeared before it was renamed to {final}")
+        if FileSystems.exists(final):
+            FileSystems.delete([final])
+        FileSystems.rename([temp], [final])
+        logger.info("wrote %s", final)
+    return [final for _, final in renames]
+
+
+class FinalizeOutputs(beam.PTransform):
+    """(written temporary paths, ...) -> final paths, renamed once every write is done."""
+
+    def __init__(self, paths: OutputPaths, with_report: bool) -> None:
+        super().__init__()
+        self._renames = [(paths.temp(f), f) for f in paths.finals(with_report)]
+
+    def expand(self, written: Sequence[beam.PCollection]) -> beam.PCollection:
+        return (tuple(written)
+                | "MergeWrittenPaths" >> beam.Flatten()
+                | "WaitForAllWrites" >> beam.combiners.ToList()
+                | "RenameToFinalNames" >> beam.Map(finalize, self._renames))
