@@ -122,6 +122,9 @@ class AnnotateDictionaryFn(CountingDoFn):
             yield cluster
             return
         dropped = frozenset(t for t in cluster.texts if self._lexicon.is_dictionary_word(t))
+        if not dropped:
+            yield cluster
+            return
         self.count("pairs:dictionary_word_text", len(dropped))
         yield dataclasses.replace(cluster, dictionary_dropped=dropped)
 
