@@ -1,0 +1,98 @@
+"""EM and F1 against hand-worked values of the SQuAD v1.1 script semantics."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+from transforms.metrics.base import MetricInputError, QAExample
+from transforms.metrics.squad import (
+    SquadMetric,
+    SquadScore,
+    exact_match,
+    f1_score,
+    normalize_answer,
+    squad_score,
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("The Cat", "cat"),
+        ("  A  man, a plan!  ", "man plan"),
+        ("an apple and the pear", "apple and pear"),
+        ("theatre", "theatre"),          # articles only as whole words
+        ("Don't", "dont"),               # ASCII punctuation removed, no space left
+        ("café — ok", "café — ok"),      # non-ASCII punctuation kept
+        ("", ""),
+        ("the a an", ""),
+    ],
+)
+def test_normalize_answer(text: str, expected: str) -> None:
+    assert normalize_answer(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("prediction", "reference", "em", "f1"),
+    [
+        ("Denver Broncos", "Denver Broncos", 1.0, 1.0),
+        ("the Denver Broncos", "Denver Broncos!", 1.0, 1.0),
+        ("Denver", "Denver Broncos", 0.0, 2 * 1.0 * 0.5 / 1.5),           # P 1, R 1/2
+        ("Carolina Panthers", "Denver Broncos", 0.0, 0.0),
+        ("x x y", "x y y", 0.0, 2 * (2 / 3) * (2 / 3) / (4 / 3)),          # multiset overlap 2
+        ("", "", 1.0, 0.0),                     # script: no special case, F1 0 when empty
+        ("", "Denver", 0.0, 0.0),
+        ("the", "a", 1.0, 0.0),                 # both normalise to ""
+    ],
+)
+def test_em_f1_single_reference(prediction: str, reference: str, em: float, f1: float) -> None:
+    assert exact_match(prediction, reference) == em
+    assert f1_score(prediction, reference) == pytest.approx(f1, abs=1e-15)
+
+
+def test_articles_row_worked_by_hand() -> None:
+    # "a a b" -> "b"; "a b b" -> "b b": one shared "b", P = 1, R = 1/2.
+    assert f1_score("a a b", "a b b") == pytest.approx(2 / 3)
+
+
+@pytest.mark.parametrize(
+    ("prediction", "references", "expected"),
+    [
+        ("Denver", ("Carolina", "Denver Broncos", "Denver"), SquadScore(1.0, 1.0)),
+        ("Denver Broncos", ("Broncos", "Denver"), SquadScore(0.0, 2 / 3)),
+        ("nothing", ("Denver", "Broncos"), SquadScore(0.0, 0.0)),
+    ],
+)
+def test_max_over_references(prediction: str, references: tuple[str, ...],
+                             expected: SquadScore) -> None:
+    got = squad_score(prediction, references)
+    assert got.em == expected.em
+    assert got.f1 == pytest.approx(expected.f1)
+
+
+def test_squad_score_needs_references() -> None:
+    with pytest.raises(ValueError, match="at least one reference"):
+        squad_score("x", ())
+
+
+def test_metric_columns_and_batch() -> None:
+    metric = SquadMetric(["f1"])
+    assert metric.columns == ("f1",)
+    assert set(metric.signature()) == {"f1"}
+    out = metric.score_batch([QAExample("Denver", ("Denver Broncos",)),
+                              QAExample("x", ("x",))], {})
+    assert out == [{"f1": pytest.approx(2 / 3)}, {"f1": 1.0}]
+    assert pickle.loads(pickle.dumps(metric)).columns == ("f1",)
+
+
+@pytest.mark.parametrize("columns", [[], ["em", "bleu1"], ["F1"]])
+def test_metric_rejects_bad_columns(columns: list[str]) -> None:
+    with pytest.raises(ValueError, match="columns"):
+        SquadMetric(columns)
+
+
+def test_metric_input_error_without_references() -> None:
+    with pytest.raises(MetricInputError):
+        SquadMetric().score_batch([QAExample("x", ())], {})

@@ -1,0 +1,131 @@
+"""Shared plumbing of the coco-caption metric families (bleu, rouge, cider, meteor).
+
+Each family validates its columns and tokenizer options when built, PTB-tokenises the
+predictions and references of a batch once, and scores each reference separately; the
+multi-reference value is the maximum over the references (the KPQA / SQuAD convention).
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+from transforms.metrics import ptb
+from transforms.metrics.base import Metric, MetricInputError, QAExample
+
+COCO_IMPL = "pycocoevalcap-1.2"
+
+
+class TokenizedExample(NamedTuple):
+    """PTB token strings of one example (coco form: tokens joined by single spaces)."""
+
+    prediction: str
+    references: tuple[str, ...]
+
+
+def tokenize_texts(texts: Sequence[str], backend: str = "python", java: str = "java") -> list[str]:
+    """PTB token strings of texts, with tokenizer failures reported as MetricInputError."""
+    for text in texts:
+        if not isinstance(text, str):
+            raise MetricInputError(f"text must be a string, got {type(text).__name__}")
+    try:
+        return ptb.tokenize(texts, backend=backend, java=java)
+    except UnicodeEncodeError as err:
+        raise MetricInputError(f"text cannot be encoded as UTF-8: {err}") from err
+    except ptb.PTBTokenizerError as err:
+        raise MetricInputError(f"PTB tokenizer failed on this batch: {err}") from err
+
+
+def clear_caches() -> None:
+    """Forgets memoised tokenisations and n-gram counts (benchmarks clear between batches;
+    the per-word lexer memo, a vocabulary cache, is kept)."""
+    from transforms.metrics.bleu import text_ngrams
+
+    ptb.clear_cache()
+    text_ngrams.cache_clear()
+
+
+def tokenize_examples(
+    examples: Sequence[QAExample], backend: str = "python", java: str = "java"
+) -> list[TokenizedExample]:
+    """PTB-tokenises the predictions and references of a batch in one call.
+
+    Raises:
+        MetricInputError: an example without references or with a non-string text.
+    """
+    texts: list[str] = []
+    for ex in examples:
+        if not ex.references:
+            raise MetricInputError("example has no references")
+        texts.append(ex.prediction)
+        texts.extend(ex.references)
+    tokens = tokenize_texts(texts, backend=backend, java=java)
+    out = []
+    pos = 0
+    for ex in examples:
+        n = 1 + len(ex.references)
+        out.append(TokenizedExample(tokens[pos], tuple(tokens[pos + 1: pos + n])))
+        pos += n
+    return out
+
+
+class LexicalMetric(Metric):
+    """Base of the coco-caption families.
+
+    Args:
+        columns: the requested subset of the family's `ALL_COLUMNS`.
+        tokenizer: PTB backend, "python" (default) or "jar".
+        java: java executable (jar tokenizer fallback, METEOR).
+
+    Raises:
+        ValueError: unknown or empty columns, an unknown tokenizer.
+    """
+
+    ALL_COLUMNS: tuple[str, ...] = ()
+    VERSION = "1"
+
+    def __init__(
+        self, columns: Sequence[str] | None = None, tokenizer: str = "python", java: str = "java"
+    ) -> None:
+        columns = tuple(self.ALL_COLUMNS if columns is None else columns)
+        unknown = [c for c in columns if c not in self.ALL_COLUMNS]
+        if unknown or not columns:
+            raise ValueError(
+                f"{self.family} columns must be a non-empty subset of {self.ALL_COLUMNS}, "
+                f"got {columns!r}"
+            )
+        if tokenizer not in ptb.BACKENDS:
+            raise ValueError(f"tokenizer must be one of {ptb.BACKENDS}, got {tokenizer!r}")
+        if not isinstance(java, str) or not java:
+            raise ValueError(f"java must be a non-empty executable name, got {java!r}")
+        self.columns = tuple(c for c in self.ALL_COLUMNS if c in columns)
+        self.tokenizer = tokenizer
+        self.java = java
+
+    def _details(self) -> str:
+        """Family-specific options for the signature."""
+        return ""
+
+    def signature(self) -> dict[str, str]:
+        details = self._details()
+        base = (
+            f"impl:{COCO_IMPL}|tok:{ptb.TOKENIZER_ID}|refs:max-each"
+            f"{'|' + details if details else ''}|v:{self.VERSION}"
+        )
+        return {c: f"{c}|{base}" for c in self.columns}
+
+    def tokenize(self, examples: Sequence[QAExample]) -> list[TokenizedExample]:
+        """PTB token strings of a batch, with this metric's tokenizer options."""
+        return tokenize_examples(examples, backend=self.tokenizer, java=self.java)
+
+    def score_batch(
+        self, examples: Sequence[QAExample], corpus_stats: dict[str, Any]
+    ) -> list[dict[str, float]]:
+        return self.score_tokenized(self.tokenize(examples), corpus_stats)
+
+    @abc.abstractmethod
+    def score_tokenized(
+        self, examples: Sequence[TokenizedExample], corpus_stats: dict[str, Any]
+    ) -> list[dict[str, float]]:
+        """Scores already tokenised examples; one {column: value} per example."""

@@ -1,0 +1,185 @@
+"""Metric names -> `Metric` instances, one instance per family.
+
+A *family* is a set of columns that share work (bleu1..bleu4 share one tokenisation and one
+n-gram count). `build_metrics(["bleu1", "bleu4", "em"])` returns one `BleuMetric` computing
+("bleu1", "bleu4") and one `SquadMetric` computing ("em",), in registry order.
+
+Options are keyed by family, e.g. `{"cider": {"df_mode": "pooled"}, "meteor": {"java":
+"/usr/bin/java"}}`; each family declares the option names it accepts and its constructor
+validates the values, so bad configuration fails here, on the launcher.
+
+Extension point: model-backed families (bertscore, bi_encoder, sas, wes, bem, square, kpqa_*)
+are added with `register_family(FamilySpec(...))` from their own module (or by adding a row
+to `_BUILTIN` below). Factories are dotted paths imported only when the family is built, so
+importing the registry never pulls in torch or starts Java.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from transforms.metrics.base import Metric
+
+logger = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class FamilySpec:
+    """How to build one metric family.
+
+    Attributes:
+        family: the family name, also the key of its options.
+        columns: the metric names (output columns) the family can compute, in output order.
+        factory: "module:attribute" of a callable `factory(columns=..., **options) -> Metric`.
+        option_names: the option keys the factory accepts.
+        model_backed: True when the family runs a neural model (routed to RunInference).
+    """
+
+    family: str
+    columns: tuple[str, ...]
+    factory: str
+    option_names: frozenset[str] = frozenset()
+    model_backed: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.columns:
+            raise ValueError(f"family {self.family!r} declares no columns")
+        if ":" not in self.factory:
+            raise ValueError(f"factory must be 'module:attribute', got {self.factory!r}")
+
+
+# Names reserved for the model-backed metrics of a later issue; not buildable yet.
+PLANNED_METRICS = (
+    "bem", "bertscore", "bi_encoder", "kpqa_bertscore", "kpqa_bleu1", "kpqa_rougeL",
+    "sas", "square", "wes",
+)
+
+_LEXICAL_OPTIONS = frozenset({"tokenizer", "java"})
+
+_BUILTIN = (
+    FamilySpec("squad", ("em", "f1"), "transforms.metrics.squad:SquadMetric"),
+    FamilySpec("bleu", ("bleu1", "bleu2", "bleu3", "bleu4"), "transforms.metrics.bleu:BleuMetric",
+               _LEXICAL_OPTIONS),
+    FamilySpec("rouge", ("rougeL",), "transforms.metrics.rouge:RougeMetric",
+               _LEXICAL_OPTIONS | {"beta"}),
+    FamilySpec("cider", ("cider",), "transforms.metrics.cider:CiderMetric",
+               _LEXICAL_OPTIONS | {"df_mode", "sigma"}),
+    FamilySpec("meteor", ("meteor",), "transforms.metrics.meteor:MeteorMetric",
+               _LEXICAL_OPTIONS | {"multi_ref", "max_heap", "jvm_options"}),
+)
+
+_FAMILIES: dict[str, FamilySpec] = {}
+_COLUMN_TO_FAMILY: dict[str, str] = {}
+
+
+def register_family(spec: FamilySpec) -> None:
+    """Adds a family to the registry.
+
+    Args:
+        spec: the family; its name and columns must not be registered already.
+
+    Raises:
+        ValueError: the family or one of its columns is already registered.
+    """
+    if spec.family in _FAMILIES:
+        raise ValueError(f"metric family {spec.family!r} is already registered")
+    taken = [c for c in spec.columns if c in _COLUMN_TO_FAMILY]
+    if taken:
+        raise ValueError(f"metric names {taken} are already registered")
+    _FAMILIES[spec.family] = spec
+    for column in spec.columns:
+        _COLUMN_TO_FAMILY[column] = spec.family
+
+
+for _spec in _BUILTIN:
+    register_family(_spec)
+
+
+def available_metrics() -> list[str]:
+    """Returns every buildable metric name, sorted."""
+    return sorted(_COLUMN_TO_FAMILY)
+
+
+def family_of(name: str) -> str:
+    """Returns the family of a metric name.
+
+    Raises:
+        ValueError: the name is unknown.
+    """
+    if name not in _COLUMN_TO_FAMILY:
+        raise ValueError(_unknown_message([name]))
+    return _COLUMN_TO_FAMILY[name]
+
+
+def _unknown_message(unknown: Sequence[str]) -> str:
+    planned = sorted(n for n in unknown if n in PLANNED_METRICS)
+    msg = f"unknown metric name(s) {sorted(set(unknown))}; available: {available_metrics()}"
+    if planned:
+        msg += f" ({planned} are planned but not implemented yet)"
+    return msg
+
+
+def _load_factory(path: str) -> Any:
+    module_name, _, attr = path.partition(":")
+    return getattr(importlib.import_module(module_name), attr)
+
+
+def build_metrics(
+    names: Sequence[str], options: Mapping[str, Any] | None = None
+) -> list[Metric]:
+    """Builds one `Metric` per family covering the requested names.
+
+    Args:
+        names: metric names (see `available_metrics()`); duplicates are ignored.
+        options: per-family option mappings, `{family: {option: value}}`. Options for a
+            family that is registered but not requested are ignored.
+
+    Returns:
+        The metrics in registry order, each computing only its requested columns.
+
+    Raises:
+        ValueError: an unknown name, an empty request, an unknown family or option key,
+            or an option value that the family rejects.
+    """
+    # Configuration errors are ValueError by contract, type errors included.
+    if isinstance(names, str):
+        raise ValueError(  # noqa: TRY004
+            f"names must be a sequence of metric names, not the string {names!r}"
+        )
+    if not names:
+        raise ValueError(f"no metric names given; available: {available_metrics()}")
+    unknown = [n for n in names if n not in _COLUMN_TO_FAMILY]
+    if unknown:
+        raise ValueError(_unknown_message(unknown))
+    options = dict(options or {})
+    bad_families = sorted(k for k in options if k not in _FAMILIES)
+    if bad_families:
+        raise ValueError(
+            f"options given for unknown metric families {bad_families}; "
+            f"families: {sorted(_FAMILIES)}"
+        )
+    requested = set(names)
+    metrics: list[Metric] = []
+    for family, spec in _FAMILIES.items():
+        columns = tuple(c for c in spec.columns if c in requested)
+        if not columns:
+            continue
+        family_options = options.get(family) or {}
+        if not isinstance(family_options, Mapping):
+            raise ValueError(  # noqa: TRY004
+                f"options for family {family!r} must be a mapping, got {family_options!r}"
+            )
+        bad = sorted(set(family_options) - spec.option_names)
+        if bad:
+            raise ValueError(
+                f"unknown options {bad} for metric family {family!r}; "
+                f"accepted: {sorted(spec.option_names)}"
+            )
+        factory = _load_factory(spec.factory)
+        metrics.append(factory(columns=columns, **family_options))
+        logger.debug("built metric family %s with columns %s", family, columns)
+    return metrics
