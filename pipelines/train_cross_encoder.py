@@ -1,0 +1,104 @@
+"""Fine-tune a single-logit cross-encoder: the `wes`, `sas`, `square` and `bem` metrics.
+
+WES shards from `pipelines.mine_wes` (binary; the paper's basic cross-encoder):
+
+    python -m pipelines.train_cross_encoder --format wes --input out/wes/wes-k2 \\
+        --output models/wes --epochs 1 --batch_size 32 --lr 5e-5
+
+STS-B (score / 5, the SAS recipe), here continuing from the WES model (the curriculum
+that gave DESIGN.md's best model), test Pearson/Spearman reported at the end:
+
+    python -m pipelines.train_cross_encoder --format stsb --input ../shared/data/stsb \\
+        --init_checkpoint models/wes --output models/sas --epochs 3
+
+SQuArE / BEM rows as JSONL (`<input>/{train,dev,test}.jsonl`, fields in
+transforms/training/pair_data.py); an interrupted run continues with `--resume`:
+
+    python -m pipelines.train_cross_encoder --format bem --input data/bem --output models/bem
+    python -m pipelines.train_cross_encoder --format bem --input data/bem --output models/bem --resume
+
+Outputs (`--output`): the best checkpoint by the dev metric (a Hugging Face
+`*ForSequenceClassification` folder, loadable by path), `model_card.md`, `metrics.json`,
+and `last/` for `--resume`. Training runs on CUDA with bf16/fp16 autocast when present,
+else on CPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from transforms.training.cross_encoder import (
+    BINARY_METRICS,
+    DEFAULT_MAX_LENGTH,
+    GRADED_METRICS,
+    CrossEncoderData,
+    train_cross_encoder,
+)
+from transforms.training.options import add_train_args, cli_main, train_config
+from transforms.training.pair_data import FORMATS
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line (see the module docstring)."""
+    parser = argparse.ArgumentParser(prog="python -m pipelines.train_cross_encoder",
+                                     description=__doc__.splitlines()[0])
+    g = parser.add_argument_group("data")
+    g.add_argument("--format", required=True, choices=FORMATS,
+                   help="wes: mining output shards; stsb: STS-B csv; square, bem: JSONL rows")
+    g.add_argument("--input", default=None,
+                   help="folder with the splits (wes: wes-k<k>/{split}-*.parquet; stsb: "
+                        "sts-{split}.csv; square/bem: {split}.jsonl)")
+    for split in ("train", "dev", "test"):
+        g.add_argument(f"--{split}_file", default=None,
+                       help=f"explicit {split} file(s), a path or glob (overrides --input)")
+    for split in ("train", "dev", "test"):
+        g.add_argument(f"--max_{split}_rows", type=int, default=None,
+                       help=f"use at most this many {split} rows (seeded sample)")
+    g.add_argument("--skip_test", action="store_true",
+                   help="do not evaluate the best checkpoint on the test split")
+    g = parser.add_argument_group("model")
+    g.add_argument("--model", default=None,
+                   help="encoder to start from: path or Hub id (default: the packaged "
+                        "all-MiniLM-L6-v2)")
+    g.add_argument("--init_checkpoint", default=None,
+                   help="continue from a previous output of this command (curricula: WES, "
+                        "then STS)")
+    g.add_argument("--max_length", type=int, default=None,
+                   help="truncation length in tokens (default: " + ", ".join(
+                       f"{k} {v}" for k, v in DEFAULT_MAX_LENGTH.items()) + ")")
+    g.add_argument("--best_metric", default="auto",
+                   choices=("auto", *sorted(set(BINARY_METRICS + GRADED_METRICS))),
+                   help="dev metric that picks the best checkpoint (auto: auroc for 0/1 "
+                        "targets, spearman for graded)")
+    add_train_args(parser)
+    return parser
+
+
+def run(argv: Sequence[str] | None = None,
+        on_step: Callable[[int], None] | None = None) -> dict[str, Any]:
+    """Parses flags, trains, and returns the run's report (as in metrics.json).
+
+    Raises:
+        ValueError: bad flags or bad training input, before training starts.
+    """
+    args = build_parser().parse_args(argv)
+    data = CrossEncoderData(
+        format=args.format, input=args.input, train_file=args.train_file,
+        dev_file=args.dev_file, test_file=args.test_file, model=args.model,
+        init_checkpoint=args.init_checkpoint, max_length=args.max_length,
+        max_train_rows=args.max_train_rows, max_dev_rows=args.max_dev_rows,
+        max_test_rows=args.max_test_rows, skip_test=args.skip_test,
+        best_metric=args.best_metric)
+    return train_cross_encoder(data, train_config(args), on_step=on_step)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command-line entry: exit status 0, or 2 on bad input (reason logged)."""
+    return cli_main(run, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,40 @@
+"""Small real checkpoints for tests: the packaged MiniLM, and MiniLM with fresh heads.
+
+A fresh (seeded) head scores nothing meaningful, but it makes a genuine Hugging Face
+sequence- or token-classification checkpoint on disk, loaded by path exactly as a
+fine-tuned one would be. tests/inference/conftest.py turns them into fixtures.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from transforms.inference import loading
+
+
+def _save(model, out: Path) -> str:
+    model.save_pretrained(out)
+    loading.load_tokenizer(loading.ModelSpec(loading.packaged_model_path())).save_pretrained(out)
+    return str(out)
+
+
+def save_cross_encoder(out: Path, num_labels: int = 1, token_types: int = 2) -> str:
+    """MiniLM + a seeded `num_labels` sequence-classification head, saved at `out`."""
+    import torch
+    from transformers import AutoModelForSequenceClassification
+    torch.manual_seed(0)
+    model = AutoModelForSequenceClassification.from_pretrained(
+        loading.packaged_model_path(), num_labels=num_labels)
+    loading.ensure_token_types(model, token_types)
+    return _save(model, out)
+
+
+def save_keyphrase(out: Path) -> str:
+    """MiniLM + a seeded two-class token head, labels K (0) and O (1) as in KPQA."""
+    import torch
+    from transformers import AutoModelForTokenClassification
+    torch.manual_seed(0)
+    model = AutoModelForTokenClassification.from_pretrained(
+        loading.packaged_model_path(), num_labels=2, id2label={0: "K", 1: "O"},
+        label2id={"K": 0, "O": 1})
+    return _save(model, out)

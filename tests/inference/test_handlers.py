@@ -1,0 +1,158 @@
+"""ModelHandlers: construction checks, batch de-duplication, and RunInference runs on the real
+packaged MiniLM (keyed and unkeyed, shared across processes)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from apache_beam import Create, Map
+from apache_beam.metrics.metric import MetricsFilter
+from apache_beam.ml.inference.base import KeyedModelHandler, PredictionResult, RunInference
+from apache_beam.testing import test_pipeline
+from apache_beam.testing.util import assert_that, equal_to
+
+from transforms.inference import handlers, models
+
+ROWS = [("r1", "it is a man in the video"), ("r2", "yes"), ("r3", "it is a man in the video"),
+        ("r4", "the person is a man ."), ("r5", "yes")]
+
+
+@pytest.fixture(scope="module")
+def reference_vectors():
+    """Mean-pooled vectors per distinct text, computed without a handler."""
+    predictor = models.load_predictor(handlers.EncoderModelHandler(output="mean").use)
+    texts = sorted({t for _, t in ROWS})
+    vectors, _ = predictor.predict(texts)
+    return dict(zip(texts, vectors))
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"min_batch_size": 0}, "batch sizes must be >= 1"),
+    ({"max_batch_tokens": 0}, "batch sizes must be >= 1"),
+    ({"min_batch_size": 8, "max_batch_size": 4}, "min_batch_size 8 > max_batch_size 4"),
+    ({"cache_size": -1}, "cache_size must be >= 0"),
+    ({"model_copies": 0}, "model_copies must be >= 1"),
+    ({"output": "cls"}, "output must be 'tokens' or 'mean'"),
+    ({"layer": 7}, r"layer must be in 0..6"),
+    ({"spec_kwargs": {"device": "gpu"}}, "device must be one of"),
+])
+def test_encoder_handler_validates_at_construction(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        handlers.EncoderModelHandler(**kwargs)
+
+
+def test_cross_encoder_handler_needs_a_classifier(minilm_path, cross_encoder_path, bem_path):
+    with pytest.raises(ValueError, match="not a sequence classifier"):
+        handlers.CrossEncoderModelHandler(minilm_path)
+    with pytest.raises(ValueError, match="choose an activation"):
+        handlers.CrossEncoderModelHandler("org/unknown-cross-encoder")
+    with pytest.raises(ValueError, match="softmax needs at least two classes"):
+        handlers.CrossEncoderModelHandler(cross_encoder_path, activation="softmax", label=0)
+    with pytest.raises(ValueError, match="sigmoid needs a one-logit head"):
+        handlers.CrossEncoderModelHandler(bem_path, activation="sigmoid", segments=3)
+    with pytest.raises(ValueError, match="label 2 is out of range"):
+        handlers.CrossEncoderModelHandler(bem_path, label=2, segments=3)
+    handler = handlers.CrossEncoderModelHandler(cross_encoder_path)
+    assert (handler.use.activation, handler.use.label) == ("sigmoid", 0)
+    assert handlers.CrossEncoderModelHandler(bem_path, segments=3).use.activation == "softmax"
+
+
+def test_keyphrase_handler_needs_a_token_classifier(cross_encoder_path, keyphrase_path):
+    with pytest.raises(ValueError, match="not a token classifier"):
+        handlers.KeyphraseModelHandler(cross_encoder_path)
+    assert handlers.KeyphraseModelHandler(keyphrase_path).use.label == 0
+
+
+def test_batching_and_sharing_options():
+    handler = handlers.EncoderModelHandler(min_batch_size=4, max_batch_size=64,
+                                           share_model_across_processes=True, model_copies=2)
+    assert handler.batch_elements_kwargs() == {"min_batch_size": 4, "max_batch_size": 64}
+    assert handler.share_model_across_processes()
+    assert handler.model_copies() == 2
+    default = handlers.EncoderModelHandler()
+    assert not default.share_model_across_processes()
+    assert default.batch_elements_kwargs() == {"min_batch_size": 2048, "max_batch_size": 2048}
+
+
+def test_run_inference_computes_each_distinct_input_once(reference_vectors):
+    handler = handlers.EncoderModelHandler(output="mean")
+    model = handler.load_model()
+    calls = []
+    original = model.predict
+    model.predict = lambda inputs: calls.append(list(inputs)) or original(inputs)
+    batch = [t for _, t in ROWS]
+    results = list(handler.run_inference(batch, model))
+    assert calls == [["it is a man in the video", "yes", "the person is a man ."]]
+    assert [r.example for r in results] == batch
+    for r in results:
+        assert isinstance(r, PredictionResult)
+        np.testing.assert_allclose(r.inference, reference_vectors[r.example], atol=1e-5)
+    with pytest.raises(ValueError, match="takes no inference_args"):
+        handler.validate_inference_args({"x": 1})
+
+
+def _close_to(expected: dict, atol: float = 1e-5):
+    def check(actual):
+        got = {k: v for k, v in actual}
+        assert sorted(got) == sorted(expected)
+        for key, vector in got.items():
+            np.testing.assert_allclose(vector, expected[key], atol=atol)
+    return check
+
+
+def test_keyed_run_inference_with_counters(reference_vectors):
+    expected = {k: reference_vectors[t] for k, t in ROWS}
+    handler = handlers.EncoderModelHandler(output="mean", min_batch_size=5, max_batch_size=5,
+                                           metrics_namespace="test_keyed")
+    pipeline = test_pipeline.TestPipeline()
+    out = (pipeline | Create(ROWS) | RunInference(KeyedModelHandler(handler))
+           | Map(lambda kv: (kv[0], kv[1].inference)))
+    assert_that(out, _close_to(expected))
+    result = pipeline.run()
+    result.wait_until_finish()
+    counters = {c.key.metric.name: c.committed for c in result.metrics().query(
+        MetricsFilter().with_namespace("test_keyed"))["counters"]}
+    assert counters["inputs"] == 5
+    assert counters["duplicate_inputs"] == 2
+    assert counters["forward_passes"] == 1
+
+
+def test_unkeyed_cross_encoder_run_inference(cross_encoder_path):
+    handler = handlers.CrossEncoderModelHandler(cross_encoder_path)
+    pairs = [("a man", "the man"), ("yes", "no"), ("a man", "the man")]
+    expected, _ = handler.load_model().predict(pairs)
+    with test_pipeline.TestPipeline() as pipeline:
+        out = (pipeline | Create(pairs) | RunInference(handler)
+               | Map(lambda r: (r.example, round(r.inference, 5))))
+        assert_that(out, equal_to([(p, round(s, 5)) for p, s in zip(pairs, expected)]))
+
+
+def test_token_embeddings_through_run_inference_keep_their_layer():
+    handler = handlers.EncoderModelHandler(output="tokens", layer=2)
+    direct, _ = handler.load_model().predict(["a man in the video"])
+    with test_pipeline.TestPipeline() as pipeline:
+        out = (pipeline | Create([("k", "a man in the video")])
+               | RunInference(KeyedModelHandler(handler))
+               | Map(lambda kv: (kv[0], kv[1].inference.vectors)))
+        assert_that(out, _close_to({"k": direct[0].vectors}))
+
+
+def test_model_shared_across_processes(reference_vectors):
+    handler = handlers.EncoderModelHandler(output="mean", share_model_across_processes=True)
+    expected = {k: reference_vectors[t] for k, t in ROWS[:2]}
+    with test_pipeline.TestPipeline() as pipeline:
+        out = (pipeline | Create(ROWS[:2]) | RunInference(KeyedModelHandler(handler))
+               | Map(lambda kv: (kv[0], kv[1].inference)))
+        assert_that(out, _close_to(expected))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_handler_matches_cpu_within_half_precision(reference_vectors):
+    handler = handlers.EncoderModelHandler(output="mean", spec_kwargs={"device": "cuda"})
+    model = handler.load_model()
+    assert model.device.type == "cuda"
+    results = list(handler.run_inference([t for _, t in ROWS], model))
+    for r in results:
+        a, b = r.inference, reference_vectors[r.example]
+        assert float(a @ b / np.linalg.norm(a) / np.linalg.norm(b)) > 0.99

@@ -1,0 +1,200 @@
+"""RunModelMetrics wiring with a fake handler, and one small end-to-end run on the real
+packaged MiniLM."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import apache_beam as beam
+import pytest
+from apache_beam import Create
+from apache_beam.metrics.metric import MetricsFilter
+from apache_beam.ml.inference.base import ModelHandler, PredictionResult
+from apache_beam.testing import test_pipeline
+from apache_beam.testing.util import assert_that, equal_to
+
+from transforms.inference import loading
+from transforms.inference.run_model_metrics import (
+    NAMESPACE,
+    CorpusStatisticsFn,
+    ModelScoreResult,
+    RunModelMetrics,
+    example_of,
+    plan_uses,
+)
+from transforms.metrics.base import CorpusStatistic, MetricInputError, QAExample
+from transforms.metrics.bertscore import BERTScoreMetric
+from transforms.metrics.model_base import ModelMetric, ModelRequest, ModelUse
+from transforms.metrics.model_metrics import BiEncoderMetric
+
+SPEC = loading.ModelSpec.of(None)
+PAIR_USE = ModelUse("sequence_score", SPEC, activation="sigmoid", segments=2)
+TEXT_USE = ModelUse("sentence_embedding", SPEC, layer=6)
+
+
+class CountReferences(CorpusStatistic):
+    key = "n_refs"
+
+    def create(self):
+        return 0
+
+    def add(self, accumulator, example):
+        return accumulator + len(example.references)
+
+    def merge(self, accumulators):
+        return sum(accumulators)
+
+    def extract(self, accumulator):
+        return accumulator
+
+
+class OverlapMetric(ModelMetric):
+    """Max over references of a fake pair score; a second column uses a corpus statistic."""
+
+    def __init__(self, family: str, use: ModelUse = PAIR_USE):
+        self.family = family
+        self.columns = (family, f"{family}_corpus_refs")
+        self._use = use
+
+    def model_uses(self) -> Mapping[str, ModelUse]:
+        return {"pairs": self._use}
+
+    def corpus_statistics(self):
+        return (CountReferences(),)
+
+    def signature(self):
+        return {c: c for c in self.columns}
+
+    def requests(self, example: QAExample) -> list[ModelRequest]:
+        if not example.references:
+            raise MetricInputError("no references")
+        return [ModelRequest("pairs", (example.prediction, r)) for r in example.references]
+
+    def fold(self, example, outputs: Sequence[Any], corpus_stats):
+        if example.prediction == "unfoldable":
+            raise MetricInputError("cannot fold")
+        return {self.family: max(outputs), f"{self.family}_corpus_refs": corpus_stats["n_refs"]}
+
+
+class FakeModel:
+    def score(self, pair):
+        if "BOOM" in pair[0]:
+            raise RuntimeError("the model exploded")
+        a, b = set(pair[0].split()), set(pair[1].split())
+        return len(a & b) / max(len(a | b), 1)
+
+
+class FakeHandler(ModelHandler):
+    built = []
+
+    def __init__(self, use, **kwargs):
+        super().__init__(min_batch_size=1, max_batch_size=2)
+        FakeHandler.built.append(use.key())
+
+    def load_model(self):
+        return FakeModel()
+
+    def run_inference(self, batch, model, inference_args=None):
+        return [PredictionResult(x, model.score(x)) for x in batch]
+
+
+ROWS = [
+    (1, QAExample("a man", ("the man", "a man here"))),
+    (2, QAExample("yes", ("no",))),
+    (3, QAExample("nothing", ())),
+    (4, QAExample("BOOM x", ("x",))),
+    (5, QAExample("unfoldable", ("unfoldable",))),
+]
+
+
+def test_plan_uses_shares_equal_uses():
+    uses, roles = plan_uses([OverlapMetric("f1"), OverlapMetric("f2"),
+                             OverlapMetric("f3", TEXT_USE)])
+    assert list(uses) == ["use0", "use1"]
+    assert roles == [{"pairs": "use0"}, {"pairs": "use0"}, {"pairs": "use1"}]
+
+
+def test_corpus_statistics_fn_combines():
+    fn = CorpusStatisticsFn([CountReferences()])
+    a = fn.add_input(fn.create_accumulator(), ROWS[0][1])
+    b = fn.add_input(fn.create_accumulator(), ROWS[1][1])
+    assert fn.extract_output(fn.merge_accumulators([a, b])) == {"n_refs": 3}
+
+
+def test_one_result_per_row_with_reasons_and_counters():
+    FakeHandler.built.clear()
+    metrics = [OverlapMetric("f1"), OverlapMetric("f2")]
+    pipeline = test_pipeline.TestPipeline()
+    results = (pipeline | Create(ROWS)
+               | RunModelMetrics(metrics, handler_factory=FakeHandler)
+               | beam.MapTuple(_short))
+    n_refs = 5  # 2 + 1 + 0 + 1 + 1
+    assert_that(results, equal_to([
+        (1, ModelScoreResult({"f1": 2 / 3, "f1_corpus_refs": n_refs,
+                              "f2": 2 / 3, "f2_corpus_refs": n_refs})),
+        (2, ModelScoreResult({"f1": 0.0, "f1_corpus_refs": n_refs,
+                              "f2": 0.0, "f2_corpus_refs": n_refs})),
+        (3, ModelScoreResult(None, "f1: no references; f2: no references")),
+        (4, ModelScoreResult(None, "f1: inference failed; f2: inference failed")),
+        (5, ModelScoreResult(None, "f1: cannot fold; f2: cannot fold")),
+    ]))
+    run = pipeline.run()
+    run.wait_until_finish()
+    assert FakeHandler.built == [PAIR_USE.key()]  # one RunInference for both metrics
+    counters = {c.key.metric.name: c.committed for c in run.metrics().query(
+        MetricsFilter().with_namespace(NAMESPACE))["counters"]}
+    assert counters == {"requests": 10, "filtered:input_error": 2, "filtered:rejected": 3,
+                        "filtered:inference_failed": 2, "passed": 2}
+
+
+def _short(key, result):
+    """Cuts a failed batch's reason down to its kind (the exception text varies)."""
+    if result.reason is None:
+        return key, result
+    reasons = "; ".join(r.split(" failed:")[0] + " failed" if "inference failed" in r else r
+                        for r in result.reason.split("; "))
+    return key, ModelScoreResult(None, reasons)
+
+
+def test_rows_may_carry_their_example_in_an_attribute():
+    class Row:
+        def __init__(self, example):
+            self.example = example
+
+    assert example_of(Row(ROWS[0][1])) is ROWS[0][1]
+    assert example_of(ROWS[0][1]) is ROWS[0][1]
+
+
+def test_real_minilm_end_to_end_matches_score_batch():
+    metrics = [BERTScoreMetric(layer=4, idf=True), BiEncoderMetric()]
+    examples = [QAExample("it is a man in the video", ("its man in the video", "a woman")),
+                QAExample("he looks young", ("he is in his early 20s .",)),
+                QAExample("yes", ("yes", "yes , it is"))]
+    stats_fn = CorpusStatisticsFn(metrics[0].corpus_statistics())
+    acc = stats_fn.create_accumulator()
+    for ex in examples:
+        acc = stats_fn.add_input(acc, ex)
+    stats = stats_fn.extract_output(acc)
+    expected = {}
+    for i, ex in enumerate(examples):
+        expected[i] = {**metrics[0].score_batch([ex], stats)[0],
+                       **metrics[1].score_batch([ex], stats)[0]}
+
+    def close(actual):
+        got = dict(actual)
+        assert sorted(got) == sorted(expected)
+        for row_key, result in got.items():
+            assert result.reason is None
+            assert result.scores == pytest.approx(expected[row_key], abs=1e-5)
+
+    with test_pipeline.TestPipeline() as pipeline:
+        results = pipeline | Create(list(enumerate(examples))) | RunModelMetrics(metrics)
+        assert_that(results, close)
+
+
+def test_distinct_families_required():
+    with pytest.raises(ValueError, match="distinct metric families"):
+        RunModelMetrics([OverlapMetric("f"), OverlapMetric("f")])
+    with pytest.raises(ValueError, match="distinct metric families"):
+        RunModelMetrics([])

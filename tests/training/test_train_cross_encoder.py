@@ -1,0 +1,172 @@
+"""The cross-encoder entry point on a few rows of real data: loss, checkpoints, resume."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from pipelines import train_cross_encoder
+from tests.training.conftest import FAST
+from transforms.inference.loading import packaged_model_path
+from transforms.metrics.base import QAExample
+from transforms.metrics.model_metrics import BEMMetric, SASMetric, SQuArEMetric, WESMetric
+
+TINY = [*FAST, "--max_length=32", "--batch_size=8"]
+
+
+def _sts_args(stsb_small, out, *extra):
+    return ["--format=stsb", f"--input={stsb_small}", f"--output={out}", *TINY, *extra]
+
+
+def test_sts_loss_falls_and_best_checkpoint_round_trips(stsb_small, tmp_path):
+    out = tmp_path / "sas"
+    train = str(stsb_small / "sts-train.csv")
+    info = train_cross_encoder.run(_sts_args(
+        stsb_small, out, "--max_steps=8", "--lr=1e-4", "--eval_first", "--eval_every=4",
+        f"--dev_file={train}", f"--test_file={train}"))
+    history = info["dev_history"]
+    assert [h["step"] for h in history] == [0, 4, 6, 8]  # every 4 steps and at epoch end
+    assert history[-1]["loss"] < history[0]["loss"]
+    assert [p[0] for p in info["loss_curve"]] == list(range(1, 9))
+    # test = dev rows, scored by the best checkpoint reloaded from disk: same numbers.
+    best = next(h for h in history if h["step"] == info["best"]["step"])
+    assert info["best"]["metric"] == "spearman"
+    for name in ("pearson", "spearman", "loss"):
+        assert info["test"][name] == pytest.approx(best[name], abs=1e-5)
+    card = (out / "model_card.md").read_text()
+    for expected in ("sts-train.csv", "| train | 48 |", "| learning_rate | 0.0001 |",
+                     "graded in [0, 1]", "pair_input(sentence1"):
+        assert expected in card
+    saved = json.loads((out / "metrics.json").read_text())
+    assert saved["data"]["rows"] == {"train": 48, "dev": 48, "test": 48}
+    assert saved["training"]["stop_reason"] == "completed"
+    assert saved["training"]["cpu_s"] > 0
+    # The scorer loads it by path and its signature names it.
+    metric = SASMetric(model=str(out))
+    assert str(out) in metric.signature()["sas"]
+    score = metric.score_batch([QAExample("A plane is taking off.",
+                                          ("An air plane is taking off.",))], {})[0]["sas"]
+    assert 0 < score < 1
+
+
+def test_wes_from_mined_shards(wes_corpus, tmp_path):
+    out = tmp_path / "wes"
+    info = train_cross_encoder.run([
+        "--format=wes", f"--input={wes_corpus}", f"--output={out}", *FAST, "--max_length=24",
+        "--batch_size=16", "--max_train_rows=96", "--max_dev_rows=64", "--max_test_rows=32",
+        "--max_steps=4"])
+    assert info["best"]["metric"] == "auroc"
+    assert {"accuracy", "auroc", "loss"} <= set(info["dev_history"][-1])
+    assert 0 <= info["test"]["auroc"] <= 1
+    assert info["data"]["rows"] == {"train": 96, "dev": 64, "test": 32}
+    assert info["data"]["targets"] == "binary 0/1"
+    config = json.loads((out / "config.json").read_text())
+    assert config["architectures"] == ["BertForSequenceClassification"]
+    assert len(config["id2label"]) == 1
+    metric = WESMetric(model=str(out))
+    assert metric.signature()["wes"].startswith(f"wes|v:1.0|model:{out}|")
+    assert 0 < metric.score_batch([QAExample("Anarchism", ("Anarchy",))], {})[0]["wes"] < 1
+
+
+def test_curriculum_and_bad_init(wes_corpus, stsb_small, tmp_path):
+    wes = tmp_path / "wes"
+    train_cross_encoder.run(["--format=wes", f"--input={wes_corpus}", f"--output={wes}", *FAST,
+                             "--max_length=24", "--batch_size=16", "--max_train_rows=32",
+                             "--max_dev_rows=32", "--max_steps=2", "--skip_test"])
+    info = train_cross_encoder.run(_sts_args(stsb_small, tmp_path / "sas", "--max_steps=2",
+                                             f"--init_checkpoint={wes}", "--skip_test"))
+    assert info["init_checkpoint"] == str(wes)
+    assert info["model"] == "sentence-transformers/all-MiniLM-L6-v2"
+    with pytest.raises(ValueError, match="not a one-logit cross-encoder"):
+        train_cross_encoder.run(_sts_args(stsb_small, tmp_path / "bad", "--max_steps=2",
+                                          f"--init_checkpoint={packaged_model_path()}"))
+    assert not (tmp_path / "bad").exists()
+
+
+def _weights(path):
+    return load_file(str(path / "last" / "model.safetensors"))
+
+
+def test_interrupted_runs_resume_to_the_same_weights(stsb_small, tmp_path):
+    # 24 rows, batch 8: 3 steps per epoch, so the runs cross an epoch boundary.
+    steps = ["--max_train_rows=24", "--max_steps=4", "--save_every=2", "--skip_test"]
+    train_cross_encoder.run(_sts_args(stsb_small, tmp_path / "a", *steps))
+
+    def crash(step):
+        if step == 3:
+            raise RuntimeError("simulated crash")
+
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        train_cross_encoder.run(_sts_args(stsb_small, tmp_path / "b", *steps), on_step=crash)
+    state = json.loads((tmp_path / "b" / "last" / "trainer_state.json").read_text())
+    assert state["global_step"] == 2
+    info = train_cross_encoder.run(_sts_args(stsb_small, tmp_path / "b", *steps, "--resume"))
+    assert info["training"]["global_step"] == 4
+    # A wall-clock stop keeps the schedule; --resume finishes the same run.
+    stopped = train_cross_encoder.run(_sts_args(stsb_small, tmp_path / "c", *steps,
+                                                "--max_minutes=0.0001"))
+    assert stopped["training"]["global_step"] == 1
+    assert stopped["training"]["stop_reason"].startswith("time budget")
+    train_cross_encoder.run(_sts_args(stsb_small, tmp_path / "c", *steps, "--resume"))
+    reference = _weights(tmp_path / "a")
+    for other in ("b", "c"):
+        weights = _weights(tmp_path / other)
+        assert weights.keys() == reference.keys()
+        assert all(torch.equal(weights[k], reference[k]) for k in reference), other
+    a = json.loads((tmp_path / "a" / "metrics.json").read_text())
+    b = json.loads((tmp_path / "b" / "metrics.json").read_text())
+    assert a["dev_history"][-1]["loss"] == b["dev_history"][-1]["loss"]
+    # Resuming with other hyper-parameters, nothing to resume, or reusing an output fail.
+    with pytest.raises(ValueError, match="learning_rate: 5e-05 -> 0.001"):
+        train_cross_encoder.run(_sts_args(stsb_small, tmp_path / "a", *steps, "--resume",
+                                          "--lr=1e-3"))
+    with pytest.raises(ValueError, match="nothing to resume"):
+        train_cross_encoder.run(_sts_args(stsb_small, tmp_path / "d", *steps, "--resume"))
+    with pytest.raises(ValueError, match="already holds a training run"):
+        train_cross_encoder.run(_sts_args(stsb_small, tmp_path / "a", *steps))
+
+
+@pytest.mark.parametrize("fmt, metric_cls", [("bem", BEMMetric), ("square", SQuArEMetric)])
+def test_bem_and_square_rows_train_models_the_scorer_loads(bem_square_rows, tmp_path, fmt,
+                                                           metric_cls):
+    out = tmp_path / fmt
+    info = train_cross_encoder.run([f"--format={fmt}", f"--input={bem_square_rows[fmt]}",
+                                    f"--output={out}", *FAST, "--max_length=64",
+                                    "--batch_size=8", "--max_steps=3"])
+    assert info["best"]["metric"] == "auroc" and not math.isnan(info["best"]["value"])
+    config = json.loads((out / "config.json").read_text())
+    assert config["type_vocab_size"] == (3 if fmt == "bem" else 2)
+    example = QAExample("Denver Broncos", ("the Broncos",), question="Who won Super Bowl 50?",
+                        negative_references=("Carolina Panthers",))
+    assert 0 < metric_cls(model=str(out)).score_batch([example], {})[0][fmt] < 1
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--format=stsb", "--input=/nonexistent/stsb"], "input folder /nonexistent/stsb does not exist"),
+    (["--format=wes", "--input={stsb}"], "no train files for format wes"),
+    (["--format=stsb", "--input={stsb}", "--best_metric=auroc"], "does not suit graded"),
+    (["--format=stsb", "--input={stsb}", "--lr=0"], "learning_rate must be > 0"),
+    (["--format=stsb", "--input={stsb}", "--model=/nonexistent/model"], "does not exist"),
+])
+def test_bad_input_fails_before_training(stsb_small, tmp_path, extra, message):
+    out = tmp_path / "out"
+    args = [a.replace("{stsb}", str(stsb_small)) for a in extra]
+    with pytest.raises(ValueError, match=message):
+        train_cross_encoder.run([*args, f"--output={out}", *TINY])
+    assert not out.exists()
+
+
+def test_main_reports_bad_input_with_exit_status_2(tmp_path, caplog):
+    from transformers.utils import logging as hf_logging
+    try:
+        code = train_cross_encoder.main(["--format=stsb", f"--input={tmp_path / 'nope'}",
+                                         f"--output={tmp_path / 'out'}"])
+    finally:
+        hf_logging.set_verbosity_warning()
+        hf_logging.enable_progress_bar()
+    assert code == 2
+    assert "does not exist" in caplog.text

@@ -1,0 +1,198 @@
+"""Beam `ModelHandler`s for the model-backed metrics.
+
+Usable directly with `RunInference`, and with `KeyedModelHandler` to carry row ids:
+
+    handler = CrossEncoderModelHandler("path/to/sas-checkpoint")
+    scores = (pairs                                   # PCollection[(key, (pred, ref))]
+              | RunInference(KeyedModelHandler(handler)))  # -> (key, PredictionResult)
+
+Each handler loads its tokenizer and model on the worker (`load_model` returns one
+`Predictor`), batches with `BatchElements` up to `max_batch_size` rows, computes each
+distinct input of a batch once (and reuses outputs still in the per-process LRU cache),
+and splits a batch into length-sorted forward passes of at most `max_batch_tokens`
+padded tokens, each padded to its own longest row (see models.py). Counters, namespace
+`metrics_namespace`: `inputs`, `duplicate_inputs`, `cache_hits`, `forward_passes`,
+`real_tokens`, `padded_tokens` (padding overhead = padded / real).
+
+GPU workers: `--device auto` (default) takes CUDA with bfloat16 (float16 on older GPUs);
+`share_model_across_processes=True` keeps one copy per machine (or `model_copies`) for
+runners that start one SDK process per core (Dataflow with GPUs, Flink).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from typing import Any
+
+from apache_beam.metrics import Metrics
+from apache_beam.ml.inference.base import ModelHandler, PredictionResult
+
+from transforms.inference import models
+from transforms.inference.loading import ModelSpec
+from transforms.metrics import model_base
+from transforms.metrics.model_base import ModelUse
+
+DEFAULT_NAMESPACE = "qa_eval_inference"
+
+
+class TransformerModelHandler(ModelHandler[Hashable, PredictionResult, models.Predictor]):
+    """A `ModelHandler` for one `ModelUse` (see the module docstring).
+
+    Args:
+        use: the model and the output wanted from it.
+        min_batch_size: smallest batch `BatchElements` forms; None = `max_batch_size`
+            (fixed-size batches: a batch is the window sorted by length; bundles still
+            end with a partial one).
+        max_batch_size: largest batch (rows) `BatchElements` forms; also the most rows per
+            forward pass.
+        max_batch_tokens: most padded tokens per forward pass.
+        max_batch_duration_secs: buffer batches across bundles (streaming).
+        cache_size: LRU outputs kept per process (0 = none; None = per-task default).
+        share_model_across_processes: one model per machine instead of per process.
+        model_copies: with sharing, how many copies per machine.
+        metrics_namespace: namespace of this handler's counters.
+
+    Raises:
+        ValueError: a non-positive size, or min_batch_size > max_batch_size.
+    """
+
+    def __init__(self, use: ModelUse, *, min_batch_size: int | None = None,
+                 max_batch_size: int = models.DEFAULT_MAX_BATCH_ROWS,
+                 max_batch_tokens: int = models.DEFAULT_MAX_BATCH_TOKENS,
+                 max_batch_duration_secs: int | None = None, cache_size: int | None = None,
+                 share_model_across_processes: bool = False, model_copies: int | None = None,
+                 metrics_namespace: str = DEFAULT_NAMESPACE) -> None:
+        if min_batch_size is None:
+            min_batch_size = max_batch_size
+        if min_batch_size < 1 or max_batch_size < 1 or max_batch_tokens < 1:
+            raise ValueError(
+                f"batch sizes must be >= 1, got min_batch_size={min_batch_size}, "
+                f"max_batch_size={max_batch_size}, max_batch_tokens={max_batch_tokens}")
+        if min_batch_size > max_batch_size:
+            raise ValueError(f"min_batch_size {min_batch_size} > max_batch_size {max_batch_size}")
+        if cache_size is not None and cache_size < 0:
+            raise ValueError(f"cache_size must be >= 0, got {cache_size}")
+        if model_copies is not None and model_copies < 1:
+            raise ValueError(f"model_copies must be >= 1, got {model_copies}")
+        super().__init__(min_batch_size=min_batch_size, max_batch_size=max_batch_size,
+                         max_batch_duration_secs=max_batch_duration_secs,
+                         large_model=share_model_across_processes, model_copies=model_copies)
+        self._use = use
+        self._max_batch_tokens = max_batch_tokens
+        self._max_batch_rows = max_batch_size
+        self._cache_size = cache_size
+        self._namespace = metrics_namespace
+        self._counters = {name: Metrics.counter(metrics_namespace, name)
+                          for name in (*models.STAT_NAMES, "duplicate_inputs")}
+
+    @property
+    def use(self) -> ModelUse:
+        return self._use
+
+    def load_model(self) -> models.Predictor:
+        return models.load_predictor(self._use, max_batch_rows=self._max_batch_rows,
+                                     max_batch_tokens=self._max_batch_tokens,
+                                     cache_size=self._cache_size)
+
+    def run_inference(self, batch: Sequence[Hashable], model: models.Predictor,
+                      inference_args: dict[str, Any] | None = None) -> Iterable[PredictionResult]:
+        keys = [_hashable(x) for x in batch]
+        unique = list(dict.fromkeys(keys))
+        outputs, stats = model.predict(unique)
+        by_key = dict(zip(unique, outputs))
+        for name, value in stats.items():
+            if name != "inputs":
+                self._counters[name].inc(value)
+        self._counters["inputs"].inc(len(batch))
+        self._counters["duplicate_inputs"].inc(len(batch) - len(unique))
+        model_id = self._use.spec.model
+        return [PredictionResult(x, by_key[k], model_id) for x, k in zip(batch, keys)]
+
+    def validate_inference_args(self, inference_args: dict[str, Any] | None) -> None:
+        if inference_args:
+            raise ValueError(f"{type(self).__name__} takes no inference_args, got {inference_args}")
+
+    def get_num_bytes(self, batch: Sequence[Hashable]) -> int:
+        # Text length, not pickle size: this runs on every batch.
+        return sum(len(s) for x in batch for s in ((x,) if isinstance(x, str) else x) if s)
+
+    def get_metrics_namespace(self) -> str:
+        return self._namespace
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._use.task}, {self._use.spec.model})"
+
+
+def _hashable(x: Any) -> Hashable:
+    return tuple(x) if isinstance(x, list) else x
+
+
+class EncoderModelHandler(TransformerModelHandler):
+    """Encoder outputs for strings: token embeddings of a layer, or mean-pooled vectors.
+
+    Args:
+        model: model name, local path or Hub id (None = the packaged all-MiniLM-L6-v2).
+        output: `tokens` (`TokenEmbeddings` of hidden state `layer`, for BERTScore) or
+            `mean` (a float32 vector, for bi-encoder cosine).
+        layer: hidden state index (0 = embeddings); None = the last layer.
+        spec_kwargs: `ModelSpec` fields (revision, device, dtype, max_length).
+        **kwargs: `TransformerModelHandler` batching/sharing options.
+    """
+
+    def __init__(self, model: str | None = None, *, output: str = "tokens",
+                 layer: int | None = None, spec_kwargs: Mapping[str, Any] | None = None,
+                 **kwargs: Any) -> None:
+        if output not in ("tokens", "mean"):
+            raise ValueError(f"output must be 'tokens' or 'mean', got {output!r}")
+        spec = ModelSpec.of(model, **(spec_kwargs or {}))
+        super().__init__(model_base.encoder_use(spec, layer, pooled=output == "mean"), **kwargs)
+
+
+class CrossEncoderModelHandler(TransformerModelHandler):
+    """One score per cross-encoder input: a tuple of 1..3 strings (layouts.py).
+
+    (prediction, reference) pairs for SAS/WES; (candidate, reference, question) for BEM
+    with segment ids 0/1/2; a one-element tuple for SQuArE. BERT-style checkpoints have
+    two token types: a three-segment input on such a model fails (default) or, with
+    `segment_overflow="clamp"`, gives the question segment id 1; a model fine-tuned for
+    BEM should have `type_vocab_size >= 3` (loading.ensure_token_types).
+
+    Args:
+        model: a sequence-classification checkpoint (path or Hub id).
+        activation: `auto` (sigmoid for one logit, else softmax of class `label`),
+            `sigmoid`, `softmax` or `none`; fixed here, never per call.
+        label: class read by softmax/none.
+        segments: most segments per input (validated against the model's token types).
+        segment_overflow: `error` or `clamp`.
+        spec_kwargs: `ModelSpec` fields (revision, device, dtype, max_length).
+        **kwargs: `TransformerModelHandler` batching/sharing options.
+    """
+
+    def __init__(self, model: str, *, activation: str = "auto", label: int = 1,
+                 segments: int = 2, segment_overflow: str = "error",
+                 spec_kwargs: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        spec = ModelSpec.of(model, **(spec_kwargs or {}))
+        use = model_base.cross_encoder_use(spec, activation=activation, label=label,
+                                           segments=segments, segment_overflow=segment_overflow)
+        super().__init__(use, **kwargs)
+
+
+class KeyphraseModelHandler(TransformerModelHandler):
+    """KPQA keyphrase weights: `TokenScores` for (question or None, answer) inputs.
+
+    Args:
+        model: a token-classification checkpoint (path or Hub id).
+        label: the keyphrase class; None = from id2label (K/KEY/KEYPHRASE), else 0.
+        spec_kwargs: `ModelSpec` fields (revision, device, dtype, max_length).
+        **kwargs: `TransformerModelHandler` batching/sharing options.
+    """
+
+    def __init__(self, model: str, *, label: int | None = None,
+                 spec_kwargs: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        spec = ModelSpec.of(model, **(spec_kwargs or {}))
+        super().__init__(model_base.token_classifier_use(spec, label=label), **kwargs)
+
+
+def build_handler(use: ModelUse, **kwargs: Any) -> TransformerModelHandler:
+    """The handler for a metric's `ModelUse` (kwargs: batching/sharing options)."""
+    return TransformerModelHandler(use, **kwargs)

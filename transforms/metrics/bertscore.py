@@ -1,0 +1,237 @@
+"""BERTScore (Zhang et al. 2020) from per-sentence token embeddings, as bert-score 0.3.13.
+
+Per (candidate, reference): embeddings of a chosen hidden layer, L2-normalised; cosine
+matrix; each candidate token takes its best reference token (precision) and each
+reference token its best candidate token (recall), averaged with token weights
+normalised per sentence; F = 2PR/(P+R).
+
+- Weights: 1 per token and 0 for the tokenizer's CLS/SEP ids (bert-score without idf), or
+  idf = log((M+1)/(df+1)) over the corpus's M references (unseen tokens log(M+1)), CLS/SEP
+  0, computed as the `ReferenceIdf` corpus statistic.
+- A candidate or reference without weighted tokens (empty, as bert-score detects it, or
+  every token weighted 0) scores P = R = F = 0 (bert-score: 0 for empty, NaN otherwise).
+- Several references: the reference with the best F gives P, R and F together (bert-score
+  maximises each column separately; its F column equals ours).
+- Baseline rescaling: (x - b)/(1 - b) per column, b read from a bert-score baseline file
+  (CSV `LAYER,P,R,F`, the row of the layer used).
+"""
+
+from __future__ import annotations
+
+import collections
+import csv
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from transforms.inference.loading import ModelSpec
+from transforms.metrics.base import CorpusStatistic, MetricInputError, QAExample
+from transforms.metrics.model_base import (
+    ModelMetric,
+    ModelRequest,
+    ModelUse,
+    TokenEmbeddings,
+    encoder_use,
+    signature_string,
+)
+
+VERSION = "1.0"
+# `bertscore` is F1, the number the papers call BERTScore (and kpqa_bertscore's shape).
+COLUMNS = ("bertscore", "bertscore_precision", "bertscore_recall")
+
+
+class PRF(NamedTuple):
+    """Precision, recall and F1 of one candidate against one reference."""
+
+    precision: float
+    recall: float
+    f1: float
+
+
+ZERO = PRF(0.0, 0.0, 0.0)
+
+
+def _normalise(vectors: np.ndarray) -> np.ndarray:
+    vectors = np.asarray(vectors, dtype=np.float32)
+    return vectors / np.linalg.norm(vectors, axis=-1, keepdims=True)
+
+
+def greedy_match(cand: np.ndarray, cand_weights: np.ndarray, ref: np.ndarray,
+                 ref_weights: np.ndarray) -> PRF:
+    """BERTScore of one pair from token vectors (n, d) and token weights (n,).
+
+    Weights are normalised to sum 1 per sentence here; all-zero weights on either side
+    give `ZERO`.
+    """
+    cand_total, ref_total = float(np.sum(cand_weights)), float(np.sum(ref_weights))
+    if cand_total == 0.0 or ref_total == 0.0:
+        return ZERO
+    sim = _normalise(cand) @ _normalise(ref).T
+    precision = float(np.dot(sim.max(axis=1), cand_weights) / cand_total)
+    recall = float(np.dot(sim.max(axis=0), ref_weights) / ref_total)
+    total = precision + recall
+    return PRF(precision, recall, 2 * precision * recall / total if total != 0 else 0.0)
+
+
+def uniform_weights(emb: TokenEmbeddings) -> np.ndarray:
+    """1 per token, 0 at CLS/SEP (bert-score without idf)."""
+    return np.where(emb.special, 0.0, 1.0).astype(np.float32)
+
+
+class IdfTable(NamedTuple):
+    """Document frequencies of word-piece ids over M references."""
+
+    num_docs: int
+    df: Mapping[int, int]
+
+    def weights(self, emb: TokenEmbeddings) -> np.ndarray:
+        """idf per token of `emb`; CLS/SEP 0."""
+        top = math.log(self.num_docs + 1)
+        idf = [top - math.log(self.df.get(int(t), 0) + 1) for t in emb.token_ids]
+        return np.where(emb.special, 0.0, np.asarray(idf, dtype=np.float64)).astype(np.float32)
+
+
+class ReferenceIdf(CorpusStatistic):
+    """idf of word-pieces over every reference of every example (each one a document).
+
+    Tokenises with the encoder's tokenizer exactly as the encoder does (specials
+    included, so CLS/SEP get df = M, i.e. idf 0, as in bert-score). The tokenizer is
+    loaded lazily where `add` first runs and is not pickled.
+    """
+
+    def __init__(self, spec: ModelSpec) -> None:
+        self._spec = spec
+        self.key = f"bertscore_idf|{spec.model}|{spec.revision or ''}"
+        self._tokenizer: Any = None
+
+    def _encode(self, text: str) -> list[int]:
+        if self._tokenizer is None:
+            from transforms.inference import loading
+            self._tokenizer = loading.load_tokenizer(self._spec)
+            self._max_length = self._spec.resolved_max_length() or 512
+        return self._tokenizer(text.strip(), truncation=True,
+                               max_length=self._max_length)["input_ids"]
+
+    def create(self) -> list[Any]:
+        return [0, collections.Counter()]
+
+    def add(self, accumulator: list[Any], example: QAExample) -> list[Any]:
+        for ref in example.references:
+            accumulator[0] += 1
+            accumulator[1].update(set(self._encode(ref)))
+        return accumulator
+
+    def merge(self, accumulators: Sequence[list[Any]]) -> list[Any]:
+        merged = self.create()
+        for num_docs, df in accumulators:
+            merged[0] += num_docs
+            merged[1].update(df)
+        return merged
+
+    def extract(self, accumulator: list[Any]) -> IdfTable:
+        return IdfTable(accumulator[0], dict(accumulator[1]))
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_tokenizer"] = None
+        return state
+
+
+def load_baseline(path: str, layer: int) -> PRF:
+    """Reads the baselines of `layer` from a bert-score rescale file (CSV LAYER,P,R,F).
+
+    Raises:
+        ValueError: the file lacks the columns or the layer.
+    """
+    with open(path, encoding="utf-8", newline="") as f:
+        rows = list(csv.DictReader(f))
+    if not rows or not {"LAYER", "P", "R", "F"} <= set(rows[0]):
+        raise ValueError(f"{path}: a baseline file has the header LAYER,P,R,F")
+    for row in rows:
+        if int(row["LAYER"]) == layer:
+            return PRF(float(row["P"]), float(row["R"]), float(row["F"]))
+    raise ValueError(f"{path} has no baseline for layer {layer}")
+
+
+def rescale(score: PRF, baseline: PRF) -> PRF:
+    """(x - b) / (1 - b) per column."""
+    return PRF(*((x - b) / (1 - b) for x, b in zip(score, baseline)))
+
+
+def best_by_f(scores: Sequence[PRF]) -> PRF:
+    """The score with the highest F (the first on ties); `ZERO` for no scores."""
+    best = ZERO
+    for i, s in enumerate(scores):
+        if i == 0 or s.f1 > best.f1:
+            best = s
+    return best
+
+
+def bertscore(cand: TokenEmbeddings, refs: Sequence[TokenEmbeddings],
+              idf: IdfTable | None = None, baseline: PRF | None = None) -> PRF:
+    """BERTScore of a candidate against several references (best-F reference)."""
+    weigh = idf.weights if idf is not None else uniform_weights
+    cand_w = weigh(cand)
+    best = best_by_f([greedy_match(cand.vectors, cand_w, r.vectors, weigh(r)) for r in refs])
+    return rescale(best, baseline) if baseline is not None else best
+
+
+class BERTScoreMetric(ModelMetric):
+    """`bertscore` (F1), `bertscore_precision`, `bertscore_recall`.
+
+    Args:
+        columns: the columns wanted (a subset of `COLUMNS`).
+        model: encoder name, path or Hub id (None = the packaged all-MiniLM-L6-v2).
+        layer: hidden state to use (0 = embeddings); None = the last layer.
+        idf: weight tokens by idf over the corpus's references.
+        baseline_path: a bert-score baseline file to rescale with.
+        **spec_kwargs: `ModelSpec` fields (revision, device, dtype, max_length).
+
+    Raises:
+        ValueError: unknown columns, a bad layer or baseline file, a bad model spec.
+    """
+
+    family = "bertscore"
+
+    def __init__(self, columns: Sequence[str] = COLUMNS, *, model: str | None = None,
+                 layer: int | None = None, idf: bool = False,
+                 baseline_path: str | None = None, **spec_kwargs: Any) -> None:
+        unknown = set(columns) - set(COLUMNS)
+        if unknown or not columns:
+            raise ValueError(f"bertscore columns are {COLUMNS}, got {tuple(columns)}")
+        self.columns = tuple(columns)
+        self._use = encoder_use(ModelSpec.of(model, **spec_kwargs), layer)
+        if baseline_path is not None and self._use.layer is None:
+            raise ValueError("baseline rescaling needs an explicit layer for this model")
+        self._baseline = load_baseline(baseline_path, self._use.layer) if baseline_path else None
+        self._baseline_path = baseline_path
+        self._idf = ReferenceIdf(self._use.spec) if idf else None
+
+    def model_uses(self) -> Mapping[str, ModelUse]:
+        return {"encoder": self._use}
+
+    def corpus_statistics(self) -> tuple[CorpusStatistic, ...]:
+        return (self._idf,) if self._idf is not None else ()
+
+    def signature(self) -> dict[str, str]:
+        fields = self._use.signature_fields()
+        fields["idf"] = "yes" if self._idf is not None else "no"
+        fields["rescale"] = self._baseline_path or "no"
+        fields["refs"] = "best-f"
+        return {c: signature_string(c, VERSION, fields) for c in self.columns}
+
+    def requests(self, example: QAExample) -> list[ModelRequest]:
+        if not example.references:
+            raise MetricInputError("bertscore needs at least one reference")
+        texts = (example.prediction, *example.references)
+        return [ModelRequest("encoder", t.strip()) for t in texts]
+
+    def fold(self, example: QAExample, outputs: Sequence[Any],
+             corpus_stats: Mapping[str, Any]) -> dict[str, float]:
+        idf = corpus_stats[self._idf.key] if self._idf is not None else None
+        score = bertscore(outputs[0], outputs[1:], idf, self._baseline)
+        values = {"bertscore": score.f1, "bertscore_precision": score.precision,
+                  "bertscore_recall": score.recall}
+        return {c: values[c] for c in self.columns}

@@ -1,0 +1,17 @@
+"""Fine-tuning of the learned metrics (plain PyTorch + transformers, no Beam).
+
+| module | what |
+|---|---|
+| `pair_data` | cross-encoder rows: WES Parquet shards, STS-B, SQuArE and BEM JSONL; validation |
+| `squad_data` | KPQA keyphrase examples from SQuAD JSON, article split, word-piece labels |
+| `batching` | length-grouped batch order (deterministic per seed and epoch), padding |
+| `evaluation` | accuracy, AUROC, Pearson/Spearman, keyphrase token and span F1 |
+| `loop` | `TrainConfig` and `Trainer`: budgets, warm-up schedule, AMP, dev metrics, best/last checkpoints, resume |
+| `checkpoint` | output-folder policy, atomic checkpoint writes, trainer state |
+| `card` | `model_card.md` and `metrics.json` |
+| `options` | the command-line flags shared by the entry points -> `TrainConfig` |
+| `cross_encoder`, `keyphrase` | the two training runs the entry points in `pipelines/` call |
+
+Model inputs are built with `transforms.metrics.layouts`, the functions the scorer uses,
+so a trained model and its metric cannot disagree on the input layout.
+"""

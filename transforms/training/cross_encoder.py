@@ -1,0 +1,241 @@
+"""Single-logit cross-encoder training (WES, STS-B, SQuArE, BEM rows).
+
+`AutoModelForSequenceClassification` with `num_labels=1` on any encoder checkpoint (default:
+the packaged all-MiniLM-L6-v2), trained with BCE-with-logits against targets in [0, 1]
+(0/1 labels, or graded such as STS score / 5); the scorer reads it with a sigmoid. BEM
+rows have three segments, so the model gets a third token-type embedding (a copy of the
+second, `loading.ensure_token_types`). A curriculum (e.g. WES, then STS: DESIGN.md's best
+model) is two runs, the second with `init_checkpoint` = the first one's output.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import os
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from transforms.inference import loading
+from transforms.metrics import layouts
+from transforms.training import card, checkpoint, pair_data
+from transforms.training.batching import Features
+from transforms.training.evaluation import binary_metrics, graded_metrics, is_binary
+from transforms.training.loop import TrainConfig, Trainer
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_LENGTH = {"wes": 64, "stsb": 128, "square": 256, "bem": 128}
+BINARY_METRICS = ("auroc", "accuracy", "loss")
+GRADED_METRICS = ("spearman", "pearson", "loss")
+_SIGMOID = "torch.nn.modules.activation.Sigmoid"
+_METRIC_CLASS = {"wes": "WESMetric", "stsb": "SASMetric", "square": "SQuArEMetric",
+                 "bem": "BEMMetric"}
+
+
+@dataclasses.dataclass(frozen=True)
+class CrossEncoderData:
+    """Which rows to train on and which model to start from.
+
+    Attributes:
+        format: wes, stsb, square or bem (see pair_data.py).
+        input: the folder holding the splits by the format's file names.
+        train_file, dev_file, test_file: explicit paths or globs (override `input`).
+        model: the encoder to start from (None: the packaged all-MiniLM-L6-v2).
+        init_checkpoint: a one-logit cross-encoder to continue from (a previous output).
+        max_length: truncation length in tokens (None: DEFAULT_MAX_LENGTH[format]).
+        max_train_rows, max_dev_rows, max_test_rows: seeded row caps.
+        skip_test: do not evaluate the test split at the end.
+        best_metric: the dev metric that picks the best checkpoint (auto: AUROC for 0/1
+            targets, Spearman for graded ones).
+    """
+
+    format: str
+    input: str | None = None
+    train_file: str | None = None
+    dev_file: str | None = None
+    test_file: str | None = None
+    model: str | None = None
+    init_checkpoint: str | None = None
+    max_length: int | None = None
+    max_train_rows: int | None = None
+    max_dev_rows: int | None = None
+    max_test_rows: int | None = None
+    skip_test: bool = False
+    best_metric: str = "auto"
+
+    def __post_init__(self) -> None:
+        if self.format not in pair_data.FORMATS:
+            raise ValueError(f"format must be one of {pair_data.FORMATS}, got {self.format!r}")
+        if self.max_length is not None and self.max_length < 8:
+            raise ValueError(f"max_length must be >= 8, got {self.max_length}")
+        for name in ("max_train_rows", "max_dev_rows", "max_test_rows"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"{name} must be >= 1, got {value}")
+        known = ("auto", *BINARY_METRICS, *GRADED_METRICS)
+        if self.best_metric not in known:
+            raise ValueError(f"best_metric must be one of {sorted(set(known))}, got "
+                             f"{self.best_metric!r}")
+        if self.init_checkpoint and self.model:
+            raise ValueError("give model (an encoder) or init_checkpoint (a cross-encoder to "
+                             "continue), not both")
+
+
+class CrossEncoderTask:
+    """The trainer's view of a one-logit cross-encoder (see loop.Task)."""
+
+    name = "cross-encoder"
+    auto_class = "AutoModelForSequenceClassification"
+
+    def __init__(self, binary: bool, segments: int, best_metric: str) -> None:
+        self.binary, self.segments, self.best_metric = binary, segments, best_metric
+
+    def model_kwargs(self) -> dict[str, Any]:
+        return {"num_labels": 1}
+
+    def prepare_model(self, model: Any) -> None:
+        if self.segments == 3:
+            loading.ensure_token_types(model, 3)
+        # sentence-transformers' CrossEncoder reads its activation from here.
+        model.config.sentence_transformers = {"activation_fn": _SIGMOID}
+
+    @staticmethod
+    def _logits(model: Any, batch: Mapping[str, Any]) -> Any:
+        inputs = {k: v for k, v in batch.items() if k != "labels"}
+        return model(**inputs).logits[:, 0].float()
+
+    def loss(self, model: Any, batch: Mapping[str, Any]) -> Any:
+        import torch
+        return torch.nn.functional.binary_cross_entropy_with_logits(
+            self._logits(model, batch), batch["labels"])
+
+    def outputs(self, model: Any, batch: Mapping[str, Any]) -> list[np.ndarray]:
+        return list(self._logits(model, batch).cpu().numpy())
+
+    def metrics(self, rows: Sequence[Features], outputs: Sequence[np.ndarray]) -> dict[str, float]:
+        logits = np.asarray(outputs, dtype=np.float64)
+        labels = np.asarray([r.label for r in rows], dtype=np.float64)
+        bce = np.maximum(logits, 0) - logits * labels + np.log1p(np.exp(-np.abs(logits)))
+        scores = 1 / (1 + np.exp(-logits))
+        quality = binary_metrics(labels, scores) if self.binary else graded_metrics(labels, scores)
+        return {**quality, "loss": float(bce.mean())}
+
+
+def rows_digest(rows: Sequence[Features]) -> str:
+    """A short hash of encoded rows (a resumed run must see the same data)."""
+    digest = hashlib.sha256()
+    for r in rows:
+        digest.update(repr((r.input_ids, r.token_type_ids, r.label)).encode())
+    return digest.hexdigest()[:16]
+
+
+def _start_checkpoint(data: CrossEncoderData) -> str:
+    """The resolved checkpoint a fresh run loads, checked for a compatible head."""
+    if data.init_checkpoint:
+        path = loading.resolve_model(data.init_checkpoint)
+        config = loading.read_config(path)
+        archs = (config or {}).get("architectures") or []
+        n = len((config or {}).get("id2label") or {}) or (config or {}).get("num_labels")
+        if not any(a.endswith("ForSequenceClassification") for a in archs) or n != 1:
+            raise ValueError(f"init_checkpoint {data.init_checkpoint} is not a one-logit "
+                             f"cross-encoder (architectures {archs}, {n} labels); pass an "
+                             "output folder of train_cross_encoder, or use model")
+        return path
+    path = loading.resolve_model(data.model)
+    config = loading.read_config(path) or {}
+    archs = config.get("architectures") or []
+    n = len(config.get("id2label") or {}) or config.get("num_labels")
+    if any(a.endswith("ForSequenceClassification") for a in archs) and n != 1:
+        raise ValueError(f"model {data.model} has a {n}-label classification head; start "
+                         "from an encoder or a one-logit cross-encoder")
+    return path
+
+
+def base_model_name(data: CrossEncoderData) -> str:
+    """The encoder the weights descend from (read from an init checkpoint's metrics.json)."""
+    if data.init_checkpoint:
+        path = os.path.join(loading.resolve_model(data.init_checkpoint), checkpoint.METRICS_FILE)
+        if os.path.isfile(path):
+            with open(path, encoding="utf-8") as f:
+                return str(json.load(f).get("model", data.init_checkpoint))
+        return data.init_checkpoint
+    return loading.ModelSpec(loading.resolve_model(data.model)).display_name()
+
+
+def encode_rows(tokenizer: Any, rows: Sequence[pair_data.PairRow], max_length: int
+                ) -> list[Features]:
+    """Encodes rows with `layouts.encode_batch` (the scorer's own encoding)."""
+    encoded = layouts.encode_batch(tokenizer, [r.segments for r in rows], max_length)
+    return [Features(e.input_ids, e.token_type_ids, r.label) for e, r in zip(encoded, rows)]
+
+
+def train_cross_encoder(data: CrossEncoderData, config: TrainConfig,
+                        on_step: Callable[[int], None] | None = None) -> dict[str, Any]:
+    """Validates the data, trains, evaluates the best checkpoint on test, writes the card.
+
+    Returns:
+        The run's report (also written to `metrics.json`).
+
+    Raises:
+        ValueError: bad input or options (before training starts).
+    """
+    files = pair_data.split_files(data.format, data.input, {
+        "train": data.train_file, "dev": data.dev_file, "test": data.test_file})
+    if data.skip_test:
+        files["test"] = []
+    limits = {"train": data.max_train_rows, "dev": data.max_dev_rows, "test": data.max_test_rows}
+    splits = pair_data.load_pairs(data.format, files, config.seed, limits)
+    binary = is_binary([r.label for s in ("train", "dev") for r in splits[s]])
+    allowed = BINARY_METRICS if binary else GRADED_METRICS
+    best = allowed[0] if data.best_metric == "auto" else data.best_metric
+    if best not in allowed:
+        raise ValueError(f"best_metric {best} does not suit {'binary' if binary else 'graded'} "
+                         f"targets; choose one of {allowed}")
+    source = _start_checkpoint(data)
+    tokenizer = loading.load_tokenizer(loading.ModelSpec(source))
+    max_length = data.max_length or DEFAULT_MAX_LENGTH[data.format]
+    encoded = {s: encode_rows(tokenizer, rows, max_length) for s, rows in splits.items()}
+    fingerprint = {"format": data.format, "files": {s: f for s, f in files.items()},
+                   "rows": {s: len(r) for s, r in encoded.items()},
+                   "digest": rows_digest(encoded["train"] + encoded["dev"]),
+                   "start": source, "max_length": max_length, "best_metric": best}
+    task = CrossEncoderTask(binary, pair_data.SEGMENTS[data.format], best)
+    trainer = Trainer(task, config, encoded["train"], encoded["dev"], tokenizer=tokenizer,
+                      model_source=source, fingerprint=fingerprint)
+    logger.info("training a cross-encoder on %s: %s rows, %d steps", data.format,
+                fingerprint["rows"], trainer.total_steps)
+    result = trainer.fit(on_step)
+    test = None
+    if encoded["test"] and not data.skip_test and result.best_step is not None:
+        test = trainer.evaluate_checkpoint(config.output_dir, encoded["test"])
+        logger.info("test (best checkpoint): %s", test)
+    family = {"wes": "wes", "stsb": "sas", "square": "square", "bem": "bem"}[data.format]
+    mined_card = os.path.join(os.path.dirname(os.path.abspath(data.input or ".")),
+                              "dataset_card.md")
+    info = card.run_info(
+        title=f"{data.format.upper()} cross-encoder ({family} metric)", task=task.name,
+        model=base_model_name(data),
+        init_checkpoint=data.init_checkpoint,
+        data={"format": data.format, "input": data.input,
+              "files": {s: f for s, f in files.items() if f}, "rows": fingerprint["rows"],
+              "targets": "binary 0/1" if binary else "graded in [0, 1]",
+              "row_caps": {k: v for k, v in limits.items() if v},
+              **({"dataset_card": mined_card}
+                 if data.format == "wes" and os.path.isfile(mined_card) else {})},
+        layout=f"`transforms.metrics.layouts.{pair_data.LAYOUT[data.format]}`, truncated to "
+               f"{max_length} tokens; one logit, sigmoid = score",
+        config=config, extra_hparams={"max_length": max_length, "best_metric": best,
+                                      "loss": "BCE with logits"},
+        result=result, test=test,
+        usage=(f"Score with it: the `model` option of the `{family}` metric of "
+               f"`python -m pipelines.score_predictions` (`{_METRIC_CLASS[data.format]}"
+               f"(model=\"{config.output_dir}\")` in transforms/metrics/model_metrics.py); "
+               "or load it with `AutoModelForSequenceClassification.from_pretrained` and "
+               "apply a sigmoid to the logit."))
+    card.write_outputs(config.output_dir, info)
+    return info

@@ -1,0 +1,241 @@
+"""Cross-encoder training rows from the four input kinds, validated before training.
+
+| format | files per split | model input (layouts.py) | target |
+|---|---|---|---|
+| `wes` | `<input>/<split>-*.parquet` (mining output `wes-k<k>`; columns title, link_text, label, split) | `pair_input(link_text, title)` | label 0/1 |
+| `stsb` | `<input>/sts-<split>.csv` (TAB-separated; first 7 fields: genre, filename, year, sid, score, sentence1, sentence2) | `pair_input(sentence1, sentence2)` | score / 5 |
+| `square` | `<input>/<split>.jsonl`: question, target, positive_references (list), negative_references (list, optional), label | `square_input(question, target, positives, negatives)` | label in [0, 1] |
+| `bem` | `<input>/<split>.jsonl`: question, reference, candidate, label | `bem_input(candidate, reference, question)` | label in [0, 1] |
+
+WES pairs are laid out (prediction = link text, reference = title): the scorer pairs
+(prediction, reference), and a system's answer is more often an alias (a link text) of
+the gold answer than the other way round. Every problem (a missing file or column, an
+empty split, a label out of range, an unparsable line) raises `ValueError` naming the
+file, and the line or column, before a model is loaded.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import math
+import os
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from transforms.metrics import layouts
+
+FORMATS = ("wes", "stsb", "square", "bem")
+SPLITS = ("train", "dev", "test")
+WES_COLUMNS = ("title", "link_text", "label", "split")
+STSB_FIELDS = ("genre", "filename", "year", "sid", "score", "sentence1", "sentence2")
+JSONL_FIELDS = {
+    "square": ("question", "target", "positive_references", "label"),
+    "bem": ("question", "reference", "candidate", "label"),
+}
+SEGMENTS = {"wes": 2, "stsb": 2, "square": 1, "bem": 3}
+LAYOUT = {
+    "wes": "pair_input(prediction=link_text, reference=title): [CLS] link_text [SEP] title [SEP]",
+    "stsb": "pair_input(sentence1, sentence2): [CLS] sentence1 [SEP] sentence2 [SEP]",
+    "square": "square_input(question, target, positives, negatives): [CLS] Question: q "
+              "Target: a Pos_Ref: r+ ... Neg_Ref: r- ... [SEP]",
+    "bem": "bem_input(candidate, reference, question): [CLS] c [SEP] r [SEP] q [SEP], "
+           "segment ids 0/1/2",
+}
+
+
+class PairRow(NamedTuple):
+    """One cross-encoder example: the layout's segments and a target in [0, 1]."""
+
+    segments: layouts.Segments
+    label: float
+
+
+def split_files(fmt: str, input_dir: str | None,
+                overrides: Mapping[str, str | None] | None = None) -> dict[str, list[str]]:
+    """The files of each split: `overrides[split]` (a path or glob) or the format's
+    naming convention inside `input_dir`. Splits without files map to [].
+
+    Raises:
+        ValueError: unknown format, a missing input folder, an override matching nothing.
+    """
+    if fmt not in FORMATS:
+        raise ValueError(f"format must be one of {FORMATS}, got {fmt!r}")
+    overrides = overrides or {}
+    if input_dir is not None and not os.path.isdir(input_dir):
+        raise ValueError(f"input folder {input_dir} does not exist (or is not a folder)")
+    if input_dir is None and not overrides.get("train"):
+        raise ValueError("give an input folder or a train file")
+    pattern = {"wes": "{}-*.parquet", "stsb": "sts-{}.csv", "square": "{}.jsonl",
+               "bem": "{}.jsonl"}[fmt]
+    files = {}
+    for split in SPLITS:
+        given = overrides.get(split)
+        if given:
+            matched = sorted(glob.glob(os.path.expanduser(given)))
+            if not matched:
+                raise ValueError(f"{split} file {given} does not exist")
+            files[split] = matched
+        elif input_dir is not None:
+            files[split] = sorted(glob.glob(os.path.join(input_dir, pattern.format(split))))
+        else:
+            files[split] = []
+    return files
+
+
+def _check_label(value: Any, where: str) -> float:
+    if isinstance(value, bool):
+        return float(value)
+    if not isinstance(value, (int, float)) or not math.isfinite(value) or not 0 <= value <= 1:
+        raise ValueError(f"{where}: label must be a number in [0, 1], got {value!r}")
+    return float(value)
+
+
+def read_wes(path: str) -> list[PairRow]:
+    """Rows of one WES Parquet shard (schema checked first, then every value)."""
+    import pyarrow.dataset as ds
+    try:
+        dataset = ds.dataset(path, format="parquet")
+    except Exception as e:  # pyarrow raises several types for an unreadable file
+        raise ValueError(f"{path}: not a readable Parquet file ({e})") from e
+    missing = [c for c in WES_COLUMNS if c not in dataset.schema.names]
+    if missing:
+        raise ValueError(f"{path}: missing column(s) {missing}; a WES shard has {list(WES_COLUMNS)}"
+                         f" (found {dataset.schema.names})")
+    table = dataset.to_table(columns=list(WES_COLUMNS))
+    cols = {c: table.column(c).to_pylist() for c in WES_COLUMNS}
+    # A shard named `<split>-SSSSS-of-NNNNN.parquet` holds that split only (any file may
+    # serve as any role through the explicit file flags).
+    named = os.path.basename(path).split("-")[0]
+    named = named if named in SPLITS else None
+    rows = []
+    for i, (title, text, label, row_split) in enumerate(zip(*cols.values())):
+        where = f"{path} row {i}"
+        if not isinstance(title, str) or not isinstance(text, str) or not title or not text:
+            raise ValueError(f"{where}: title and link_text must be non-empty strings")
+        if label not in (0, 1):
+            raise ValueError(f"{where}: column label must be 0 or 1, got {label!r}")
+        if named is not None and row_split != named:
+            raise ValueError(f"{where}: column split says {row_split!r} in a {named} shard")
+        rows.append(PairRow(layouts.pair_input(text, title), float(label)))
+    return rows
+
+
+def read_stsb(path: str) -> list[PairRow]:
+    """Rows of an STS-B file: TAB-split, first 7 fields, target = score / 5."""
+    rows = []
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            line = line.rstrip("\n")
+            if not line.strip():
+                continue
+            fields = line.split("\t")
+            if len(fields) < len(STSB_FIELDS):
+                raise ValueError(f"{path} line {n}: {len(fields)} TAB-separated fields, need "
+                                 f"at least {len(STSB_FIELDS)} ({', '.join(STSB_FIELDS)})")
+            try:
+                score = float(fields[4])
+            except ValueError as e:
+                raise ValueError(f"{path} line {n}: column score is not a number: {fields[4]!r}") from e
+            if not 0 <= score <= 5:
+                raise ValueError(f"{path} line {n}: column score must be in [0, 5], got {score}")
+            rows.append(PairRow(layouts.pair_input(fields[5], fields[6]), score / 5))
+    return rows
+
+
+def _strings(value: Any, where: str, name: str, allow_empty: bool) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(x, str) for x in value):
+        raise ValueError(f"{where}: {name} must be a list of strings, got {value!r}")
+    if not value and not allow_empty:
+        raise ValueError(f"{where}: {name} must not be empty")
+    return value
+
+
+def read_jsonl(path: str, fmt: str) -> list[PairRow]:
+    """Rows of a SQuArE or BEM JSONL file (one JSON object per line)."""
+    required = JSONL_FIELDS[fmt]
+    rows = []
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            where = f"{path} line {n}"
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{where}: not valid JSON ({e.msg})") from e
+            if not isinstance(obj, dict):
+                raise ValueError(f"{where}: expected a JSON object")
+            missing = [k for k in required if k not in obj]
+            if missing:
+                raise ValueError(f"{where}: missing field(s) {missing}; {fmt} rows have "
+                                 f"{list(required)}")
+            label = _check_label(obj["label"], where)
+            texts = [k for k in required if k not in ("label", "positive_references")]
+            for k in texts:
+                if not isinstance(obj[k], str):
+                    raise ValueError(f"{where}: {k} must be a string, got {obj[k]!r}")
+            if fmt == "square":
+                pos = _strings(obj["positive_references"], where, "positive_references", False)
+                neg = _strings(obj.get("negative_references", []), where,
+                               "negative_references", True)
+                segments = layouts.square_input(obj["question"], obj["target"], pos, neg)
+            else:
+                segments = layouts.bem_input(obj["candidate"], obj["reference"], obj["question"])
+            rows.append(PairRow(segments, label))
+    return rows
+
+
+def read_split(fmt: str, files: list[str]) -> list[PairRow]:
+    """Every row of one split's files, in file order."""
+    rows: list[PairRow] = []
+    for path in files:
+        if fmt == "wes":
+            rows += read_wes(path)
+        elif fmt == "stsb":
+            rows += read_stsb(path)
+        else:
+            rows += read_jsonl(path, fmt)
+    return rows
+
+
+def subsample(rows: list[PairRow], limit: int | None, seed: int) -> list[PairRow]:
+    """At most `limit` rows, drawn at random (seeded), in their original order."""
+    if limit is None or len(rows) <= limit:
+        return rows
+    keep = np.sort(np.random.default_rng(seed).choice(len(rows), limit, replace=False))
+    return [rows[i] for i in keep]
+
+
+def _expected(fmt: str, split: str) -> str:
+    return {"wes": f"<input>/{split}-*.parquet", "stsb": f"<input>/sts-{split}.csv"}.get(
+        fmt, f"<input>/{split}.jsonl")
+
+
+def load_pairs(fmt: str, files: Mapping[str, list[str]], seed: int,
+               limits: Mapping[str, int | None] | None = None) -> dict[str, list[PairRow]]:
+    """Reads and validates every split; `limits[split]` caps its rows (seeded sample).
+
+    Raises:
+        ValueError: no train or dev files, an empty train or dev split, a dev split with
+            a single target value, or any bad row (see the module docstring).
+    """
+    limits = limits or {}
+    out = {}
+    for split in SPLITS:
+        if not files.get(split):
+            if split == "test":
+                out[split] = []
+                continue
+            raise ValueError(f"no {split} files for format {fmt} (expected {_expected(fmt, split)}"
+                             " or an explicit file)")
+        rows = read_split(fmt, files[split])
+        if not rows and split != "test":
+            raise ValueError(f"the {split} split is empty ({', '.join(files[split])})")
+        out[split] = subsample(rows, limits.get(split), seed)
+    if len({r.label for r in out["dev"]}) < 2:
+        raise ValueError(f"the dev split ({', '.join(files['dev'])}) has a single target value "
+                         f"{out['dev'][0].label}: AUROC and correlations need two or more")
+    return out
