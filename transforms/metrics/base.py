@@ -77,10 +77,10 @@ class Metric(abc.ABC):
         """Corpus-level statistics this metric needs; none by default."""
         return ()
 
-    def setup(self) -> None:
+    def setup(self) -> None:  # noqa: B027 (an optional hook, empty by default)
         """Acquires heavy resources on the worker (called once per DoFn instance)."""
 
-    def teardown(self) -> None:
+    def teardown(self) -> None:  # noqa: B027 (an optional hook, empty by default)
         """Releases what `setup` acquired."""
 
     @abc.abstractmethod
