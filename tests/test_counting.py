@@ -1,0 +1,37 @@
+"""transforms/counting.py: counts travel as data (stats output) and as Beam counters."""
+
+from __future__ import annotations
+
+import apache_beam as beam
+from apache_beam.metrics.metric import MetricsFilter
+from apache_beam.testing.test_pipeline import TestPipeline
+from apache_beam.testing.util import assert_that, equal_to
+
+from transforms.counting import STATS_TAG, CountingDoFn, SumStats, zero_stats
+
+
+class EvenFn(CountingDoFn):
+    def __init__(self):
+        super().__init__("even", ["passed", "filtered:odd", "never"])
+
+    def process(self, n):
+        if n % 2:
+            self.count("filtered:odd")
+            return
+        self.count("passed")
+        yield n
+
+
+def test_counts_as_data_and_as_counters():
+    fn = EvenFn()
+    p = TestPipeline()
+    out = p | beam.Create(range(7)) | beam.ParDo(fn).with_outputs(STATS_TAG, main="kept")
+    stats = (out[STATS_TAG], zero_stats(p, "Zeros", fn.stat_keys())) | beam.Flatten()
+    assert_that(out.kept, equal_to([0, 2, 4, 6]), label="kept")
+    assert_that(stats | SumStats(), equal_to([{
+        "even/passed": 4, "even/filtered:odd": 3, "even/never": 0}]), label="stats")
+    result = p.run()
+    result.wait_until_finish()
+    counters = result.metrics().query(MetricsFilter().with_namespace("even"))["counters"]
+    assert {c.key.metric.name: c.committed for c in counters} == {
+        "passed": 4, "filtered:odd": 3}
