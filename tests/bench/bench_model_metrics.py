@@ -20,8 +20,11 @@ from N/4 distinct ones, each 4 times, shuffled):
                  DirectRunner (in-process), graph construction and model load included;
                  its scores are checked against the plain loop's.
 Each is run `--repeats` times, interleaved; the best wall time counts (the machine is
-shared), CPU seconds of this process are kept beside it. Results: a table on stdout and
-`<out>/model_metrics.json`. On a GPU machine, `--device cuda` (bfloat16) for both.
+shared), CPU seconds of this process are kept beside it. With torch's default two threads
+on two busy cores, wall and CPU times both swing with other load (threads spin at
+barriers); `--torch_threads 1` gives steady figures (CPU time = wall time). Results: a
+table on stdout and `<out>/model_metrics.json`. On a GPU machine, `--device cuda`
+(bfloat16) for both, and a larger `--max_batch_tokens` (e.g. 32768).
 """
 
 from __future__ import annotations
