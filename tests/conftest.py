@@ -56,3 +56,22 @@ def dump_variants(tmp_path_factory, wiki_sample, wiki_sample_xml) -> dict[str, P
     (d / "empty.xml.bz2").write_bytes(b"")
     out["empty"] = d / "empty.xml.bz2"
     return out
+
+
+# Real model checkpoints on disk, shared by tests/inference and tests/metrics (one copy
+# per session; building them costs a model load and save).
+@pytest.fixture(scope="session")
+def cross_encoder_path(tmp_path_factory) -> str:
+    """One-logit cross-encoder (SAS/WES/SQuArE shape)."""
+    from tests.inference.checkpoints import save_cross_encoder
+
+    return save_cross_encoder(tmp_path_factory.mktemp("ckpt") / "cross_encoder")
+
+
+@pytest.fixture(scope="session")
+def bem_path(tmp_path_factory) -> str:
+    """Two-class cross-encoder with three token types (BEM shape)."""
+    from tests.inference.checkpoints import save_cross_encoder
+
+    return save_cross_encoder(tmp_path_factory.mktemp("ckpt") / "bem", num_labels=2,
+                              token_types=3)

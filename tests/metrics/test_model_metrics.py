@@ -6,7 +6,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.inference.checkpoints import save_cross_encoder
 from transforms.inference import loading, models
 from transforms.metrics import layouts
 from transforms.metrics import model_metrics as mm
@@ -14,17 +13,6 @@ from transforms.metrics.base import MetricInputError, QAExample
 
 EXAMPLE = QAExample("Shakespeare", ("William Shakespeare", "the bard"),
                     question="Who wrote Hamlet?", negative_references=("Marlowe",))
-
-
-@pytest.fixture(scope="module")
-def one_logit(tmp_path_factory) -> str:
-    return save_cross_encoder(tmp_path_factory.mktemp("ckpt") / "one_logit")
-
-
-@pytest.fixture(scope="module")
-def bem_ckpt(tmp_path_factory) -> str:
-    return save_cross_encoder(tmp_path_factory.mktemp("ckpt") / "bem", num_labels=2,
-                              token_types=3)
 
 
 @pytest.mark.parametrize("factory, family, hint", [
@@ -42,8 +30,8 @@ def test_plain_encoder_is_not_a_cross_encoder():
         mm.SASMetric(model=loading.packaged_model_path())
 
 
-def test_sas_is_the_max_over_references_of_the_pair_scores(one_logit):
-    metric = mm.SASMetric(model=one_logit)
+def test_sas_is_the_max_over_references_of_the_pair_scores(cross_encoder_path):
+    metric = mm.SASMetric(model=cross_encoder_path)
     assert [r.input for r in metric.requests(EXAMPLE)] == [
         ("Shakespeare", "William Shakespeare"), ("Shakespeare", "the bard")]
     predictor = models.load_predictor(metric.model_uses()["cross_encoder"])
@@ -52,12 +40,12 @@ def test_sas_is_the_max_over_references_of_the_pair_scores(one_logit):
     assert score == {"sas": pytest.approx(max(direct), abs=1e-7)}
     assert metric.fold(EXAMPLE, [0.2, 0.7], {}) == {"sas": 0.7}
     sig = metric.signature()["sas"]
-    assert sig.startswith("sas|v:1.0|model:" + one_logit) and "|act:sigmoid|refs:max" in sig
-    assert mm.WESMetric(model=one_logit).columns == ("wes",)
+    assert sig.startswith("sas|v:1.0|model:" + cross_encoder_path) and "|act:sigmoid|refs:max" in sig
+    assert mm.WESMetric(model=cross_encoder_path).columns == ("wes",)
 
 
-def test_bem_layout_question_and_token_types(one_logit, bem_ckpt):
-    metric = mm.BEMMetric(model=bem_ckpt)
+def test_bem_layout_question_and_token_types(cross_encoder_path, bem_path):
+    metric = mm.BEMMetric(model=bem_path)
     assert [r.input for r in metric.requests(EXAMPLE)] == [
         ("Shakespeare", "William Shakespeare", "Who wrote Hamlet?"),
         ("Shakespeare", "the bard", "Who wrote Hamlet?")]
@@ -67,19 +55,19 @@ def test_bem_layout_question_and_token_types(one_logit, bem_ckpt):
     with pytest.raises(MetricInputError, match="bem needs a question"):
         metric.requests(QAExample("a", ("b",)))
     with pytest.raises(ValueError, match="type_vocab_size=2"):
-        mm.BEMMetric(model=one_logit)
-    clamped = mm.BEMMetric(model=one_logit, segment_overflow="clamp")
+        mm.BEMMetric(model=cross_encoder_path)
+    clamped = mm.BEMMetric(model=cross_encoder_path, segment_overflow="clamp")
     assert "segments:0/1/2,clamp" in clamped.signature()["bem"]
     assert 0.0 < clamped.score_batch([EXAMPLE], {})[0]["bem"] < 1.0
 
 
-def test_square_builds_one_input_with_all_references(one_logit):
-    metric = mm.SQuArEMetric(model=one_logit)
+def test_square_builds_one_input_with_all_references(cross_encoder_path):
+    metric = mm.SQuArEMetric(model=cross_encoder_path)
     [request] = metric.requests(EXAMPLE)
     assert request.input == (
         "Question: Who wrote Hamlet? Target: Shakespeare Pos_Ref: William Shakespeare "
         "Pos_Ref: the bard Neg_Ref: Marlowe",)
-    capped = mm.SQuArEMetric(model=one_logit, max_positive=1, max_negative=0)
+    capped = mm.SQuArEMetric(model=cross_encoder_path, max_positive=1, max_negative=0)
     assert capped.requests(EXAMPLE)[0].input == (
         "Question: Who wrote Hamlet? Target: Shakespeare Pos_Ref: William Shakespeare",)
     assert "|pos:1|neg:0" in capped.signature()["square"]
@@ -87,7 +75,7 @@ def test_square_builds_one_input_with_all_references(one_logit):
     [direct], _ = predictor.predict([request.input])
     assert metric.score_batch([EXAMPLE], {}) == [{"square": pytest.approx(direct, abs=1e-7)}]
     with pytest.raises(ValueError, match="max_positive must be >= 1"):
-        mm.SQuArEMetric(model=one_logit, max_positive=0)
+        mm.SQuArEMetric(model=cross_encoder_path, max_positive=0)
 
 
 def test_bi_encoder_cosine_max_over_references():
@@ -114,6 +102,6 @@ def test_references_required():
         mm.BiEncoderMetric().requests(QAExample("a", ()))
 
 
-def test_layout_functions_are_the_ones_requested(one_logit):
-    assert mm.SASMetric(model=one_logit).requests(EXAMPLE)[0].input == layouts.pair_input(
+def test_layout_functions_are_the_ones_requested(cross_encoder_path):
+    assert mm.SASMetric(model=cross_encoder_path).requests(EXAMPLE)[0].input == layouts.pair_input(
         "Shakespeare", "William Shakespeare")
