@@ -6,9 +6,9 @@ the input has a human column, PREFIX.report.md + PREFIX.report.png.
 
 Row flow (see transforms/scoring): every row is keyed by `file:row` as it is read; each
 scoring branch emits `(row_key, ScoreResult)` and `JoinScores` (one CoGroupByKey) merges
-the branches back onto the rows before anything is written. Today there is one branch, the
-in-process metrics; each model-backed metric (RunInference) will be one more branch keyed
-the same way, joined by the same step.
+the branches back onto the rows before anything is written. Two branches: the in-process
+(lexical) metrics, and the model-backed metrics (`RunModelMetrics`: one `RunInference` per
+distinct model, see transforms/inference), keyed the same way and joined by the same step.
 
 Locally (DirectRunner)::
 
@@ -40,12 +40,15 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from collections.abc import Callable
 
 import apache_beam as beam
+from apache_beam.ml.inference.base import ModelHandler
 from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions
 
+from transforms.inference.run_model_metrics import RunModelMetrics
 from transforms.io_options import InputOutputOptions
-from transforms.scoring.config import build_config
+from transforms.scoring.config import MODEL_FLAGS, build_config
 from transforms.scoring.join import ROWS, JoinScores
 from transforms.scoring.read import FORMATS, ReadPredictions
 from transforms.scoring.score import ComputeCorpusStatistics, ScoreMetrics
@@ -100,17 +103,63 @@ class ScoreOptions(PipelineOptions):
         parser.add_argument("--accuracy_threshold", default=None,
                             help="Binary labels: '0.5' or '0.5,cider=1.0' (score >= t is 1).")
         parser.add_argument("--max_batch_size", type=int, default=512,
-                            help="Rows per metric batch at most.")
+                            help="Rows per lexical metric batch at most.")
+        models = parser.add_argument_group(
+            "model-backed metrics (bertscore, bi_encoder, sas, wes, bem, square, kpqa_*)")
+        for family, what in (
+                ("bertscore", "encoder (default: the packaged all-MiniLM-L6-v2)"),
+                ("bi_encoder", "encoder (default: the packaged all-MiniLM-L6-v2)"),
+                ("sas", "fine-tuned one-logit cross-encoder (required for sas)"),
+                ("wes", "fine-tuned one-logit cross-encoder (required for wes)"),
+                ("bem", "fine-tuned BEM classifier (required for bem)"),
+                ("square", "fine-tuned SQuArE cross-encoder (required for square)"),
+                ("kpqa", "keyphrase token classifier (required for kpqa_*)")):
+            models.add_argument(f"--{family}_model", default=None,
+                                help=f"Hugging Face id or local path of the {what}.")
+        models.add_argument("--bertscore_layer", type=int, default=None,
+                            help="Hidden state for BERTScore (0 = embeddings; default last).")
+        models.add_argument("--bertscore_idf", action="store_true",
+                            help="Weight BERTScore tokens by idf over the references.")
+        models.add_argument("--bertscore_baseline", default=None,
+                            help="bert-score baseline file (LAYER,P,R,F) to rescale with.")
+        models.add_argument("--bi_encoder_layer", type=int, default=None,
+                            help="Hidden state the bi-encoder mean-pools (default last).")
+        models.add_argument("--kpqa_encoder_model", default=None,
+                            help="Encoder of kpqa_bertscore (default: packaged MiniLM).")
+        models.add_argument("--kpqa_encoder_layer", type=int, default=None,
+                            help="Hidden state of kpqa_bertscore's encoder (default last).")
+        models.add_argument("--device", choices=("auto", "cpu", "cuda"), default=None,
+                            help="Where models run (default auto: CUDA when present).")
+        models.add_argument("--dtype", choices=("auto", "float32", "bfloat16", "float16"),
+                            default=None, help="Model dtype (default auto: bf16/fp16 on "
+                                               "CUDA, float32 on CPU).")
+        models.add_argument("--model_max_length", type=int, default=None,
+                            help="Truncate model inputs to N tokens (default: the model's).")
+        models.add_argument("--model_batch_size", type=int, default=None,
+                            help="Rows per RunInference batch at most (default 64).")
+        models.add_argument("--max_batch_tokens", type=int, default=None,
+                            help="Padded tokens per forward pass at most (default 8192; "
+                                 "e.g. 32768 on a GPU).")
+        models.add_argument("--share_model_across_processes", action="store_true",
+                            help="One model copy per machine, shared by the SDK processes.")
+        models.add_argument("--model_copies", type=int, default=None,
+                            help="With sharing: copies per machine (e.g. one per GPU).")
+        models.add_argument("--model_cache_size", type=int, default=None,
+                            help="Model outputs kept per process for repeated inputs.")
 
 
 def run(argv: list[str] | None = None, save_main_session: bool = True,
-        test_pipeline: beam.Pipeline | None = None) -> beam.runners.runner.PipelineResult:
+        test_pipeline: beam.Pipeline | None = None,
+        handler_factory: Callable[..., ModelHandler] | None = None,
+        ) -> beam.runners.runner.PipelineResult:
     """Builds and runs the scoring pipeline.
 
     Args:
         argv: command-line arguments (pipeline and Beam flags).
         save_main_session: pickle the main session for the workers.
         test_pipeline: a pipeline to build into instead of a new one (tests).
+        handler_factory: `(ModelUse, **handler_kwargs) -> ModelHandler` for the model
+            metrics (tests inject fakes); None = transforms.inference.handlers.
 
     Returns:
         The pipeline result.
@@ -127,6 +176,7 @@ def run(argv: list[str] | None = None, save_main_session: bool = True,
         metric_options=opts.metric_options, input_format=opts.input_format,
         output_format=opts.output_format, report_subsets=opts.report_subsets,
         accuracy_threshold=opts.accuracy_threshold, max_batch_size=opts.max_batch_size,
+        model_flags={flag: getattr(opts, flag) for flag in MODEL_FLAGS},
         **{flag: getattr(opts, flag) for flag in _COLUMN_FLAGS})
     paths = config.paths
     pipeline = test_pipeline or beam.Pipeline(options=options)
@@ -135,10 +185,16 @@ def run(argv: list[str] | None = None, save_main_session: bool = True,
             config.input, config.mapping, config.input_format)
         corpus_stats = read["rows"] | "ComputeCorpusStatistics" >> ComputeCorpusStatistics(
             config.metrics)
-        lexical = read["rows"] | "ScoreInProcessMetrics" >> ScoreMetrics(
-            config.metrics, beam.pvalue.AsSingleton(corpus_stats), config.max_batch_size)
-        joined = {ROWS: read["rows"], "in_process": lexical} | "JoinScoresByRowKey" >> (
-            JoinScores())
+        branches = {ROWS: read["rows"]}
+        if config.in_process_metrics:
+            branches["in_process"] = read["rows"] | "ScoreInProcessMetrics" >> ScoreMetrics(
+                config.in_process_metrics, beam.pvalue.AsSingleton(corpus_stats),
+                config.max_batch_size)
+        if config.model_metrics:
+            branches["models"] = read["rows"] | "ScoreModelMetrics" >> RunModelMetrics(
+                config.model_metrics, corpus_stats=beam.pvalue.AsSingleton(corpus_stats),
+                handler_factory=handler_factory, handler_kwargs=config.handler_kwargs)
+        joined = branches | "JoinScoresByRowKey" >> JoinScores()
         dead = ((read["dead_letter"], joined["dead_letter"])
                 | "CollectDeadLetters" >> beam.Flatten())
         written = [

@@ -75,3 +75,11 @@ def bem_path(tmp_path_factory) -> str:
 
     return save_cross_encoder(tmp_path_factory.mktemp("ckpt") / "bem", num_labels=2,
                               token_types=3)
+
+
+@pytest.fixture(scope="session")
+def keyphrase_path(tmp_path_factory) -> str:
+    """Two-class token classifier, labels K/O (KPQA keyphrase shape)."""
+    from tests.inference.checkpoints import save_keyphrase
+
+    return save_keyphrase(tmp_path_factory.mktemp("ckpt") / "keyphrase")

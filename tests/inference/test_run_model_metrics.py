@@ -17,16 +17,15 @@ from apache_beam.testing.util import assert_that, equal_to
 from transforms.inference import loading
 from transforms.inference.run_model_metrics import (
     NAMESPACE,
-    CorpusStatisticsFn,
     ModelScoreResult,
     RunModelMetrics,
-    example_of,
     plan_uses,
 )
 from transforms.metrics.base import CorpusStatistic, MetricInputError, QAExample
 from transforms.metrics.bertscore import BERTScoreMetric
 from transforms.metrics.model_base import ModelMetric, ModelRequest, ModelUse
 from transforms.metrics.model_metrics import BiEncoderMetric
+from transforms.scoring.score import CorpusStatisticsCombineFn, example_of
 
 SPEC = loading.ModelSpec.of(None)
 PAIR_USE = ModelUse("sequence_score", SPEC, activation="sigmoid", segments=2)
@@ -116,7 +115,7 @@ def test_plan_uses_shares_equal_uses():
 
 
 def test_corpus_statistics_fn_combines():
-    fn = CorpusStatisticsFn([CountReferences()])
+    fn = CorpusStatisticsCombineFn([CountReferences()])
     a = fn.add_input(fn.create_accumulator(), ROWS[0][1])
     b = fn.add_input(fn.create_accumulator(), ROWS[1][1])
     assert fn.extract_output(fn.merge_accumulators([a, b])) == {"n_refs": 3}
@@ -136,7 +135,8 @@ def test_one_result_per_row_with_reasons_and_counters():
         (2, ModelScoreResult({"f1": 0.0, "f1_corpus_refs": n_refs,
                               "f2": 0.0, "f2_corpus_refs": n_refs})),
         (3, ModelScoreResult(None, "f1: no references; f2: no references")),
-        (4, ModelScoreResult(None, "f1: inference failed; f2: inference failed")),
+        (4, ModelScoreResult(None, "f1: inference failed; f2: inference failed",
+                             "inference_failed")),
         (5, ModelScoreResult(None, "f1: cannot fold; f2: cannot fold")),
     ]))
     run = pipeline.run()
@@ -154,7 +154,7 @@ def _short(key, result):
         return key, result
     reasons = "; ".join(r.split(" failed:")[0] + " failed" if "inference failed" in r else r
                         for r in result.reason.split("; "))
-    return key, ModelScoreResult(None, reasons)
+    return key, ModelScoreResult(None, reasons, result.kind)
 
 
 def test_rows_may_carry_their_example_in_an_attribute():
@@ -171,7 +171,7 @@ def test_real_minilm_end_to_end_matches_score_batch():
     examples = [QAExample("it is a man in the video", ("its man in the video", "a woman")),
                 QAExample("he looks young", ("he is in his early 20s .",)),
                 QAExample("yes", ("yes", "yes , it is"))]
-    stats_fn = CorpusStatisticsFn(metrics[0].corpus_statistics())
+    stats_fn = CorpusStatisticsCombineFn(metrics[0].corpus_statistics())
     acc = stats_fn.create_accumulator()
     for ex in examples:
         acc = stats_fn.add_input(acc, ex)

@@ -10,12 +10,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from tests.conftest import SHARED_DATA
 from transforms.inference import loading
 from transforms.metrics import bertscore as bs
 from transforms.metrics.base import MetricInputError, QAExample
 from transforms.metrics.model_base import TokenEmbeddings
 
-AVSD = "/work/shared/data/judgments/kpqa/avsd_all.csv"
+AVSD = str(SHARED_DATA / "judgments" / "kpqa" / "avsd_all.csv")
 LAYER = 4
 REFS = 6
 

@@ -9,19 +9,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tests.inference.checkpoints import save_keyphrase
+from tests.conftest import SHARED_DATA
 from transforms.inference import loading, models
 from transforms.metrics import kpqa
 from transforms.metrics.base import MetricInputError, QAExample
 from transforms.metrics.bertscore import greedy_match
 from transforms.metrics.model_base import TokenEmbeddings, TokenScores
 
-AVSD = "/work/shared/data/judgments/kpqa/avsd_all.csv"
-
-
-@pytest.fixture(scope="module")
-def keyphrase_ckpt(tmp_path_factory) -> str:
-    return save_keyphrase(tmp_path_factory.mktemp("ckpt") / "keyphrase")
+AVSD = str(SHARED_DATA / "judgments" / "kpqa" / "avsd_all.csv")
 
 
 @pytest.fixture(scope="module")
@@ -117,8 +112,8 @@ def test_metric_needs_a_keyphrase_checkpoint():
         kpqa.KPQAMetric(["bleu1"], model=loading.packaged_model_path())
 
 
-def test_metric_end_to_end_with_a_real_checkpoint(keyphrase_ckpt):
-    metric = kpqa.KPQAMetric(model=keyphrase_ckpt, encoder_layer=3)
+def test_metric_end_to_end_with_a_real_checkpoint(keyphrase_path):
+    metric = kpqa.KPQAMetric(model=keyphrase_path, encoder_layer=3)
     example = QAExample("he is a young man", ("a young man", "it is a woman"),
                         question="who is in the video ?")
     requests = metric.requests(example)
@@ -141,8 +136,8 @@ def test_metric_end_to_end_with_a_real_checkpoint(keyphrase_ckpt):
     assert 0.0 < scores["kpqa_bleu1"] <= 1.0
 
 
-def test_metric_without_bertscore_needs_no_encoder(keyphrase_ckpt):
-    metric = kpqa.KPQAMetric(["kpqa_bleu1"], model=keyphrase_ckpt)
+def test_metric_without_bertscore_needs_no_encoder(keyphrase_path):
+    metric = kpqa.KPQAMetric(["kpqa_bleu1"], model=keyphrase_path)
     assert list(metric.model_uses()) == ["keyphrase"]
     sig = metric.signature()["kpqa_bleu1"]
     assert sig.startswith("kpqa_bleu1|v:1.0|kp_model:") and "|kp_label:0|refs:max" in sig

@@ -8,10 +8,11 @@ import os
 
 import pytest
 
+from tests.conftest import SHARED_DATA
 from transforms.metrics import ptb
 from transforms.metrics.ptb_lexer import PTBLexer
 
-JUDGMENTS = "/work/shared/data/judgments"
+JUDGMENTS = str(SHARED_DATA / "judgments")
 KPQA_FILES = sorted(glob.glob(f"{JUDGMENTS}/kpqa/*.csv"))
 SAS_FILE = f"{JUDGMENTS}/sas/SQuAD_SAS.csv"
 

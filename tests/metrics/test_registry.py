@@ -39,9 +39,21 @@ def test_unknown_name_lists_available() -> None:
     assert "available" in str(err.value) and "rougeL" in str(err.value)
 
 
-def test_planned_names_are_reported_as_planned() -> None:
-    with pytest.raises(ValueError, match="planned"):
-        registry.build_metrics(["sas"])
+@pytest.mark.parametrize("family", ["sas", "wes", "bem", "square", "kpqa_bleu1"])
+def test_fine_tuned_families_without_a_checkpoint_say_how_to_get_one(family: str) -> None:
+    with pytest.raises(ValueError, match=r"_model.*(train|python -m pipelines)"):
+        registry.build_metrics([family])
+
+
+def test_model_families_are_marked_and_accept_model_spec_options() -> None:
+    assert registry.model_families() == ["bertscore", "bi_encoder", "sas", "wes", "bem",
+                                         "square", "kpqa"]
+    for family in registry.model_families():
+        assert registry.MODEL_OPTIONS <= registry.family_spec(family).option_names
+    (bi,) = registry.build_metrics(["bi_encoder"], {"bi_encoder": {"layer": 3}})
+    assert "layer:3" in bi.signature()["bi_encoder"]
+    with pytest.raises(ValueError, match="unknown options"):
+        registry.build_metrics(["bi_encoder"], {"bi_encoder": {"idf": True}})
 
 
 @pytest.mark.parametrize("names", [[], "bleu1"])

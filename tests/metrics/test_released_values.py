@@ -13,10 +13,11 @@ import csv
 
 import pytest
 
+from tests.conftest import SHARED_DATA
 from transforms.metrics.base import QAExample
 from transforms.metrics.registry import build_metrics
 
-KPQA = "/work/shared/data/judgments/kpqa"
+KPQA = str(SHARED_DATA / "judgments" / "kpqa")
 REFERENCES = {"avsd_all": 5, "nrqa_mhpgm": 2, "semeval_mhpgm": 1}
 RELEASED = {"bleu1": "BLEU-1", "bleu4": "BLEU-4", "rougeL": "ROUGE-L", "cider": "CIDEr",
             "meteor": "METEOR"}

@@ -9,7 +9,7 @@ RuntimeError, a bug that must fail the run.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from transforms.metrics import registry
@@ -74,26 +74,11 @@ class FakeMetric(Metric):
         return out
 
 
-_REAL_AVAILABLE = registry.available_metrics
-_REAL_BUILD = registry.build_metrics
-
-
-def available_metrics() -> list[str]:
-    """The registry's names plus the fake family's (monkeypatched over the registry)."""
-    return sorted([*_REAL_AVAILABLE(), *FAKE_COLUMNS])
-
-
-def build_metrics(names: Sequence[str], options: Mapping[str, Any] | None = None
-                  ) -> list[Metric]:
-    """The registry's build_metrics, plus the fake family (monkeypatched over it)."""
-    fake = [n for n in FAKE_COLUMNS if n in names]
-    real = [n for n in names if n not in FAKE_COLUMNS]
-    if not fake:
-        return _REAL_BUILD(real, options)
-    return [*(_REAL_BUILD(real, options) if real else []), FakeMetric(fake)]
+FAKE_SPEC = registry.FamilySpec("fake", FAKE_COLUMNS, "tests.scoring.fakes:FakeMetric")
 
 
 def install(monkeypatch: Any) -> None:
-    """Makes the registry build the fake family for the rest of one test."""
-    monkeypatch.setattr(registry, "available_metrics", available_metrics)
-    monkeypatch.setattr(registry, "build_metrics", build_metrics)
+    """Registers the fake family (the registry's extension point) for one test."""
+    monkeypatch.setitem(registry._FAMILIES, FAKE_SPEC.family, FAKE_SPEC)
+    for column in FAKE_COLUMNS:
+        monkeypatch.setitem(registry._COLUMN_TO_FAMILY, column, FAKE_SPEC.family)

@@ -93,6 +93,50 @@ def read_config(model: str) -> dict[str, Any] | None:
         return json.load(f)
 
 
+_OFFLINE_VALUES = ("1", "on", "yes", "true")
+
+
+@functools.lru_cache(maxsize=64)
+def hub_config(model: str, revision: str | None = None) -> dict[str, Any] | None:
+    """`config.json` of a Hub model, from the local cache or the Hub, on the launcher.
+
+    Lets the launcher validate a Hub checkpoint as it validates a local one (its head,
+    its layers) and reject a name that does not exist before any worker starts.
+
+    Returns:
+        The config, or None when neither the cache nor the Hub can give it (offline:
+        `HF_HUB_OFFLINE=1` or no network); the workers then load the model themselves.
+
+    Raises:
+        ValueError: the Hub answers that the repository or revision does not exist (or is
+            private or gated and no token is set).
+    """
+    from huggingface_hub import HfApi, errors, hf_hub_download, try_to_load_from_cache
+
+    cached = try_to_load_from_cache(model, "config.json", revision=revision)
+    if isinstance(cached, str):
+        with open(cached, encoding="utf-8") as f:
+            return json.load(f)
+    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in _OFFLINE_VALUES:
+        logger.warning("HF_HUB_OFFLINE is set and %s is not in the local Hugging Face cache: "
+                       "it cannot be checked here; the workers will load it", model)
+        return None
+    try:
+        HfApi().model_info(model, revision=revision, timeout=10)
+    except (errors.RepositoryNotFoundError, errors.RevisionNotFoundError) as e:
+        at = f" at revision {revision!r}" if revision else ""
+        raise ValueError(
+            f"model {model!r}{at} does not exist on the Hugging Face Hub (or it is private "
+            "or gated: log in with `hf auth login`); pass a Hub id or a local checkpoint "
+            "directory") from e
+    except Exception as e:  # noqa: BLE001 - no network is not an error on the launcher
+        logger.warning("could not reach the Hugging Face Hub to check %s (%s); the workers "
+                       "will load it", model, e)
+        return None
+    with open(hf_hub_download(model, "config.json", revision=revision), encoding="utf-8") as f:
+        return json.load(f)
+
+
 @functools.lru_cache(maxsize=64)
 def model_revision(model: str, revision: str | None = None) -> str:
     """A revision string for signatures.
@@ -161,8 +205,20 @@ class ModelSpec:
         return cls(model=resolve_model(model), **kwargs)
 
     def config(self) -> dict[str, Any] | None:
-        """The checkpoint's config.json, when it is a local directory."""
-        return read_config(self.model)
+        """The checkpoint's config.json: read from a local directory; for a Hub id from the
+        cache or the Hub (None when offline, see `hub_config`).
+
+        Raises:
+            ValueError: a local directory without config.json, or a Hub id that does not
+                exist.
+        """
+        if os.path.isdir(self.model):
+            config = read_config(self.model)
+            if config is None:
+                raise ValueError(f"{self.model!r} has no config.json: it is not a Hugging "
+                                 "Face checkpoint directory (save one with save_pretrained)")
+            return config
+        return hub_config(self.model, self.revision)
 
     def display_name(self) -> str:
         """The name a signature shows: the Hub id for the packaged model, else the model."""
@@ -261,6 +317,9 @@ def load_model(spec: ModelSpec, auto_class: str = "AutoModel", **kwargs: Any) ->
     device = resolve_device(spec.device)
     dtype = resolve_dtype(spec.dtype, device)
     cls = getattr(transformers, auto_class)
+    # One "Loading weights" bar per worker process and model clutters pipeline logs; the
+    # log line below says what was loaded.
+    transformers.utils.logging.disable_progress_bar()
     model = cls.from_pretrained(spec.model, revision=spec.revision, dtype=dtype, **kwargs)
     model.eval()
     model.to(device)

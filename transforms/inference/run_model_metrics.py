@@ -5,9 +5,10 @@
     # -> PCollection[(row_key, ModelScoreResult(scores={column: value} or None, reason))]
 
 Exactly one result per input row, the scoring pipeline's branch contract
-(transforms/scoring: `ScoreResult` has the same two fields): the columns of every metric,
+(`ModelScoreResult` is transforms/scoring's `ScoreResult`): the columns of every metric,
 or `scores=None` with the reasons ("<family>: <why>", joined by "; ") when any metric could
-not score the row (bad input, a failed inference batch, a fold error).
+not score the row (bad input, a failed inference batch, a fold error), and the kind
+`inference_failed` when a batch failed, else `metric_input_error`.
 
 The graph: `ExpandModelRequests` turns each (row, metric) into keyed model inputs
 ((row_key, metric index, slot), input), one tagged output per distinct `ModelUse` (so
@@ -21,25 +22,20 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import apache_beam as beam
 from apache_beam.ml.inference.base import KeyedModelHandler, ModelHandler, RunInference
 
 from transforms.inference.handlers import build_handler
-from transforms.metrics.base import CorpusStatistic, MetricInputError, QAExample
+from transforms.metrics.base import MetricInputError
 from transforms.metrics.model_base import ModelMetric, ModelUse
+from transforms.scoring.score import ComputeCorpusStatistics, example_of, unique_statistics
+from transforms.scoring.score import ScoreResult as ModelScoreResult
 
 logger = logging.getLogger(__name__)
 
 NAMESPACE = "qa_eval_model_metrics"
-
-
-class ModelScoreResult(NamedTuple):
-    """What the model metrics say about one row: scores, or why there are none."""
-
-    scores: dict[str, float] | None
-    reason: str | None = None
 
 
 def plan_uses(metrics: Sequence[ModelMetric]) -> tuple[dict[str, ModelUse], list[dict[str, str]]]:
@@ -56,31 +52,6 @@ def plan_uses(metrics: Sequence[ModelMetric]) -> tuple[dict[str, ModelUse], list
             mapping[role] = tags[use.key()]
         roles.append(mapping)
     return uses, roles
-
-
-class CorpusStatisticsFn(beam.CombineFn):
-    """Runs several `CorpusStatistic`s as one combine; outputs {key: value}."""
-
-    def __init__(self, statistics: Sequence[CorpusStatistic]) -> None:
-        self._stats = tuple(statistics)
-
-    def create_accumulator(self) -> list[Any]:
-        return [s.create() for s in self._stats]
-
-    def add_input(self, accumulator: list[Any], example: QAExample) -> list[Any]:
-        return [s.add(a, example) for s, a in zip(self._stats, accumulator)]
-
-    def merge_accumulators(self, accumulators: Sequence[list[Any]]) -> list[Any]:
-        accumulators = list(accumulators)
-        return [s.merge([acc[i] for acc in accumulators]) for i, s in enumerate(self._stats)]
-
-    def extract_output(self, accumulator: list[Any]) -> dict[str, Any]:
-        return {s.key: s.extract(a) for s, a in zip(self._stats, accumulator)}
-
-
-def example_of(value: Any) -> QAExample:
-    """The QAExample of a row value: the value itself, or its `.example` (ScoringRow)."""
-    return value if isinstance(value, QAExample) else value.example
 
 
 class ExpandModelRequestsFn(beam.DoFn):
@@ -151,7 +122,8 @@ class FoldModelMetricsFn(beam.DoFn):
                 reasons.append(f"{metric.family}: {e}")
         if reasons:
             self._rejected.inc()
-            yield row_key, ModelScoreResult(None, "; ".join(reasons))
+            kind = "inference_failed" if failed else "metric_input_error"
+            yield row_key, ModelScoreResult(None, "; ".join(reasons), kind)
         else:
             self._passed.inc()
             yield row_key, ModelScoreResult(columns)
@@ -165,10 +137,6 @@ def _failed_batch_rows(bad: Any):
         if (row_key, index) not in seen:
             seen.add((row_key, index))
             yield row_key, (index, f"inference failed: {reason}")
-
-
-def _example_of_row(keyed: tuple[Hashable, Any]) -> QAExample:
-    return example_of(keyed[1])
 
 
 def _to_row(keyed: Any) -> tuple[Hashable, tuple[int, int, Any]]:
@@ -228,12 +196,7 @@ class RunModelMetrics(beam.PTransform):
             return beam.pvalue.AsSingleton(self._corpus_stats)
         if self._corpus_stats is not None:
             return self._corpus_stats
-        by_key = {s.key: s for m in self._metrics for s in m.corpus_statistics()}
-        statistics = list(by_key.values())  # equal keys are the same statistic: once
-        if not statistics:
+        if not unique_statistics(self._metrics):
             return None
-        stats = (rows
-                 | "ExtractExamples" >> beam.Map(_example_of_row)
-                 | "ComputeCorpusStatistics" >> beam.CombineGlobally(
-                     CorpusStatisticsFn(statistics)))
+        stats = rows | "ComputeCorpusStatistics" >> ComputeCorpusStatistics(self._metrics)
         return beam.pvalue.AsSingleton(stats)

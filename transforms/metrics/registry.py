@@ -8,10 +8,12 @@ Options are keyed by family, e.g. `{"cider": {"df_mode": "pooled"}, "meteor": {"
 "/usr/bin/java"}}`; each family declares the option names it accepts and its constructor
 validates the values, so bad configuration fails here, on the launcher.
 
-Extension point: model-backed families (bertscore, bi_encoder, sas, wes, bem, square, kpqa_*)
-are added with `register_family(FamilySpec(...))` from their own module (or by adding a row
-to `_BUILTIN` below). Factories are dotted paths imported only when the family is built, so
-importing the registry never pulls in torch or starts Java.
+Model-backed families (bertscore, bi_encoder, sas, wes, bem, square, kpqa) are rows of
+`_BUILTIN` too, marked `model_backed`: the scoring pipeline runs them through
+`RunInference` (transforms/inference) instead of in process. Every model family accepts
+the `ModelSpec` options (model, revision, device, dtype, max_length). More families are
+added with `register_family(FamilySpec(...))`. Factories are dotted paths imported only
+when the family is built, so importing the registry never pulls in torch or starts Java.
 """
 
 from __future__ import annotations
@@ -52,13 +54,9 @@ class FamilySpec:
             raise ValueError(f"factory must be 'module:attribute', got {self.factory!r}")
 
 
-# Names reserved for the model-backed metrics of a later issue; not buildable yet.
-PLANNED_METRICS = (
-    "bem", "bertscore", "bi_encoder", "kpqa_bertscore", "kpqa_bleu1", "kpqa_rougeL",
-    "sas", "square", "wes",
-)
-
 _LEXICAL_OPTIONS = frozenset({"tokenizer", "java"})
+# The `ModelSpec` fields every model-backed family accepts.
+MODEL_OPTIONS = frozenset({"model", "revision", "device", "dtype", "max_length"})
 
 _BUILTIN = (
     FamilySpec("squad", ("em", "f1"), "transforms.metrics.squad:SquadMetric"),
@@ -70,6 +68,23 @@ _BUILTIN = (
                _LEXICAL_OPTIONS | {"df_mode", "sigma"}),
     FamilySpec("meteor", ("meteor",), "transforms.metrics.meteor:MeteorMetric",
                _LEXICAL_OPTIONS | {"multi_ref", "max_heap", "jvm_options"}),
+    FamilySpec("bertscore", ("bertscore", "bertscore_precision", "bertscore_recall"),
+               "transforms.metrics.bertscore:BERTScoreMetric",
+               MODEL_OPTIONS | {"layer", "idf", "baseline_path"}, model_backed=True),
+    FamilySpec("bi_encoder", ("bi_encoder",), "transforms.metrics.model_metrics:BiEncoderMetric",
+               MODEL_OPTIONS | {"layer"}, model_backed=True),
+    FamilySpec("sas", ("sas",), "transforms.metrics.model_metrics:SASMetric",
+               MODEL_OPTIONS | {"activation"}, model_backed=True),
+    FamilySpec("wes", ("wes",), "transforms.metrics.model_metrics:WESMetric",
+               MODEL_OPTIONS | {"activation"}, model_backed=True),
+    FamilySpec("bem", ("bem",), "transforms.metrics.model_metrics:BEMMetric",
+               MODEL_OPTIONS | {"activation", "segment_overflow"}, model_backed=True),
+    FamilySpec("square", ("square",), "transforms.metrics.model_metrics:SQuArEMetric",
+               MODEL_OPTIONS | {"activation", "max_positive", "max_negative"},
+               model_backed=True),
+    FamilySpec("kpqa", ("kpqa_bleu1", "kpqa_rougeL", "kpqa_bertscore"),
+               "transforms.metrics.kpqa:KPQAMetric",
+               MODEL_OPTIONS | {"label", "encoder_model", "encoder_layer"}, model_backed=True),
 )
 
 _FAMILIES: dict[str, FamilySpec] = {}
@@ -116,11 +131,23 @@ def family_of(name: str) -> str:
 
 
 def _unknown_message(unknown: Sequence[str]) -> str:
-    planned = sorted(n for n in unknown if n in PLANNED_METRICS)
-    msg = f"unknown metric name(s) {sorted(set(unknown))}; available: {available_metrics()}"
-    if planned:
-        msg += f" ({planned} are planned but not implemented yet)"
-    return msg
+    return f"unknown metric name(s) {sorted(set(unknown))}; available: {available_metrics()}"
+
+
+def family_spec(family: str) -> FamilySpec:
+    """Returns the spec of a registered family.
+
+    Raises:
+        ValueError: the family is unknown.
+    """
+    if family not in _FAMILIES:
+        raise ValueError(f"unknown metric family {family!r}; families: {sorted(_FAMILIES)}")
+    return _FAMILIES[family]
+
+
+def model_families() -> list[str]:
+    """The registered model-backed families, in registry order."""
+    return [f for f, spec in _FAMILIES.items() if spec.model_backed]
 
 
 def _load_factory(path: str) -> Any:

@@ -48,6 +48,17 @@ class ScoringConfig:
     paths: OutputPaths
     report: ReportSpec | None
     max_batch_size: int
+    handler_kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    @property
+    def model_metrics(self) -> tuple[Metric, ...]:
+        """The model-backed metrics (one RunInference branch)."""
+        return tuple(m for m in self.metrics if is_model_backed(m))
+
+    @property
+    def in_process_metrics(self) -> tuple[Metric, ...]:
+        """The lexical metrics, scored in process (one ScoreMetrics branch)."""
+        return tuple(m for m in self.metrics if not is_model_backed(m))
 
     @property
     def with_human(self) -> bool:
@@ -58,6 +69,100 @@ class ScoringConfig:
         return {"run_id": self.paths.run_id, "input": self.input,
                 "input_files": len(self.files), "columns": dataclasses.asdict(self.mapping),
                 "metric_columns": list(self.metric_columns), "signatures": self.signatures}
+
+
+def is_model_backed(metric: Metric) -> bool:
+    """Whether a built metric runs a model (it declares `model_uses`)."""
+    return callable(getattr(metric, "model_uses", None))
+
+
+# Dedicated model flags -> (family, option). `--<family>_model` exists for every model
+# family; these are the others. `--device` and `--dtype` reach every model family.
+_MODEL_OPTION_FLAGS = {
+    "bertscore_layer": ("bertscore", "layer"),
+    "bertscore_idf": ("bertscore", "idf"),
+    "bertscore_baseline": ("bertscore", "baseline_path"),
+    "bi_encoder_layer": ("bi_encoder", "layer"),
+    "kpqa_encoder_model": ("kpqa", "encoder_model"),
+    "kpqa_encoder_layer": ("kpqa", "encoder_layer"),
+}
+_NEEDS_QUESTION = ("bem", "square", "kpqa")
+_SHARED_MODEL_FLAGS = ("device", "dtype", "model_max_length")
+_HANDLER_FLAGS = {"model_batch_size": "max_batch_size", "max_batch_tokens": "max_batch_tokens",
+                  "share_model_across_processes": "share_model_across_processes",
+                  "model_copies": "model_copies", "model_cache_size": "cache_size"}
+MODEL_FLAGS = (*(f"{f}_model" for f in registry.model_families()), *_MODEL_OPTION_FLAGS,
+               *_SHARED_MODEL_FLAGS, *_HANDLER_FLAGS)
+
+
+def merge_model_flags(options: Mapping[str, Any], flags: Mapping[str, Any],
+                      names: Sequence[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Folds the dedicated model flags into the per-family metric options.
+
+    Args:
+        options: `--metric_options`, by family.
+        flags: flag name (see `MODEL_FLAGS`) -> value; None or False = not given.
+        names: the requested metric names.
+
+    Returns:
+        (metric options with the flags folded in, RunInference handler keyword arguments).
+
+    Raises:
+        ValueError: a flag and `--metric_options` set one option to different values; a
+            model flag given for a metric family that was not requested; a bad handler
+            value.
+    """
+    merged = {family: dict(value) if isinstance(value, Mapping) else value
+              for family, value in options.items()}
+    requested = {registry.family_of(n) for n in names}
+    given: dict[tuple[str, str], Any] = {}
+    for family in registry.model_families():
+        given[(family, "model")] = flags.get(f"{family}_model")
+    for flag, target in _MODEL_OPTION_FLAGS.items():
+        given[target] = flags.get(flag)
+    for (family, option), value in given.items():
+        if value is None or value is False:
+            continue
+        flag = next((f for f, t in _MODEL_OPTION_FLAGS.items() if t == (family, option)),
+                    f"{family}_model")
+        if family not in requested:
+            raise ValueError(f"--{flag} is given but no {family} metric is requested "
+                             f"(--metrics); the {family} metrics are "
+                             f"{list(registry.family_spec(family).columns)}")
+        _set_option(merged, family, option, value, f"--{flag}")
+    for flag in _SHARED_MODEL_FLAGS:
+        value = flags.get(flag)
+        if value is None:
+            continue
+        option = "max_length" if flag == "model_max_length" else flag
+        for family in registry.model_families():
+            if family in requested:
+                _set_option(merged, family, option, value, f"--{flag}")
+    handler = {key: flags[flag] for flag, key in _HANDLER_FLAGS.items()
+               if flags.get(flag) is not None and flags.get(flag) is not False}
+    for key in ("max_batch_size", "max_batch_tokens", "model_copies"):
+        if key in handler and handler[key] < 1:
+            raise ValueError(f"--{_flag_of(key)} must be >= 1, got {handler[key]}")
+    if handler.get("cache_size", 0) < 0:
+        raise ValueError(f"--model_cache_size must be >= 0, got {handler['cache_size']}")
+    if "model_copies" in handler and not handler.get("share_model_across_processes"):
+        raise ValueError("--model_copies needs --share_model_across_processes")
+    return merged, handler
+
+
+def _flag_of(handler_key: str) -> str:
+    return next(f for f, k in _HANDLER_FLAGS.items() if k == handler_key)
+
+
+def _set_option(options: dict[str, Any], family: str, option: str, value: Any,
+                flag: str) -> None:
+    family_options = options.setdefault(family, {})
+    if not isinstance(family_options, dict):
+        return  # build_metrics rejects a non-mapping with its own message
+    if option in family_options and family_options[option] != value:
+        raise ValueError(f"{flag}={value!r} contradicts --metric_options "
+                         f"{family}.{option}={family_options[option]!r}: give one of them")
+    family_options[option] = value
 
 
 def split_list(value: str | None) -> list[str]:
@@ -158,6 +263,7 @@ def build_config(*, input: str | None, output: str | None, metrics: str | None,
                  input_format: str | None = None, output_format: str = "parquet",
                  report_subsets: str | None = None, accuracy_threshold: str | None = None,
                  max_batch_size: int = 512, run_id: str | None = None,
+                 model_flags: Mapping[str, Any] | None = None,
                  **column_flags: Any) -> ScoringConfig:
     """Validates the command line and builds the run's configuration.
 
@@ -172,6 +278,7 @@ def build_config(*, input: str | None, output: str | None, metrics: str | None,
         accuracy_threshold: see `report.parse_thresholds`.
         max_batch_size: rows per `score_batch` call at most.
         run_id: names the temporary files; random when None.
+        model_flags: the dedicated model flags (`MODEL_FLAGS`), see `merge_model_flags`.
         **column_flags: the keyword arguments of `resolve_columns`.
 
     Returns:
@@ -187,13 +294,13 @@ def build_config(*, input: str | None, output: str | None, metrics: str | None,
     names = split_list(metrics)
     if not names:
         raise ValueError(f"--metrics is required; available: {registry.available_metrics()}")
-    built = tuple(registry.build_metrics(names, parse_metric_options(metric_options)))
-    model_backed = [m.family for m in built if callable(getattr(m, "model_uses", None))]
-    if model_backed:
-        # The RunInference branch joins by row key like the in-process one (see
-        # transforms/scoring/__init__.py); it is wired in by the model-metrics issue.
-        raise ValueError(f"model-backed metric families {model_backed} are not wired into "
-                         "the scoring pipeline yet")
+    unknown = [n for n in names if n not in registry.available_metrics()]
+    if unknown:
+        raise ValueError(f"unknown metric name(s) {unknown}; available: "
+                         f"{registry.available_metrics()}")
+    options, handler_kwargs = merge_model_flags(
+        parse_metric_options(metric_options), model_flags or {}, names)
+    built = tuple(registry.build_metrics(names, options))
     metric_columns = tuple(c for m in built for c in m.columns)
     clash = [c for c in metric_columns if c in RESERVED_COLUMNS]
     if clash:
@@ -213,6 +320,10 @@ def build_config(*, input: str | None, output: str | None, metrics: str | None,
         raise ValueError(f"--input {input!r}: the files looked into offer no columns (empty "
                          "files, or files that share no column)")
     mapping = resolve_columns(available, **column_flags)
+    needs_question = [m.family for m in built if m.family in _NEEDS_QUESTION]
+    if needs_question and mapping.question is None:
+        raise ValueError(f"metric families {needs_question} need a question column; "
+                         f"available columns: {available} (set it with --question_column)")
     if mapping.human is None and (report_subsets or accuracy_threshold):
         raise ValueError("--report_subsets/--accuracy_threshold need a human column; "
                          f"available columns: {available} (set it with --human_column)")
@@ -225,4 +336,4 @@ def build_config(*, input: str | None, output: str | None, metrics: str | None,
         input=input, input_format=input_format, files=tuple(files),
         available_columns=tuple(available), mapping=mapping, metrics=built,
         metric_columns=metric_columns, signatures=signatures, paths=paths, report=spec,
-        max_batch_size=max_batch_size)
+        max_batch_size=max_batch_size, handler_kwargs=handler_kwargs)

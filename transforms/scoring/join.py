@@ -54,7 +54,7 @@ def merge_branch_results(
             continue
         result = branch_results[0]
         if result.scores is None:
-            problems.append(("metric_input_error", result.reason or branch))
+            problems.append((result.kind, result.reason or branch))
         else:
             scores.update(result.scores)
     if problems:
@@ -72,7 +72,8 @@ class MergeScoresFn(beam.DoFn):
         self._passed = beam.metrics.Metrics.counter(_STAGE, "passed")
         self._filtered = {
             reason: beam.metrics.Metrics.counter(_STAGE, f"filtered:{reason}")
-            for reason in ("metric_input_error", "missing_score", "orphan_score")}
+            for reason in ("metric_input_error", "inference_failed", "missing_score",
+                           "orphan_score")}
 
     def process(self, element: tuple[str, Mapping[str, Iterable[Any]]]) -> Iterator[Any]:
         key, grouped = element

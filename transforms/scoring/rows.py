@@ -44,6 +44,7 @@ REASONS = (
     "non_string_question",
     "non_numeric_human",
     "metric_input_error",
+    "inference_failed",
     "missing_score",
 )
 

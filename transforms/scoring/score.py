@@ -28,10 +28,16 @@ _STAGE = "score"
 
 
 class ScoreResult(NamedTuple):
-    """What a scoring branch says about one row: scores, or why there are none."""
+    """What a scoring branch says about one row: scores, or why there are none.
+
+    `kind` is the dead-letter reason code of a row without scores: `metric_input_error`
+    (a metric cannot score this input; the default) or `inference_failed` (the model
+    batch holding the row failed).
+    """
 
     scores: dict[str, float] | None
     reason: str | None = None
+    kind: str = "metric_input_error"
 
 
 def unique_statistics(metrics: Sequence[Metric]) -> tuple[CorpusStatistic, ...]:
@@ -124,8 +130,13 @@ class CorpusStatisticsCombineFn(beam.CombineFn):
                 for s, a in zip(self._statistics, accumulator, strict=True)}
 
 
-def _example_of(keyed_row: tuple[str, ScoringRow]) -> QAExample:
-    return keyed_row[1].example
+def example_of(value: Any) -> QAExample:
+    """The QAExample of a row value: the value itself, or its `.example` (ScoringRow)."""
+    return value if isinstance(value, QAExample) else value.example
+
+
+def _example_of(keyed_row: tuple[Any, Any]) -> QAExample:
+    return example_of(keyed_row[1])
 
 
 class ComputeCorpusStatistics(beam.PTransform):

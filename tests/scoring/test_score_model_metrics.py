@@ -1,0 +1,216 @@
+"""The scoring pipeline with model-backed metrics: wiring (fake handler), a real MiniLM run,
+and the build-time errors."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+from apache_beam.ml.inference.base import ModelHandler, PredictionResult
+
+from pipelines.score_predictions import run
+from tests.conftest import SHARED_DATA
+from tests.runners import RUNNER_ARGS
+from transforms.metrics import registry
+from transforms.metrics.base import QAExample
+from transforms.scoring.config import build_config
+
+SAS = SHARED_DATA / "judgments" / "sas" / "SQuAD_SAS.csv"
+AVSD = SHARED_DATA / "judgments" / "kpqa" / "avsd_all.csv"
+
+
+class OverlapHandler(ModelHandler):
+    """Scores a cross-encoder input by token overlap of its first two parts; 'BOOM' fails.
+
+    One row per batch, so a failing batch holds exactly the failing input.
+    """
+
+    built: list[tuple[str, dict]] = []
+
+    def __init__(self, use, **handler_kwargs):
+        super().__init__(min_batch_size=1, max_batch_size=1)
+        OverlapHandler.built.append((use.task, dict(handler_kwargs)))
+
+    def load_model(self):
+        return None
+
+    def run_inference(self, batch, model, inference_args=None):
+        out = []
+        for x in batch:
+            a, b = x[0].split(), x[1].split()
+            if "BOOM" in a:
+                raise RuntimeError("the model broke on this batch")
+            out.append(PredictionResult(x, len(set(a) & set(b)) / max(len(set(a)), 1)))
+        return out
+
+
+ROWS = [
+    {"id": "r1", "system": "s", "question": "who?", "prediction": "the man",
+     "references": ["the man", "a man"], "human": 1.0},
+    {"id": "r2", "system": "s", "question": "what?", "prediction": "a red car",
+     "references": ["the car"], "human": 0.0},
+    {"id": "boom", "system": "s", "question": "why?", "prediction": "BOOM now",
+     "references": ["now"], "human": 0.0},
+    {"id": "no-question", "system": "t", "question": None, "prediction": "yes",
+     "references": ["yes"], "human": 1.0},
+    {"id": "r5", "system": "t", "question": "when?", "prediction": "in 1990",
+     "references": ["1990", "in the year 1990"], "human": 1.0},
+]
+
+
+def _jsonl(tmp_path, rows) -> str:
+    path = tmp_path / "preds.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return str(path)
+
+
+def test_model_branch_is_joined_with_the_lexical_one(tmp_path, cross_encoder_path, bem_path):
+    OverlapHandler.built.clear()
+    prefix = str(tmp_path / "out")
+    run(["--input", _jsonl(tmp_path, ROWS), "--output", prefix, "--metrics", "f1,sas,bem",
+         "--sas_model", cross_encoder_path, "--bem_model", bem_path,
+         "--model_batch_size", "8", "--max_batch_tokens", "512",
+         *RUNNER_ARGS["direct_in_process"]],
+        save_main_session=False, handler_factory=OverlapHandler)
+    # sas and bem are two different checkpoints: two RunInference transforms, both
+    # given the handler flags.
+    assert sorted(t for t, _ in OverlapHandler.built) == ["sequence_score"] * 2
+    assert all(kw == {"max_batch_size": 8, "max_batch_tokens": 512}
+               for _, kw in OverlapHandler.built)
+
+    scores = pq.read_table(prefix + ".scores.parquet").to_pandas().set_index("id")
+    assert sorted(scores.index) == ["r1", "r2", "r5"]
+    assert scores.loc["r1", "sas"] == 1.0 and scores.loc["r1", "f1"] == 1.0
+    assert scores.loc["r2", "sas"] == pytest.approx(1 / 3)
+    assert scores.loc["r2", "bem"] == pytest.approx(1 / 3)  # candidate [SEP] reference first
+    assert scores.loc["r5", "sas"] == 1.0  # max over references
+    signatures = dict(scores.loc["r1", "signature"])
+    assert signatures["sas"].startswith("sas|v:") and cross_encoder_path in signatures["sas"]
+    assert "rev:sha256:" in signatures["sas"] and "act:sigmoid" in signatures["sas"]
+    assert bem_path in signatures["bem"] and "segments:0/1/2" in signatures["bem"]
+
+    dead = {d["id"]: d for d in map(json.loads, open(prefix + ".dead_letter.jsonl"))}
+    assert sorted(dead) == ["boom", "no-question"]
+    assert "inference failed" in dead["boom"]["detail"]
+    assert "the model broke" in dead["boom"]["detail"]
+    assert "bem needs a question" in dead["no-question"]["detail"]
+
+    summary = json.load(open(prefix + ".summary.json"))
+    overall = summary["overall"]
+    assert (overall["in"], overall["scored"], overall["dead_lettered"]) == (5, 3, 2)
+    assert overall["dead_lettered_by_reason"] == {"inference_failed": 1,
+                                                  "metric_input_error": 1}
+    assert dead["boom"]["reason"] == "inference_failed"
+    assert summary["signatures"]["sas"] == signatures["sas"]
+
+
+def test_model_metrics_alone(tmp_path, cross_encoder_path):
+    prefix = str(tmp_path / "out")
+    rows = [r for r in ROWS if r["id"] != "boom"]
+    run(["--input", _jsonl(tmp_path, rows), "--output", prefix, "--metrics", "wes",
+         "--wes_model", cross_encoder_path, *RUNNER_ARGS["direct_in_process"]],
+        save_main_session=False, handler_factory=OverlapHandler)
+    scores = pq.read_table(prefix + ".scores.parquet").to_pandas()
+    assert len(scores) == 4 and set(scores.columns) >= {"wes", "signature"}
+    assert "em" not in scores.columns
+
+
+def test_real_minilm_end_to_end(tmp_path, cross_encoder_path, keyphrase_path):
+    """A small run with the real handlers: values equal the metrics run in plain Python."""
+    frame = pd.read_csv(AVSD).head(12)
+    path = tmp_path / "avsd.csv"
+    frame.to_csv(path, index=False)
+    prefix = str(tmp_path / "out")
+    run(["--input", str(path), "--output", prefix,
+         "--metrics", "bleu1,bertscore,bertscore_recall,bi_encoder,sas,kpqa_bleu1,"
+                      "kpqa_rougeL,kpqa_bertscore",
+         "--prediction_column", "answer", "--reference_prefix", "reference",
+         "--max_references", "3", "--human_column", "scores",
+         "--bertscore_layer", "4", "--bertscore_idf", "--sas_model", cross_encoder_path,
+         "--kpqa_model", keyphrase_path, "--device", "cpu", "--model_batch_size", "5",
+         *RUNNER_ARGS["direct_in_process"]], save_main_session=False)
+    scores = pq.read_table(prefix + ".scores.parquet").to_pandas().sort_values("row")
+    assert len(scores) == 12
+
+    config = build_config(
+        input=str(path), output=str(tmp_path / "x"),
+        metrics="bertscore,bertscore_recall,bi_encoder,sas,kpqa_bleu1,kpqa_rougeL,"
+                "kpqa_bertscore",
+        prediction_column="answer", reference_prefix="reference", max_references=3,
+        model_flags={"bertscore_layer": 4, "bertscore_idf": True,
+                     "sas_model": cross_encoder_path, "kpqa_model": keyphrase_path,
+                     "device": "cpu"})
+    examples = [QAExample(r.answer, tuple(getattr(r, f"reference{i}") for i in (1, 2, 3)),
+                          question=r.question) for r in frame.itertuples()]
+    bertscore = config.metrics[0]
+    (idf,) = bertscore.corpus_statistics()
+    stats = {idf.key: idf.extract(
+        idf.merge([idf.add(idf.create(), ex) for ex in examples]))}
+    expected = {}
+    for metric in config.metrics:
+        for i, values in enumerate(metric.score_batch(examples, stats)):
+            expected.setdefault(i, {}).update(values)
+    for i, row in enumerate(scores.itertuples()):
+        for column, value in expected[i].items():
+            assert getattr(row, column) == pytest.approx(value, abs=1e-5), (i, column)
+    report = open(prefix + ".report.md").read()
+    assert "bertscore" in report and "kpqa_bertscore" in report and "sas" in report
+    signatures = dict(scores.iloc[0]["signature"])
+    assert "layer:4" in signatures["bertscore"] and "idf:yes" in signatures["bertscore"]
+    assert keyphrase_path in signatures["kpqa_bleu1"]
+
+
+@pytest.mark.parametrize(("metrics", "flags", "match"), [
+    ("sas", {}, r"--sas_model.*train_cross_encoder"),
+    ("wes", {}, r"--wes_model.*mine_wes"),
+    ("kpqa_rougeL", {}, r"--kpqa_model.*train_keyphrase"),
+    ("sas", {"sas_model": "/no/such/checkpoint"}, "does not exist"),
+    ("f1", {"sas_model": "x"}, "no sas metric is requested"),
+    ("bertscore", {"bertscore_layer": 99}, r"layer must be in 0\.\.6"),
+    ("bertscore", {"device": "cpu", "dtype": "bfloat16"}, "needs CUDA"),
+    ("bertscore", {"model_batch_size": 0}, "--model_batch_size must be >= 1"),
+    ("bertscore", {"model_copies": 2}, "--model_copies needs --share_model_across_processes"),
+])
+def test_bad_model_configuration_fails_at_build_time(tmp_path, metrics, flags, match):
+    path = _jsonl(tmp_path, ROWS)
+    with pytest.raises(ValueError, match=match):
+        build_config(input=path, output=str(tmp_path / "o"), metrics=metrics, model_flags=flags)
+
+
+def test_flag_and_metric_options_must_agree(tmp_path):
+    with pytest.raises(ValueError, match="contradicts --metric_options"):
+        build_config(input=_jsonl(tmp_path, ROWS), output=str(tmp_path / "o"),
+                     metrics="bertscore", metric_options='{"bertscore": {"layer": 3}}',
+                     model_flags={"bertscore_layer": 4})
+
+
+def test_a_sequence_classifier_is_not_an_encoder_metric_model(tmp_path, keyphrase_path):
+    with pytest.raises(ValueError, match="not a sequence classifier"):
+        build_config(input=_jsonl(tmp_path, ROWS), output=str(tmp_path / "o"),
+                     metrics="sas", model_flags={"sas_model": keyphrase_path})
+
+
+def test_question_column_is_required_by_bem(tmp_path, bem_path):
+    rows = [{k: v for k, v in r.items() if k != "question"} for r in ROWS]
+    with pytest.raises(ValueError, match="need a question column"):
+        build_config(input=_jsonl(tmp_path, rows), output=str(tmp_path / "o"),
+                     metrics="bem", model_flags={"bem_model": bem_path})
+
+
+def test_offline_hub_id_is_left_to_the_workers(tmp_path, monkeypatch, caplog):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with caplog.at_level(logging.WARNING):
+        config = build_config(input=_jsonl(tmp_path, ROWS), output=str(tmp_path / "o"),
+                              metrics="bi_encoder",
+                              model_flags={"bi_encoder_model": "someone/not-cached-encoder"})
+    assert "someone/not-cached-encoder" in config.signatures["bi_encoder"]
+    assert "not in the local Hugging Face cache" in caplog.text
+
+
+def test_every_model_metric_is_in_the_registry():
+    names = set(registry.available_metrics())
+    assert {"bertscore", "bertscore_precision", "bertscore_recall", "bi_encoder", "sas", "wes",
+            "bem", "square", "kpqa_bleu1", "kpqa_rougeL", "kpqa_bertscore"} <= names
