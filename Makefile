@@ -9,6 +9,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 LEXICON_STAMP := $(VENV)/.lexicon
 DEMO_OUT ?= demo_out
+DEMO_ARGS ?=
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
@@ -38,7 +39,7 @@ test: setup
 	$(PY) -m pytest -q tests
 
 demo: setup
-	$(PY) -m pipelines.demo --output $(DEMO_OUT)
+	$(PY) -m pipelines.demo --output $(DEMO_OUT) $(DEMO_ARGS)
 
 bench: setup
 	$(PY) -m tests.bench.run_all

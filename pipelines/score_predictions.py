@@ -136,9 +136,9 @@ class ScoreOptions(PipelineOptions):
         models.add_argument("--model_max_length", type=int, default=None,
                             help="Truncate model inputs to N tokens (default: the model's).")
         models.add_argument("--model_batch_size", type=int, default=None,
-                            help="Rows per RunInference batch at most (default 64).")
+                            help="Rows per RunInference batch at most (default 2048, sorted by length).")
         models.add_argument("--max_batch_tokens", type=int, default=None,
-                            help="Padded tokens per forward pass at most (default 8192; "
+                            help="Padded tokens per forward pass at most (default 4096; "
                                  "e.g. 32768 on a GPU).")
         models.add_argument("--share_model_across_processes", action="store_true",
                             help="One model copy per machine, shared by the SDK processes.")

@@ -18,7 +18,11 @@ from N/4 distinct ones, each 4 times, shuffled):
                  can do with global knowledge of the input);
   pipeline       `RunInference(KeyedModelHandler(CrossEncoderModelHandler))` on the
                  DirectRunner (in-process), graph construction and model load included;
-                 its scores are checked against the plain loop's.
+                 its scores are checked against the plain loop's;
+  qa_score       the whole scoring pipeline, `qa-score --metrics sas --sas_model CKPT`,
+                 on the pairs written as JSONL rows (prediction a, reference b):
+                 reading, validation, RunInference, the join by row key and the
+                 Parquet/summary writes included; scores checked the same way.
 Each is run `--repeats` times, interleaved; the best wall time counts (the machine is
 shared), CPU seconds of this process are kept beside it. With torch's default two threads
 on two busy cores, wall and CPU times both swing with other load (threads spin at
@@ -161,6 +165,31 @@ def pipeline_run(checkpoint: str, pairs: list[tuple[str, str]], expected: np.nda
     return checked["max_abs_diff"], counters
 
 
+def qa_score_run(checkpoint: str, pairs: list[tuple[str, str]], expected: np.ndarray,
+                 device: str, handler_kwargs: dict, tmp: str) -> tuple[float, dict[str, int]]:
+    """The whole scoring pipeline (`qa-score --metrics sas`) on the pairs as JSONL rows
+    (prediction a, one reference b), in-process DirectRunner; returns (max |diff|, {})."""
+    from pipelines import score_predictions
+
+    folder = Path(tempfile.mkdtemp(dir=tmp))
+    rows = folder / "pairs.jsonl"
+    with open(rows, "w", encoding="utf-8") as f:
+        for i, (a, b) in enumerate(pairs):
+            f.write(json.dumps({"id": str(i), "prediction": a, "references": [b]}) + "\n")
+    score_predictions.run([
+        f"--input={rows}", f"--output={folder / 'out'}", "--metrics=sas",
+        f"--sas_model={checkpoint}", f"--device={device}",
+        f"--model_batch_size={handler_kwargs['max_batch_size']}",
+        f"--max_batch_tokens={handler_kwargs['max_batch_tokens']}",
+        "--runner=DirectRunner", "--direct_running_mode=in_memory"], save_main_session=False)
+    scores = pd.read_parquet(folder / "out.scores.parquet", columns=["id", "sas"])
+    got = np.zeros_like(expected)
+    got[scores["id"].astype(int).to_numpy()] = scores["sas"].to_numpy()
+    if len(scores) != len(pairs):
+        raise AssertionError(f"qa-score scored {len(scores)} of {len(pairs)} rows")
+    return float(np.abs(got - expected).max()), {}
+
+
 def _progress(variant: str, method: str, n: int, wall: float, cpu: float) -> None:
     print(f"  {variant:10} {method:13} {n / wall:7.0f} pairs/s  {n / cpu:7.0f} pairs/cpu-s  "
           f"(load {os.getloadavg()[0]:.1f})", flush=True)
@@ -198,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
         checkpoint = save_cross_encoder(Path(tmp) / "cross_encoder")
         for variant, pairs in inputs.items():
             times: dict[str, list[tuple[float, float]]] = {
-                "plain": [], "plain_sorted": [], "pipeline": []}
+                "plain": [], "plain_sorted": [], "pipeline": [], "qa_score": []}
             stats: dict[str, dict] = {}
             for _ in range(args.repeats):
                 for method in ("plain", "plain_sorted"):
@@ -215,6 +244,14 @@ def main(argv: list[str] | None = None) -> int:
                 times["pipeline"].append((wall, cpu))
                 _progress(variant, "pipeline", len(pairs), wall, cpu)
                 stats["pipeline"] = {**counters, "max_abs_diff_vs_plain": diff}
+                (diff, _), wall, cpu = _timed(
+                    qa_score_run, checkpoint, pairs, expected, args.device, handler_kwargs,
+                    tmp)
+                times["qa_score"].append((wall, cpu))
+                _progress(variant, "qa_score", len(pairs), wall, cpu)
+                if diff > TOLERANCE:
+                    raise AssertionError(f"qa-score scores differ from the plain loop: {diff}")
+                stats["qa_score"] = {"max_abs_diff_vs_plain": diff}
             for method, runs in times.items():
                 wall = min(w for w, _ in runs)
                 cpu = min(c for _, c in runs)
@@ -247,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
     (out / "model_metrics.json").write_text(json.dumps(report, indent=2))
     print(f"wrote {out / 'model_metrics.json'}")
     goal = all(r["speed_vs_plain"] >= 0.9 for r in rows
-               if r["method"] == "pipeline" and r["variant"] == "unique")
+               if r["method"] in ("pipeline", "qa_score") and r["variant"] == "unique")
     return 0 if goal else 1
 
 

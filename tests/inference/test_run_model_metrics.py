@@ -144,8 +144,13 @@ def test_one_result_per_row_with_reasons_and_counters():
     assert FakeHandler.built == [PAIR_USE.key()]  # one RunInference for both metrics
     counters = {c.key.metric.name: c.committed for c in run.metrics().query(
         MetricsFilter().with_namespace(NAMESPACE))["counters"]}
+    # The two failing inputs (row 4's pair, asked by f1 and by f2) are isolated: each
+    # gets its own failure, whatever batch they were in.
+    retried = counters.pop("failed_parts_retried", 0)
     assert counters == {"requests": 10, "filtered:input_error": 2, "filtered:rejected": 3,
-                        "filtered:inference_failed": 2, "passed": 2}
+                        "filtered:inference_failed": 2, "passed": 2,
+                        "inference_failures": 2, "num_inferences": 10}
+    assert retried <= 2
 
 
 def _short(key, result):
@@ -198,3 +203,19 @@ def test_distinct_families_required():
         RunModelMetrics([OverlapMetric("f"), OverlapMetric("f")])
     with pytest.raises(ValueError, match="distinct metric families"):
         RunModelMetrics([])
+
+
+def test_multi_use_handler_routes_by_tag_and_isolates_a_failing_input():
+    from transforms.inference.run_model_metrics import InferenceFailure, MultiUseModelHandler
+
+    handler = MultiUseModelHandler({"use0": FakeHandler(PAIR_USE), "use1": FakeHandler(TEXT_USE)})
+    assert handler.batch_elements_kwargs() == {"min_batch_size": 1, "max_batch_size": 2}
+    models = handler.load_model()
+    batch = [("use0", ("a b", "a")), ("use1", ("BOOM", "x")), ("use0", ("c", "d")),
+             ("use1", ("x y", "x y"))]
+    results = handler.run_inference(batch, models)
+    assert [r.example for r in results] == batch
+    assert [r.model_id for r in results] == ["use0", "use1", "use0", "use1"]
+    values = [r.inference for r in results]
+    assert values[0] == 0.5 and values[2] == 0.0 and values[3] == 1.0
+    assert isinstance(values[1], InferenceFailure) and "exploded" in values[1].reason

@@ -11,21 +11,33 @@ not score the row (bad input, a failed inference batch, a fold error), and the k
 `inference_failed` when a batch failed, else `metric_input_error`.
 
 The graph: `ExpandModelRequests` turns each (row, metric) into keyed model inputs
-((row_key, metric index, slot), input), one tagged output per distinct `ModelUse` (so
-metrics with equal uses share one `RunInference` and one model); each use runs
-`RunInference(KeyedModelHandler(handler)).with_exception_handling()`; outputs and failed
-batches are keyed back by row, joined with the rows (`CoGroupByKey`) and folded by each
-metric with the corpus statistics as a side input.
+((row_key, metric index, slot), (use tag, input)), one tag per distinct `ModelUse` (so
+metrics with equal uses share one model); one `RunInference(KeyedModelHandler(
+MultiUseModelHandler))` runs every model (each part of a batch goes to its use's handler;
+a part that fails is retried input by input, and an input that still fails gets an
+`InferenceFailure`); outputs, and batches that failed as a whole, are keyed back by row,
+joined with the rows (`CoGroupByKey`) and folded by each metric with the corpus
+statistics as a side input.
+
+One RunInference rather than one per model: fewer stages, one batching step and one
+DoFn that holds every model of the process (an earlier graph with one RunInference per
+model, their outputs flattened into the join, lost one model's outputs now and then on
+the multi-process DirectRunner; see docs/decisions.md).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Hashable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from typing import Any, NamedTuple
 
 import apache_beam as beam
-from apache_beam.ml.inference.base import KeyedModelHandler, ModelHandler, RunInference
+from apache_beam.ml.inference.base import (
+    KeyedModelHandler,
+    ModelHandler,
+    PredictionResult,
+    RunInference,
+)
 
 from transforms.inference.handlers import build_handler
 from transforms.metrics.base import MetricInputError
@@ -55,7 +67,7 @@ def plan_uses(metrics: Sequence[ModelMetric]) -> tuple[dict[str, ModelUse], list
 
 
 class ExpandModelRequestsFn(beam.DoFn):
-    """(row_key, row) -> tagged ((row_key, metric index, slot), model input) per use.
+    """(row_key, row) -> ((row_key, metric index, slot), (use tag, model input)) per request.
 
     A metric that rejects the row's example emits nothing here; the fold step asks it
     again and reports the reason.
@@ -78,8 +90,105 @@ class ExpandModelRequestsFn(beam.DoFn):
                 continue
             self._requests.inc(len(requests))
             for slot, (role, model_input) in enumerate(requests):
-                yield beam.pvalue.TaggedOutput(
-                    self._roles[index][role], ((row_key, index, slot), model_input))
+                yield (row_key, index, slot), (self._roles[index][role], model_input)
+
+
+class InferenceFailure(NamedTuple):
+    """The output of an input the model failed on (in place of a model output)."""
+
+    reason: str
+
+
+class Models(dict):
+    """The loaded models by use tag (a dict subclass: Beam's shared cache holds weak
+    references, which a plain dict does not support)."""
+
+
+class MultiUseModelHandler(ModelHandler):
+    """One `ModelHandler` over several uses: elements are `(use tag, model input)`.
+
+    Every model of a `RunModelMetrics` runs inside one `RunInference` (one batching step,
+    one DoFn holding every model of the process). A batch is split by use tag and each
+    part goes to its own handler. When a part fails, its inputs are retried one by one,
+    so one bad input costs one `InferenceFailure`, not its whole batch.
+
+    Args:
+        handlers: use tag -> the handler of that use.
+    """
+
+    def __init__(self, handlers: Mapping[str, ModelHandler]) -> None:
+        if not handlers:
+            raise ValueError("MultiUseModelHandler needs at least one handler")
+        self._handlers = dict(handlers)
+        batching = [h.batch_elements_kwargs() for h in self._handlers.values()]
+        sizes = {}
+        for key, pick in (("min_batch_size", min), ("max_batch_size", max)):
+            values = [b[key] for b in batching if b.get(key) is not None]
+            if values:
+                sizes[key] = pick(values)
+        shared = [h for h in self._handlers.values() if h.share_model_across_processes()]
+        copies = [h.model_copies() for h in shared if h.model_copies() is not None]
+        super().__init__(**sizes, large_model=bool(shared),
+                         model_copies=max(copies) if copies else None)
+        self._failures = beam.metrics.Metrics.counter(NAMESPACE, "inference_failures")
+        self._retries = beam.metrics.Metrics.counter(NAMESPACE, "failed_parts_retried")
+
+    def load_model(self) -> Models:
+        return Models({tag: handler.load_model() for tag, handler in self._handlers.items()})
+
+    def run_inference(self, batch: Sequence[tuple[str, Any]], model: Mapping[str, Any],
+                      inference_args: dict[str, Any] | None = None) -> list[PredictionResult]:
+        positions: dict[str, list[int]] = {}
+        for i, (tag, _) in enumerate(batch):
+            positions.setdefault(tag, []).append(i)
+        results: list[Any] = [None] * len(batch)
+        for tag, where in positions.items():
+            inputs = [batch[i][1] for i in where]
+            values = self._run_part(tag, inputs, model[tag])
+            for i, value in zip(where, values):
+                results[i] = PredictionResult(batch[i], value, tag)
+        return results
+
+    def _run_part(self, tag: str, inputs: list[Any], model: Any) -> list[Any]:
+        handler = self._handlers[tag]
+        try:
+            return _inferences(handler.run_inference(inputs, model), len(inputs))
+        except Exception as e:  # noqa: BLE001 - isolated below, input by input
+            if len(inputs) > 1:
+                logger.warning("a batch of %d inputs for %s failed (%s: %s); retrying them "
+                               "one by one", len(inputs), handler, type(e).__name__, e)
+                self._retries.inc()
+            else:
+                self._failures.inc()
+                return [InferenceFailure(f"{type(e).__name__}: {e}")]
+        values = []
+        for x in inputs:
+            try:
+                values += _inferences(handler.run_inference([x], model), 1)
+            except Exception as e:  # noqa: BLE001 - one input's failure is data, reported
+                self._failures.inc()
+                values.append(InferenceFailure(f"{type(e).__name__}: {e}"))
+        return values
+
+    def get_num_bytes(self, batch: Sequence[tuple[str, Any]]) -> int:
+        return sum(self._handlers[tag].get_num_bytes([x]) for tag, x in batch)
+
+    def get_metrics_namespace(self) -> str:
+        return NAMESPACE
+
+    def validate_inference_args(self, inference_args: dict[str, Any] | None) -> None:
+        if inference_args:
+            raise ValueError(f"model metrics take no inference_args, got {inference_args}")
+
+    def __repr__(self) -> str:
+        return f"MultiUseModelHandler({self._handlers})"
+
+
+def _inferences(results: Iterable[PredictionResult], expected: int) -> list[Any]:
+    values = [r.inference for r in results]
+    if len(values) != expected:
+        raise RuntimeError(f"the handler returned {len(values)} results for {expected} inputs")
+    return values
 
 
 class FoldModelMetricsFn(beam.DoFn):
@@ -100,9 +209,11 @@ class FoldModelMetricsFn(beam.DoFn):
             return
         example = example_of(rows[0])
         outputs: dict[int, dict[int, Any]] = {}
-        for index, slot, value in groups["outputs"]:
-            outputs.setdefault(index, {})[slot] = value
         failed = dict(groups["failures"])
+        for index, slot, value in groups["outputs"]:
+            if isinstance(value, InferenceFailure):
+                failed.setdefault(index, f"inference failed: {value.reason}")
+            outputs.setdefault(index, {})[slot] = value
         columns: dict[str, float] = {}
         reasons: list[str] = []
         for index, metric in enumerate(self._metrics):
@@ -114,8 +225,10 @@ class FoldModelMetricsFn(beam.DoFn):
                     continue
                 got = outputs.get(index, {})
                 if len(got) != expected:
-                    raise RuntimeError(f"{metric.family}: {len(got)} model outputs for "
-                                       f"{expected} requests on row {row_key}")
+                    raise RuntimeError(
+                        f"{metric.family}: {len(got)} model outputs for {expected} requests "
+                        f"on row {row_key} (outputs of metrics {sorted(outputs)}, failed "
+                        f"metrics {sorted(failed)}, {len(rows)} row)")
                 columns.update(metric.fold(example, [got[s] for s in range(expected)],
                                            corpus_stats or {}))
             except MetricInputError as e:
@@ -173,20 +286,16 @@ class RunModelMetrics(beam.PTransform):
 
     def expand(self, rows: beam.PCollection) -> beam.PCollection:
         requests = rows | "ExpandModelRequests" >> beam.ParDo(
-            ExpandModelRequestsFn(self._metrics, self._roles)).with_outputs(*self._uses)
-        outputs, failures = [], []
-        for tag, use in self._uses.items():
-            handler = KeyedModelHandler(self._factory(use, **self._handler_kwargs))
-            label = f"{use.task}[{tag}]"
-            results, failed = requests[tag] | f"RunInference {label}" >> RunInference(
-                handler).with_exception_handling()
-            outputs.append(results | f"KeyOutputsByRow {label}" >> beam.Map(_to_row))
-            failures.append(failed.failed_inferences | f"KeyFailedBatchesByRow {label}" >>
-                            beam.FlatMap(_failed_batch_rows))
+            ExpandModelRequestsFn(self._metrics, self._roles))
+        handler = MultiUseModelHandler(
+            {tag: self._factory(use, **self._handler_kwargs) for tag, use in self._uses.items()})
+        results, failed = requests | "RunInference" >> RunInference(
+            KeyedModelHandler(handler)).with_exception_handling()
         grouped = {
             "rows": rows,
-            "outputs": outputs | "FlattenModelOutputs" >> beam.Flatten(),
-            "failures": failures | "FlattenFailedBatches" >> beam.Flatten(),
+            "outputs": results | "KeyOutputsByRow" >> beam.Map(_to_row),
+            "failures": failed.failed_inferences | "KeyFailedBatchesByRow" >> beam.FlatMap(
+                _failed_batch_rows),
         } | "JoinOutputsWithRows" >> beam.CoGroupByKey()
         return grouped | "FoldModelMetrics" >> beam.ParDo(
             FoldModelMetricsFn(self._metrics), corpus_stats=self._stats_side_input(rows))

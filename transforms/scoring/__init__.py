@@ -3,10 +3,10 @@
 Row flow (`pipelines/score_predictions.py` wires it)::
 
     ReadPredictions ──rows: (row_key, ScoringRow)──┬─> ComputeCorpusStatistics ─(AsSingleton)┐
-         │                                         ├─> ScoreMetrics (in-process) ────────────┤
+         │                                         ├─> ScoreMetrics (in-process, lexical) ───┤
          │ dead_letter                             │     (row_key, ScoreResult)              │
-         │                                         ├─> [one RunInference branch per model     │
-         │                                         │    metric, (row_key, ScoreResult)]      │
+         │                                         ├─> RunModelMetrics (one RunInference per  │
+         │                                         │    distinct model; row_key, ScoreResult)│
          │                                         └──────────────> JoinScores (CoGroupByKey)
          │                                                           │scored   │dead_letter
          └──────────────────────── Flatten ──────────────────────────┼─────────┘
@@ -18,13 +18,13 @@ Row flow (`pipelines/score_predictions.py` wires it)::
   (`rows.RowSource.key`), independent of runner, sharding and worker count.
 - A scoring branch takes `(row_key, ScoringRow)` and must emit exactly one
   `(row_key, score.ScoreResult)` per row: `ScoreResult(scores={column: value})` or
-  `ScoreResult(None, reason)`. The in-process metrics (EM/F1, BLEU, ROUGE-L, CIDEr, METEOR)
-  are one branch (`score.ScoreMetrics`); each model-backed metric (next issue) becomes its
-  own branch, e.g. `rows | KeyedModelHandler + RunInference | ToScoreResult`, keyed by the
-  same row key, and is added to the `JoinScores` input dict under its own name.
+  `ScoreResult(None, reason, kind)`. The in-process metrics (EM/F1, BLEU, ROUGE-L, CIDEr,
+  METEOR) are one branch (`score.ScoreMetrics`); the model-backed metrics are the other
+  (`transforms.inference.run_model_metrics.RunModelMetrics`: requests per row, one
+  `RunInference(KeyedModelHandler)` per distinct `ModelUse`, outputs folded back per row).
 - `join.JoinScores` groups the rows and every branch by row key: a row with scores from
   every branch becomes one scored record; a row that any branch rejected (or gave nothing)
   becomes one dead-letter record with the reasons. Rows are never half-scored.
-- Corpus-level statistics (CIDEr-D document frequencies, later BERTScore idf) are one
+- Corpus-level statistics (CIDEr-D document frequencies, BERTScore idf) are one
   `CombineGlobally` over all rows, handed to every batch as a singleton side input.
 """
