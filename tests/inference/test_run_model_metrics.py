@@ -219,3 +219,17 @@ def test_multi_use_handler_routes_by_tag_and_isolates_a_failing_input():
     values = [r.inference for r in results]
     assert values[0] == 0.5 and values[2] == 0.0 and values[3] == 1.0
     assert isinstance(values[1], InferenceFailure) and "exploded" in values[1].reason
+
+
+def test_fold_fails_loudly_on_outputs_without_a_row_and_flags_duplicate_rows():
+    from transforms.inference.run_model_metrics import FoldModelMetricsFn
+
+    fold = FoldModelMetricsFn([OverlapMetric("f1")])
+    with pytest.raises(RuntimeError, match="which has no row"):
+        list(fold.process(("k", {"rows": [], "outputs": [(0, 0, 1.0)], "failures": []})))
+    example = ROWS[0][1]
+    (result,) = fold.process(("k", {"rows": [example, example], "outputs": [], "failures": []}))
+    assert result == ("k", ModelScoreResult(None, "row key seen 2 times", "missing_score"))
+    with pytest.raises(RuntimeError, match="in_memory"):
+        list(fold.process(("k", {"rows": [example], "outputs": [(0, 0, 1.0)], "failures": []}),
+                          {"n_refs": 1}))

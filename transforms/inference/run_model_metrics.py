@@ -203,9 +203,11 @@ class FoldModelMetricsFn(beam.DoFn):
     def process(self, element, corpus_stats: Mapping[str, Any] | None = None):
         row_key, groups = element
         rows = list(groups["rows"])
-        if len(rows) != 1:
-            logger.error("row key %s has %d rows; its model outputs are dropped",
-                         row_key, len(rows))
+        if not rows:  # outputs for a row that does not exist: a bug, never bad data
+            raise RuntimeError(f"model outputs for row key {row_key!r}, which has no row")
+        if len(rows) > 1:  # the join dead-letters every row of a duplicated key
+            yield row_key, ModelScoreResult(None, f"row key seen {len(rows)} times",
+                                            "missing_score")
             return
         example = example_of(rows[0])
         outputs: dict[int, dict[int, Any]] = {}
@@ -228,7 +230,9 @@ class FoldModelMetricsFn(beam.DoFn):
                     raise RuntimeError(
                         f"{metric.family}: {len(got)} model outputs for {expected} requests "
                         f"on row {row_key} (outputs of metrics {sorted(outputs)}, failed "
-                        f"metrics {sorted(failed)}, {len(rows)} row)")
+                        f"metrics {sorted(failed)}). Outputs lost between RunInference and "
+                        "this join: seen intermittently with the multi-process DirectRunner "
+                        "(docs/decisions.md); rerun with --direct_running_mode=in_memory")
                 columns.update(metric.fold(example, [got[s] for s in range(expected)],
                                            corpus_stats or {}))
             except MetricInputError as e:
