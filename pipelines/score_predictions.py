@@ -16,8 +16,10 @@ Locally (DirectRunner)::
         --input '../shared/data/judgments/kpqa/avsd_all.csv' --output out/avsd \
         --metrics em,f1,bleu1,bleu4,rougeL,meteor,cider \
         --prediction_column answer --reference_prefix reference --max_references 5 \
-        --human_column scores \
-        --direct_running_mode=multi_processing --direct_num_workers=2
+        --human_column scores
+
+(In process: the multi-process DirectRunner has shown an intermittent CoGroupByKey fault,
+see docs/repro/multiprocess_cogroupbykey.py.)
 
 Dataflow::
 
