@@ -20,9 +20,9 @@ joined with the rows (`CoGroupByKey`) and folded by each metric with the corpus
 statistics as a side input.
 
 One RunInference rather than one per model: fewer stages, one batching step and one
-DoFn that holds every model of the process (an earlier graph with one RunInference per
-model, their outputs flattened into the join, lost one model's outputs now and then on
-the multi-process DirectRunner; see docs/decisions.md).
+DoFn that holds every model of the process. (On the multi-process DirectRunner the join
+has lost elements now and then with either graph, a Beam fault reproduced without this
+code in docs/repro/multiprocess_cogroupbykey.py; the fold step then fails the run.)
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@ Row flow (`pipelines/score_predictions.py` wires it)::
     ReadPredictions ──rows: (row_key, ScoringRow)──┬─> ComputeCorpusStatistics ─(AsSingleton)┐
          │                                         ├─> ScoreMetrics (in-process, lexical) ───┤
          │ dead_letter                             │     (row_key, ScoreResult)              │
-         │                                         ├─> RunModelMetrics (one RunInference per  │
-         │                                         │    distinct model; row_key, ScoreResult)│
+         │                                         ├─> RunModelMetrics (one RunInference for  │
+         │                                         │    every model; row_key, ScoreResult)   │
          │                                         └──────────────> JoinScores (CoGroupByKey)
          │                                                           │scored   │dead_letter
          └──────────────────────── Flatten ──────────────────────────┼─────────┘
