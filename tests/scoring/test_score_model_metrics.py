@@ -214,3 +214,11 @@ def test_every_model_metric_is_in_the_registry():
     names = set(registry.available_metrics())
     assert {"bertscore", "bertscore_precision", "bertscore_recall", "bi_encoder", "sas", "wes",
             "bem", "square", "kpqa_bleu1", "kpqa_rougeL", "kpqa_bertscore"} <= names
+
+
+def test_a_folder_without_config_is_not_a_checkpoint(tmp_path):
+    empty = tmp_path / "not_a_checkpoint"
+    empty.mkdir()
+    with pytest.raises(ValueError, match="has no config.json"):
+        build_config(input=_jsonl(tmp_path, ROWS), output=str(tmp_path / "o"),
+                     metrics="sas", model_flags={"sas_model": str(empty)})
