@@ -157,8 +157,8 @@ def describe_training(metric: str, folder: Path) -> str:
     done = (f"{steps['global_step']}/{steps['total_steps']} steps "
             f"({steps['epochs_done']:.2f} epochs, {steps['wall_s']:.0f} s)")
     best = info["best"]
+    row = next(h for h in info["dev_history"] if h["step"] == best["step"])
     if metric == "kpqa":
-        row = next(h for h in info["dev_history"] if h["step"] == best["step"])
         return (f"held-out SQuAD articles: token F1 {row['token_f1']:.3f}, span F1 "
                 f"{row['span_f1']:.3f} (KPQA paper 0.558 span F1, BERT-base on SQuAD "
                 f"train); {done}")
@@ -166,7 +166,6 @@ def describe_training(metric: str, folder: Path) -> str:
         test = info.get("test") or {}
         return (f"sts-test Pearson {test.get('pearson', float('nan')):.3f} (SAS paper's "
                 f"large cross-encoder about 0.9); dev Spearman {best['value']:.3f}; {done}")
-    row = next(h for h in info["dev_history"] if h["step"] == best["step"])
     return (f"mined dev split: AUROC {row['auroc']:.3f}, accuracy {row['accuracy']:.3f}; "
             f"{done}")
 
@@ -179,18 +178,18 @@ def scoring_jobs(data: Path, out: Path, models: dict[str, str | None],
     question-conditioned ones (kpqa_*, bem, square) do not.
     """
     with_model = [m for m in ("sas", "wes", "bem", "square") if models.get(m)]
-    model_flags = [f"--{m}_model={models[m]}" for m in (*with_model, "kpqa")
-                   if models.get(m)]
+    pair_only = [m for m in with_model if m in ("sas", "wes")]  # no question needed
     avsd_metrics = [*LEXICAL_METRICS, *EMBEDDING_METRICS, *with_model,
                     *(KPQA_METRICS if models.get("kpqa") else ())]
-    sas_metrics = [*LEXICAL_METRICS, *EMBEDDING_METRICS,
-                   *(m for m in with_model if m in ("sas", "wes"))]
+    sas_metrics = [*LEXICAL_METRICS, *EMBEDDING_METRICS, *pair_only]
+    model_flags = [f"--{m}_model={models[m]}"
+                   for m in (*with_model, *(("kpqa",) if models.get("kpqa") else ()))]
+    sas_flags = [f"--{m}_model={models[m]}" for m in pair_only]
     avsd_input, sas_input = (data / "judgments/kpqa/avsd_all.csv",
                              data / "judgments/sas/SQuAD_SAS.csv")
     if max_rows is not None:
         avsd_input, sas_input = (_head(avsd_input, out / "inputs", max_rows),
                                  _head(sas_input, out / "inputs", max_rows))
-    sas_flags = [f for f in model_flags if f.split("=")[0] in ("--sas_model", "--wes_model")]
     return {
         "avsd": [
             f"--input={avsd_input}", f"--output={out / 'avsd'}",

@@ -119,6 +119,18 @@ def available_metrics() -> list[str]:
     return sorted(_COLUMN_TO_FAMILY)
 
 
+def families_of(names: Sequence[str]) -> set[str]:
+    """The families of metric names.
+
+    Raises:
+        ValueError: unknown names (all of them listed, with what is available).
+    """
+    unknown = [n for n in names if n not in _COLUMN_TO_FAMILY]
+    if unknown:
+        raise ValueError(_unknown_message(unknown))
+    return {_COLUMN_TO_FAMILY[n] for n in names}
+
+
 def family_of(name: str) -> str:
     """Returns the family of a metric name.
 
@@ -179,9 +191,7 @@ def build_metrics(
         )
     if not names:
         raise ValueError(f"no metric names given; available: {available_metrics()}")
-    unknown = [n for n in names if n not in _COLUMN_TO_FAMILY]
-    if unknown:
-        raise ValueError(_unknown_message(unknown))
+    families_of(names)
     options = dict(options or {})
     bad_families = sorted(k for k in options if k not in _FAMILIES)
     if bad_families:

@@ -76,9 +76,10 @@ def is_model_backed(metric: Metric) -> bool:
     return callable(getattr(metric, "model_uses", None))
 
 
-# Dedicated model flags -> (family, option). `--<family>_model` exists for every model
-# family; these are the others. `--device` and `--dtype` reach every model family.
-_MODEL_OPTION_FLAGS = {
+# Dedicated model flags -> (family, option): `--<family>_model` for every model family,
+# and the few options users reach for; the rest go through --metric_options.
+_FAMILY_FLAGS = {
+    **{f"{family}_model": (family, "model") for family in registry.model_families()},
     "bertscore_layer": ("bertscore", "layer"),
     "bertscore_idf": ("bertscore", "idf"),
     "bertscore_baseline": ("bertscore", "baseline_path"),
@@ -86,13 +87,16 @@ _MODEL_OPTION_FLAGS = {
     "kpqa_encoder_model": ("kpqa", "encoder_model"),
     "kpqa_encoder_layer": ("kpqa", "encoder_layer"),
 }
+# Flags that reach every requested model family -> the ModelSpec option.
+_SHARED_MODEL_FLAGS = {"device": "device", "dtype": "dtype", "model_max_length": "max_length"}
+# RunInference handler flags -> (handler keyword, smallest valid value).
+_HANDLER_FLAGS = {"model_batch_size": ("max_batch_size", 1),
+                  "max_batch_tokens": ("max_batch_tokens", 1),
+                  "model_copies": ("model_copies", 1),
+                  "model_cache_size": ("cache_size", 0),
+                  "share_model_across_processes": ("share_model_across_processes", None)}
 _NEEDS_QUESTION = ("bem", "square", "kpqa")
-_SHARED_MODEL_FLAGS = ("device", "dtype", "model_max_length")
-_HANDLER_FLAGS = {"model_batch_size": "max_batch_size", "max_batch_tokens": "max_batch_tokens",
-                  "share_model_across_processes": "share_model_across_processes",
-                  "model_copies": "model_copies", "model_cache_size": "cache_size"}
-MODEL_FLAGS = (*(f"{f}_model" for f in registry.model_families()), *_MODEL_OPTION_FLAGS,
-               *_SHARED_MODEL_FLAGS, *_HANDLER_FLAGS)
+MODEL_FLAGS = (*_FAMILY_FLAGS, *_SHARED_MODEL_FLAGS, *_HANDLER_FLAGS)
 
 
 def merge_model_flags(options: Mapping[str, Any], flags: Mapping[str, Any],
@@ -108,50 +112,37 @@ def merge_model_flags(options: Mapping[str, Any], flags: Mapping[str, Any],
         (metric options with the flags folded in, RunInference handler keyword arguments).
 
     Raises:
-        ValueError: a flag and `--metric_options` set one option to different values; a
-            model flag given for a metric family that was not requested; a bad handler
-            value.
+        ValueError: an unknown metric name; a flag and `--metric_options` that set one
+            option to different values; a model flag given for a metric family that was
+            not requested; a bad handler value.
     """
     merged = {family: dict(value) if isinstance(value, Mapping) else value
               for family, value in options.items()}
-    requested = {registry.family_of(n) for n in names}
-    given: dict[tuple[str, str], Any] = {}
-    for family in registry.model_families():
-        given[(family, "model")] = flags.get(f"{family}_model")
-    for flag, target in _MODEL_OPTION_FLAGS.items():
-        given[target] = flags.get(flag)
-    for (family, option), value in given.items():
-        if value is None or value is False:
+    requested = registry.families_of(names)
+    given = {flag: value for flag, value in flags.items()
+             if value is not None and value is not False}
+    for flag, (family, option) in _FAMILY_FLAGS.items():
+        if flag not in given:
             continue
-        flag = next((f for f, t in _MODEL_OPTION_FLAGS.items() if t == (family, option)),
-                    f"{family}_model")
         if family not in requested:
             raise ValueError(f"--{flag} is given but no {family} metric is requested "
                              f"(--metrics); the {family} metrics are "
                              f"{list(registry.family_spec(family).columns)}")
-        _set_option(merged, family, option, value, f"--{flag}")
-    for flag in _SHARED_MODEL_FLAGS:
-        value = flags.get(flag)
-        if value is None:
-            continue
-        option = "max_length" if flag == "model_max_length" else flag
-        for family in registry.model_families():
-            if family in requested:
-                _set_option(merged, family, option, value, f"--{flag}")
-    handler = {key: flags[flag] for flag, key in _HANDLER_FLAGS.items()
-               if flags.get(flag) is not None and flags.get(flag) is not False}
-    for key in ("max_batch_size", "max_batch_tokens", "model_copies"):
-        if key in handler and handler[key] < 1:
-            raise ValueError(f"--{_flag_of(key)} must be >= 1, got {handler[key]}")
-    if handler.get("cache_size", 0) < 0:
-        raise ValueError(f"--model_cache_size must be >= 0, got {handler['cache_size']}")
+        _set_option(merged, family, option, given[flag], f"--{flag}")
+    for flag, option in _SHARED_MODEL_FLAGS.items():
+        if flag in given:
+            for family in registry.model_families():
+                if family in requested:
+                    _set_option(merged, family, option, given[flag], f"--{flag}")
+    handler = {}
+    for flag, (key, smallest) in _HANDLER_FLAGS.items():
+        if flag in given:
+            if smallest is not None and given[flag] < smallest:
+                raise ValueError(f"--{flag} must be >= {smallest}, got {given[flag]}")
+            handler[key] = given[flag]
     if "model_copies" in handler and not handler.get("share_model_across_processes"):
         raise ValueError("--model_copies needs --share_model_across_processes")
     return merged, handler
-
-
-def _flag_of(handler_key: str) -> str:
-    return next(f for f, k in _HANDLER_FLAGS.items() if k == handler_key)
 
 
 def _set_option(options: dict[str, Any], family: str, option: str, value: Any,
@@ -294,10 +285,6 @@ def build_config(*, input: str | None, output: str | None, metrics: str | None,
     names = split_list(metrics)
     if not names:
         raise ValueError(f"--metrics is required; available: {registry.available_metrics()}")
-    unknown = [n for n in names if n not in registry.available_metrics()]
-    if unknown:
-        raise ValueError(f"unknown metric name(s) {unknown}; available: "
-                         f"{registry.available_metrics()}")
     options, handler_kwargs = merge_model_flags(
         parse_metric_options(metric_options), model_flags or {}, names)
     built = tuple(registry.build_metrics(names, options))
