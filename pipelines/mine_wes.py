@@ -45,10 +45,10 @@ from transforms.wes.report import WriteStats
 from transforms.wes.sampling import parse_splits
 from transforms.wes.write import (
     REDIRECT_SCHEMA,
-    WriteCorpus,
+    WriteParquetShards,
+    corpus_outputs,
     prepare_output_dir,
     redirect_row,
-    write_parquet,
 )
 from transforms.wiki.extract import ExtractLinks
 from transforms.wiki.read import ReadPages, match_inputs
@@ -122,22 +122,23 @@ def run(argv=None, save_main_session=True, test_pipeline=None):
         pairs = links["links"] | "FilterLinks" >> FilterLinks()
         clusters = {"pairs": pairs["pairs"], "redirects": dump["redirects"]} | (
             "BuildClusters" >> BuildClusters(opts.resolve_redirects, not opts.no_dictionary_filter))
-        redirect_files = write_parquet(
-            dump["redirects"] | "RedirectRows" >> beam.FlatMap(redirect_row),
-            "WriteRedirects", FileSystems.join(io.output, "redirects"), REDIRECT_SCHEMA)
         stats = [dump["stats"], links["stats"], pairs["stats"], clusters["stats"]]
-        files = [redirect_files]
+        outputs = [dump["redirects"] | "RedirectRows" >> beam.FlatMap(
+            lambda page: (("redirects", row) for row in redirect_row(page)))]
+        schemas = {"redirects": REDIRECT_SCHEMA}
         for k in thresholds:
             name = corpus_name(k)
             corpus = clusters["clusters"] | f"BuildCorpus[{name}]" >> BuildCorpus(
                 k, opts.seed, fractions)
-            files.append(corpus | f"WriteCorpus[{name}]" >> WriteCorpus(
-                FileSystems.join(io.output, name),
-                FileSystems.join(io.output, f"{name}-clusters")))
+            keyed, corpus_schemas = corpus_outputs(name, corpus)
+            outputs += keyed
+            schemas.update(corpus_schemas)
             stats.append(corpus["stats"])
+        files = (outputs | "FlattenOutputRows" >> beam.Flatten()
+                 | "WriteParquet" >> WriteParquetShards(io.output, schemas))
         _ = {
             "counts": stats | "FlattenStats" >> beam.Flatten() | "SumStats" >> SumStats(),
-            "files": files | "FlattenAllWrittenFiles" >> beam.Flatten(),
+            "files": files,
             "bad_files": dump["bad_files"],
         } | "WriteStats" >> WriteStats(io.output, config)
     return p.result

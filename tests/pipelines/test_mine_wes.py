@@ -105,6 +105,15 @@ def test_stats_come_from_the_run_and_add_up(mined):
     assert f"| positive pairs | {corpus['positives']:,} |" in card
 
 
+def test_a_finished_run_leaves_only_final_files(mined):
+    out = mined["out"]
+    assert not list(out.glob(".temp-*")), "temporary shards left behind"
+    files = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
+    assert set(mined["stats"]["files"]) == {str(out / f) for f in files if f.endswith(".parquet")}
+    assert "wes-k5/train-00000-of-00001.parquet" in files
+    assert "wes-k2-clusters/clusters-00000-of-00001.parquet" in files
+
+
 def test_several_thresholds_in_one_run(mined):
     low = _rows(mined["out"], k=2)
     high = {(r[0], r[1]) for r in _rows(mined["out"], k=5) if r[2] == 1}

@@ -222,3 +222,20 @@ def test_a_folder_without_config_is_not_a_checkpoint(tmp_path):
     with pytest.raises(ValueError, match="has no config.json"):
         build_config(input=_jsonl(tmp_path, ROWS), output=str(tmp_path / "o"),
                      metrics="sas", model_flags={"sas_model": str(empty)})
+
+
+@pytest.mark.parametrize("argv, warned", [
+    (["--direct_running_mode=multi_processing", "--direct_num_workers=2"], True),
+    (["--runner=DirectRunner", "--direct_running_mode=multi_threading"], True),
+    (["--direct_running_mode=in_memory"], False),
+    ([], False),
+    (["--runner=DataflowRunner", "--direct_running_mode=multi_processing"], False),
+])
+def test_model_metrics_on_the_multiprocess_direct_runner_warn(argv, warned, caplog):
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from pipelines.score_predictions import warn_multiprocess_direct_runner
+
+    with caplog.at_level(logging.WARNING):
+        assert warn_multiprocess_direct_runner(PipelineOptions(argv)) is warned
+    assert ("multiprocess_cogroupbykey" in caplog.text) is warned

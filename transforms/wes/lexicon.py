@@ -11,16 +11,22 @@ Resolution order, for the launcher and for every worker:
   3. `nltk.download` (needs the internet; the normal path on a Dataflow or Flink worker).
 Anything else fails with a message that says what to install.
 
-Run `python -m transforms.wes.lexicon --ensure` once to prepare the data (the Makefile does).
+Run `python -m transforms.wes.lexicon --ensure` once to prepare the data (the Makefile does);
+it also (re)writes the lexicon cache (`cache_path()`), from which later processes load
+the decision data in a fraction of a second. A cache whose source files changed is
+rebuilt by the next process that loads it; after installing other NLTK data, run
+`--ensure` again.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import gzip
 import logging
 import os
+import pickle
 import re
 import shutil
 import sys
@@ -81,6 +87,8 @@ def lexnames_from_man_page(man_page: Path = DEBIAN_LEXNAMES_MAN) -> str:
 # Written last by build_from_debian; bump it when the assembled layout changes so that
 # older, incomplete builds are rebuilt instead of trusted.
 BUILD_MARKER = ".qa_eval_lexicon_v2"
+# The decision data of `Lexicon`, pickled (`load_lexicon_data`); bump with LexiconData.
+CACHE_NAME = ".qa_eval_lexicon_cache_v1.pickle"
 _SS_TYPE_NUMBER = {"n": 1, "v": 2, "a": 3, "r": 4, "s": 5}
 _ADJ_MARKER = re.compile(r"\((?:a|p|ip)\)$")
 
@@ -225,6 +233,96 @@ def ensure_nltk_data() -> None:
         )
 
 
+@dataclasses.dataclass(frozen=True)
+class LexiconData:
+    """What the dictionary-word decision needs, read once from NLTK's corpora.
+
+    Attributes:
+        words: the `words` corpus, lower-cased.
+        noun_lemmas: every form WordNet's index lists as a noun.
+        noun_exceptions: WordNet's noun exception list (`noun.exc`): form -> lemmas.
+        noun_substitutions: the detachment rules NLTK's `_morphy` applies to nouns.
+        sources: (path, size, mtime_ns) of every file it was read from; a cache whose
+            sources changed is rebuilt.
+    """
+
+    words: frozenset[str]
+    noun_lemmas: frozenset[str]
+    noun_exceptions: dict[str, tuple[str, ...]]
+    noun_substitutions: tuple[tuple[str, str], ...]
+    sources: tuple[tuple[str, int, int], ...]
+
+
+def _stamps(pointer) -> list[tuple[str, int, int]]:
+    """(path, size, mtime_ns) of a corpus root NLTK found: its zip, or its files."""
+    zipped = getattr(pointer, "zipfile", None)
+    paths = [Path(zipped.filename)] if zipped is not None else sorted(
+        f for f in Path(pointer.path).iterdir() if f.is_file())
+    return [(str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in paths]
+
+
+def _sources_unchanged(sources) -> bool:
+    try:
+        return all(
+            (lambda st: (st.st_size, st.st_mtime_ns) == (size, mtime))(os.stat(path))
+            for path, size, mtime in sources)
+    except OSError:
+        return False
+
+
+def read_lexicon_data() -> LexiconData:
+    """Loads the data through NLTK (a few seconds: the import and WordNet's index)."""
+    ensure_nltk_data()
+    import nltk
+    from nltk.corpus import words
+
+    reader = _lemma_only_wordnet(nltk.data.find("corpora/wordnet"))
+    return LexiconData(
+        words=frozenset(w.lower() for w in words.words()),
+        noun_lemmas=frozenset(form for form, by_pos in reader._lemma_pos_offset_map.items()
+                              if "n" in by_pos),
+        noun_exceptions={form: tuple(lemmas)
+                         for form, lemmas in reader._exception_map["n"].items()},
+        noun_substitutions=tuple(map(tuple, reader.MORPHOLOGICAL_SUBSTITUTIONS["n"])),
+        sources=tuple(_stamps(nltk.data.find("corpora/wordnet"))
+                      + _stamps(nltk.data.find("corpora/words"))),
+    )
+
+
+def cache_path() -> Path:
+    """Where the lexicon cache lives: next to the assembled NLTK data."""
+    return Path(os.environ.get("QA_EVAL_NLTK_DATA", _default_build_dir())) / CACHE_NAME
+
+
+def load_lexicon_data(path: Path | None = None, refresh: bool = False) -> LexiconData:
+    """The lexicon data from the cache when its sources are unchanged, else from NLTK
+    (then written to the cache for the next process; a cache that cannot be written is
+    only logged)."""
+    path = path or cache_path()
+    if not refresh:
+        try:
+            with open(path, "rb") as f:
+                # Plain containers only, so the file does not depend on module paths.
+                data = LexiconData(**pickle.load(f))
+            if _sources_unchanged(data.sources):
+                return data
+            logger.info("lexicon cache %s is stale; rebuilding it", path)
+        except FileNotFoundError:
+            pass
+        except Exception as e:  # a truncated or foreign file: rebuilt below
+            logger.warning("ignoring unreadable lexicon cache %s (%s)", path, e)
+    data = read_lexicon_data()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        with open(tmp, "wb") as f:
+            pickle.dump(dataclasses.asdict(data), f, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, path)
+    except OSError as e:
+        logger.info("lexicon cache not written to %s (%s)", path, e)
+    return data
+
+
 class Lexicon:
     """Decides whether a string is a dictionary word (DESIGN.md, Mining).
 
@@ -232,20 +330,39 @@ class Lexicon:
     lemma, lower-cased, is in the `words` corpus, lower-cased. The string is lower-cased
     before lemmatising, so that a sentence-initial capital ("Apples") does not hide the
     lemma from WordNet, whose index is lower-case (docs/decisions.md).
+
+    The lemma is NLTK's `WordNetLemmatizer().lemmatize(word)` (noun), computed from
+    `LexiconData` by the same steps as NLTK's `_morphy` (tests/wes/test_lexicon.py checks
+    them equal on every word of the corpus and every exception form), so that a process
+    loads a cache of the data instead of importing NLTK and reading WordNet's index.
     """
 
-    def __init__(self) -> None:
-        ensure_nltk_data()
-        import nltk
-        from nltk.corpus import words
-
-        self._words = frozenset(w.lower() for w in words.words())
-        self._wordnet = _lemma_only_wordnet(nltk.data.find("corpora/wordnet"))
+    def __init__(self, data: LexiconData | None = None) -> None:
+        data = data or load_lexicon_data()
+        self._words = data.words
+        self._noun_lemmas = data.noun_lemmas
+        self._exceptions = data.noun_exceptions
+        self._substitutions = data.noun_substitutions
         self.is_dictionary_word = functools.lru_cache(maxsize=1 << 18)(self._is_dictionary_word)
+
+    def noun_lemmas(self, form: str) -> list[str]:
+        """NLTK's `_morphy(form, "n")`: the exception list's lemmas for a listed form,
+        else one pass of the detachment rules; the form itself first; only forms WordNet
+        has as nouns, each once."""
+        if form in self._exceptions:
+            forms = list(self._exceptions[form])
+        else:
+            forms = [form[: -len(old)] + new for old, new in self._substitutions
+                     if form.endswith(old)]
+        result: list[str] = []
+        for candidate in [form, *forms]:
+            if candidate in self._noun_lemmas and candidate not in result:
+                result.append(candidate)
+        return result
 
     def lemmatize(self, word: str) -> str:
         """WordNet's noun lemma, as `nltk.stem.WordNetLemmatizer().lemmatize(word)`."""
-        lemmas = self._wordnet._morphy(word, "n")
+        lemmas = self.noun_lemmas(word)
         return min(lemmas, key=len) if lemmas else word
 
     @property
@@ -277,7 +394,8 @@ def _lemma_only_wordnet(root):
 
 @functools.lru_cache(maxsize=1)
 def load_lexicon() -> Lexicon:
-    """The process-wide lexicon (loading WordNet takes a few seconds)."""
+    """The process-wide lexicon (from the cache in well under a second; from NLTK's
+    corpora in a few seconds the first time)."""
     return Lexicon()
 
 
@@ -287,12 +405,12 @@ def main(argv: list[str] | None = None) -> int:
     group.add_argument("--has-real-data", action="store_true",
                        help="exit 0 when NLTK already finds wordnet and words data")
     group.add_argument("--ensure", action="store_true",
-                       help="find or assemble the data, then check it loads")
+                       help="find or assemble the data, (re)write the lexicon cache, check it loads")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     if args.has_real_data:
         return 0 if has_nltk_data() else 1
-    lexicon = load_lexicon()
+    lexicon = Lexicon(load_lexicon_data(refresh=True))
     logger.info("lexicon ready: %d words; 'dogs' is a dictionary word: %s",
                 lexicon.size, lexicon.is_dictionary_word("dogs"))
     return 0
