@@ -33,7 +33,6 @@ import logging
 import sys
 
 import apache_beam as beam
-from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions
 
 from transforms.counting import SumStats

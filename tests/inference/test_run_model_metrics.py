@@ -147,9 +147,10 @@ def test_one_result_per_row_with_reasons_and_counters():
     # The two failing inputs (row 4's pair, asked by f1 and by f2) are isolated: each
     # gets its own failure, whatever batch they were in.
     retried = counters.pop("failed_parts_retried", 0)
+    # RunInference's own num_inferences counts its elements: rows, not model inputs.
     assert counters == {"requests": 10, "filtered:input_error": 2, "filtered:rejected": 3,
                         "filtered:inference_failed": 2, "passed": 2,
-                        "inference_failures": 2, "num_inferences": 10}
+                        "inference_failures": 2, "num_inferences": 5}
     assert retried <= 2
 
 
@@ -221,15 +222,41 @@ def test_multi_use_handler_routes_by_tag_and_isolates_a_failing_input():
     assert isinstance(values[1], InferenceFailure) and "exploded" in values[1].reason
 
 
-def test_fold_fails_loudly_on_outputs_without_a_row_and_flags_duplicate_rows():
-    from transforms.inference.run_model_metrics import FoldModelMetricsFn
+def test_row_handler_batches_rows_and_accepts_empty_batches():
+    from transforms.inference.run_model_metrics import (
+        ExpandModelRequestsFn,
+        InferenceFailure,
+        MultiUseModelHandler,
+        RowModelHandler,
+        request_count,
+    )
+
+    metrics = [OverlapMetric("f1"), OverlapMetric("f2", TEXT_USE)]
+    uses, roles = plan_uses(metrics)
+    handler = RowModelHandler(MultiUseModelHandler({t: FakeHandler(u) for t, u in uses.items()}))
+    kwargs = handler.batch_elements_kwargs()
+    assert kwargs["max_batch_size"] == 2 and kwargs["element_size_fn"] is request_count
+    assert not handler.share_model_across_processes()
+    expand = ExpandModelRequestsFn(metrics, roles)
+    rows = [r for element in ROWS for r in expand.process(element)]
+    assert [len(r.requests) for r in rows] == [4, 2, 0, 2, 2]
+    assert [request_count(r) for r in rows] == [4, 2, 1, 2, 2]
+    assert rows[0].requests[2] == (1, 0, "use1", ("a man", "the man"))
+    results = handler.run_inference(rows, handler.load_model())
+    assert [r.example for r in results] == rows
+    assert results[0].inference == [1 / 3, 2 / 3, 1 / 3, 2 / 3] and results[2].inference == []
+    assert all(isinstance(v, InferenceFailure) for v in results[3].inference)
+    # BatchElements emits an empty batch before a row heavier than its target.
+    assert handler.run_inference([], handler.load_model()) == []
+
+
+def test_fold_checks_the_outputs_against_the_requests():
+    from transforms.inference.run_model_metrics import FoldModelMetricsFn, RowRequests
 
     fold = FoldModelMetricsFn([OverlapMetric("f1")])
-    with pytest.raises(RuntimeError, match="which has no row"):
-        list(fold.process(("k", {"rows": [], "outputs": [(0, 0, 1.0)], "failures": []})))
-    example = ROWS[0][1]
-    (result,) = fold.process(("k", {"rows": [example, example], "outputs": [], "failures": []}))
-    assert result == ("k", ModelScoreResult(None, "row key seen 2 times", "missing_score"))
-    with pytest.raises(RuntimeError, match="in_memory"):
-        list(fold.process(("k", {"rows": [example], "outputs": [(0, 0, 1.0)], "failures": []}),
-                          {"n_refs": 1}))
+    row = RowRequests("k", ROWS[0][1], ((0, 0, "use0", ("a man", "the man")),))
+    with pytest.raises(RuntimeError, match="0 model outputs for 1 requests"):
+        list(fold.process(PredictionResult(row, [])))
+    # The metric asks for two inputs on this row, but only one was expanded.
+    with pytest.raises(RuntimeError, match="1 model outputs for 2 requests"):
+        list(fold.process(PredictionResult(row, [0.5]), {"n_refs": 1}))

@@ -67,16 +67,17 @@ def _jsonl(tmp_path, rows) -> str:
     return str(path)
 
 
-def test_model_branch_is_joined_with_the_lexical_one(tmp_path, cross_encoder_path, bem_path):
+@pytest.mark.parametrize("runner", ["direct_in_process", "direct_multi_processing"])
+def test_model_branch_is_joined_with_the_lexical_one(tmp_path, cross_encoder_path, bem_path,
+                                                     runner):
     OverlapHandler.built.clear()
     prefix = str(tmp_path / "out")
     run(["--input", _jsonl(tmp_path, ROWS), "--output", prefix, "--metrics", "f1,sas,bem",
          "--sas_model", cross_encoder_path, "--bem_model", bem_path,
-         "--model_batch_size", "8", "--max_batch_tokens", "512",
-         *RUNNER_ARGS["direct_in_process"]],
+         "--model_batch_size", "8", "--max_batch_tokens", "512", *RUNNER_ARGS[runner]],
         save_main_session=False, handler_factory=OverlapHandler)
-    # sas and bem are two different checkpoints: two RunInference transforms, both
-    # given the handler flags.
+    # sas and bem are two different checkpoints: two handlers inside the one
+    # RunInference, both given the handler flags (built on the launcher).
     assert sorted(t for t, _ in OverlapHandler.built) == ["sequence_score"] * 2
     assert all(kw == {"max_batch_size": 8, "max_batch_tokens": 512}
                for _, kw in OverlapHandler.built)

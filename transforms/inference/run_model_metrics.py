@@ -10,30 +10,32 @@ or `scores=None` with the reasons ("<family>: <why>", joined by "; ") when any m
 not score the row (bad input, a failed inference batch, a fold error), and the kind
 `inference_failed` when a batch failed, else `metric_input_error`.
 
-The graph: `ExpandModelRequests` turns each (row, metric) into keyed model inputs
-((row_key, metric index, slot), (use tag, input)), one tag per distinct `ModelUse` (so
-metrics with equal uses share one model); one `RunInference(KeyedModelHandler(
-MultiUseModelHandler))` runs every model (each part of a batch goes to its use's handler;
-a part that fails is retried input by input, and an input that still fails gets an
-`InferenceFailure`); outputs, and batches that failed as a whole, are keyed back by row,
-joined with the rows (`CoGroupByKey`) and folded by each metric with the corpus
-statistics as a side input.
+The graph, one fused stage with no shuffle: `ExpandModelRequests` turns each row into a
+`RowRequests` (its key, the row and every model input its metrics ask for: metric index,
+slot, use tag, input; one tag per distinct `ModelUse`, so metrics with equal uses share a
+model); one `RunInference(RowModelHandler(MultiUseModelHandler))` batches rows weighted
+by their number of inputs, runs every model (each part of a batch goes to its use's
+handler; a part that fails is retried input by input, and an input that still fails
+gets an `InferenceFailure`) and hands each row its outputs; each metric then folds them, with the corpus statistics as a side input. Batches that fail as a
+whole come back as rows whose every input failed.
 
-One RunInference rather than one per model: fewer stages, one batching step and one
-DoFn that holds every model of the process. (On the multi-process DirectRunner the join
-has lost elements now and then with either graph, a Beam fault reproduced without this
-code in docs/repro/multiprocess_cogroupbykey.py; the fold step then fails the run.)
+Why rows and not single inputs as elements: an earlier graph batched the inputs
+themselves and joined their outputs back to the rows with a `CoGroupByKey`. That
+shuffled every token embedding (18 KB per input for BERTScore) and, on the multi-process
+DirectRunner, hit a Beam fault that loses large chunks of data between workers and the
+runner (docs/repro/multiprocess_cogroupbykey.py). With rows as elements, outputs never
+leave the stage that computed them.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import apache_beam as beam
 from apache_beam.ml.inference.base import (
-    KeyedModelHandler,
     ModelHandler,
     PredictionResult,
     RunInference,
@@ -66,11 +68,34 @@ def plan_uses(metrics: Sequence[ModelMetric]) -> tuple[dict[str, ModelUse], list
     return uses, roles
 
 
-class ExpandModelRequestsFn(beam.DoFn):
-    """(row_key, row) -> ((row_key, metric index, slot), (use tag, model input)) per request.
+@dataclasses.dataclass(frozen=True)
+class RowRequests:
+    """One row's model inputs, the element `RunInference` batches.
 
-    A metric that rejects the row's example emits nothing here; the fold step asks it
-    again and reports the reason.
+    Attributes:
+        row_key: the row's key.
+        row: the row (a `QAExample`, or a value with an `.example`).
+        requests: (metric index, slot, use tag, model input) for every model input the
+            row's metrics ask for, in metric and slot order.
+    """
+
+    row_key: Hashable
+    row: Any
+    requests: tuple[tuple[int, int, str, Any], ...]
+
+
+def request_count(row: RowRequests) -> int:
+    """A row's weight for `BatchElements`: its number of model inputs (at least 1), so
+    that batch sizes stay counted in model inputs. (A row heavier than the batch target
+    makes `BatchElements` emit an empty batch first; `RowModelHandler` accepts those.)"""
+    return max(1, len(row.requests))
+
+
+class ExpandModelRequestsFn(beam.DoFn):
+    """(row_key, row) -> RowRequests with every model input of the row.
+
+    A metric that rejects the row's example adds no inputs; the fold step asks it again
+    and reports the reason.
     """
 
     def __init__(self, metrics: Sequence[ModelMetric], roles: Sequence[Mapping[str, str]]):
@@ -82,15 +107,17 @@ class ExpandModelRequestsFn(beam.DoFn):
     def process(self, element: tuple[Hashable, Any]):
         row_key, value = element
         example = example_of(value)
+        requests = []
         for index, metric in enumerate(self._metrics):
             try:
-                requests = metric.requests(example)
+                asked = metric.requests(example)
             except MetricInputError:
                 self._bad_input.inc()
                 continue
-            self._requests.inc(len(requests))
-            for slot, (role, model_input) in enumerate(requests):
-                yield (row_key, index, slot), (self._roles[index][role], model_input)
+            requests += [(index, slot, self._roles[index][role], model_input)
+                         for slot, (role, model_input) in enumerate(asked)]
+        self._requests.inc(len(requests))
+        yield RowRequests(row_key, value, tuple(requests))
 
 
 class InferenceFailure(NamedTuple):
@@ -184,6 +211,56 @@ class MultiUseModelHandler(ModelHandler):
         return f"MultiUseModelHandler({self._handlers})"
 
 
+class RowModelHandler(ModelHandler):
+    """Batches whole rows (`RowRequests`) for a `MultiUseModelHandler`.
+
+    A batch of rows is flattened into its model inputs, run by the multi-use handler
+    (which splits them by model, computes identical inputs once and isolates failing
+    inputs) and cut back into one list of outputs per row, in the row's request order.
+    `BatchElements` weighs each row by its number of inputs, so `max_batch_size` still
+    counts model inputs. Keeping a row's outputs with the row means the fold step runs
+    in the same stage, with no shuffle of token embeddings and no join.
+    """
+
+    def __init__(self, inner: MultiUseModelHandler) -> None:
+        super().__init__(**inner.batch_elements_kwargs(), element_size_fn=request_count)
+        self._inner = inner
+
+    def share_model_across_processes(self) -> bool:
+        return self._inner.share_model_across_processes()
+
+    def model_copies(self) -> int:
+        return self._inner.model_copies()
+
+    def load_model(self) -> Models:
+        return self._inner.load_model()
+
+    def run_inference(self, batch: Sequence[RowRequests], model: Mapping[str, Any],
+                      inference_args: dict[str, Any] | None = None) -> list[PredictionResult]:
+        flat = [(tag, model_input) for row in batch for _i, _s, tag, model_input in row.requests]
+        values = [r.inference for r in self._inner.run_inference(flat, model)] if flat else []
+        if len(values) != len(flat):
+            raise RuntimeError(f"{len(values)} model outputs for {len(flat)} inputs")
+        results, at = [], 0
+        for row in batch:
+            results.append(PredictionResult(row, values[at:at + len(row.requests)]))
+            at += len(row.requests)
+        return results
+
+    def get_num_bytes(self, batch: Sequence[RowRequests]) -> int:
+        flat = [(tag, x) for row in batch for _i, _s, tag, x in row.requests]
+        return self._inner.get_num_bytes(flat) if flat else 0
+
+    def get_metrics_namespace(self) -> str:
+        return NAMESPACE
+
+    def validate_inference_args(self, inference_args: dict[str, Any] | None) -> None:
+        self._inner.validate_inference_args(inference_args)
+
+    def __repr__(self) -> str:
+        return f"RowModelHandler({self._inner!r})"
+
+
 def _inferences(results: Iterable[PredictionResult], expected: int) -> list[Any]:
     values = [r.inference for r in results]
     if len(values) != expected:
@@ -192,7 +269,10 @@ def _inferences(results: Iterable[PredictionResult], expected: int) -> list[Any]
 
 
 class FoldModelMetricsFn(beam.DoFn):
-    """(row_key, {rows, outputs, failures}) -> (row_key, ModelScoreResult), one per row."""
+    """PredictionResult(RowRequests, outputs) -> (row_key, ModelScoreResult).
+
+    One result per row: the metric columns, or the reasons the row cannot be scored (an
+    input a metric rejects, an input the model failed on)."""
 
     def __init__(self, metrics: Sequence[ModelMetric]):
         self._metrics = tuple(metrics)
@@ -200,19 +280,16 @@ class FoldModelMetricsFn(beam.DoFn):
         self._rejected = beam.metrics.Metrics.counter(NAMESPACE, "filtered:rejected")
         self._failed = beam.metrics.Metrics.counter(NAMESPACE, "filtered:inference_failed")
 
-    def process(self, element, corpus_stats: Mapping[str, Any] | None = None):
-        row_key, groups = element
-        rows = list(groups["rows"])
-        if not rows:  # outputs for a row that does not exist: a bug, never bad data
-            raise RuntimeError(f"model outputs for row key {row_key!r}, which has no row")
-        if len(rows) > 1:  # the join dead-letters every row of a duplicated key
-            yield row_key, ModelScoreResult(None, f"row key seen {len(rows)} times",
-                                            "missing_score")
-            return
-        example = example_of(rows[0])
+    def process(self, result: PredictionResult, corpus_stats: Mapping[str, Any] | None = None):
+        row, values = result.example, result.inference
+        row_key = row.row_key
+        if len(values) != len(row.requests):  # RowModelHandler's contract; a bug if broken
+            raise RuntimeError(f"row {row_key!r}: {len(values)} model outputs for "
+                               f"{len(row.requests)} requests")
+        example = example_of(row.row)
         outputs: dict[int, dict[int, Any]] = {}
-        failed = dict(groups["failures"])
-        for index, slot, value in groups["outputs"]:
+        failed: dict[int, str] = {}
+        for (index, slot, _tag, _input), value in zip(row.requests, values):
             if isinstance(value, InferenceFailure):
                 failed.setdefault(index, f"inference failed: {value.reason}")
             outputs.setdefault(index, {})[slot] = value
@@ -226,13 +303,9 @@ class FoldModelMetricsFn(beam.DoFn):
                     reasons.append(f"{metric.family}: {failed[index]}")
                     continue
                 got = outputs.get(index, {})
-                if len(got) != expected:
-                    raise RuntimeError(
-                        f"{metric.family}: {len(got)} model outputs for {expected} requests "
-                        f"on row {row_key} (outputs of metrics {sorted(outputs)}, failed "
-                        f"metrics {sorted(failed)}). Outputs lost between RunInference and "
-                        "this join: seen intermittently with the multi-process DirectRunner "
-                        "(docs/decisions.md); rerun with --direct_running_mode=in_memory")
+                if len(got) != expected:  # requests() gave other inputs at expansion
+                    raise RuntimeError(f"{metric.family}: {len(got)} model outputs for "
+                                       f"{expected} requests on row {row_key!r}")
                 columns.update(metric.fold(example, [got[s] for s in range(expected)],
                                            corpus_stats or {}))
             except MetricInputError as e:
@@ -247,18 +320,11 @@ class FoldModelMetricsFn(beam.DoFn):
 
 
 def _failed_batch_rows(bad: Any):
+    """A batch `RunInference` could not run at all -> its rows, every input failed."""
     batch, error = bad
     reason = error[1] if isinstance(error, tuple) and len(error) > 1 else error
-    seen = set()
-    for (row_key, index, _slot), _input in batch:
-        if (row_key, index) not in seen:
-            seen.add((row_key, index))
-            yield row_key, (index, f"inference failed: {reason}")
-
-
-def _to_row(keyed: Any) -> tuple[Hashable, tuple[int, int, Any]]:
-    (row_id, index, slot), result = keyed
-    return row_id, (index, slot, result.inference)
+    for row in batch:
+        yield PredictionResult(row, [InferenceFailure(str(reason))] * len(row.requests))
 
 
 class RunModelMetrics(beam.PTransform):
@@ -291,18 +357,16 @@ class RunModelMetrics(beam.PTransform):
     def expand(self, rows: beam.PCollection) -> beam.PCollection:
         requests = rows | "ExpandModelRequests" >> beam.ParDo(
             ExpandModelRequestsFn(self._metrics, self._roles))
-        handler = MultiUseModelHandler(
-            {tag: self._factory(use, **self._handler_kwargs) for tag, use in self._uses.items()})
+        handler = RowModelHandler(MultiUseModelHandler(
+            {tag: self._factory(use, **self._handler_kwargs) for tag, use in self._uses.items()}))
         results, failed = requests | "RunInference" >> RunInference(
-            KeyedModelHandler(handler)).with_exception_handling()
-        grouped = {
-            "rows": rows,
-            "outputs": results | "KeyOutputsByRow" >> beam.Map(_to_row),
-            "failures": failed.failed_inferences | "KeyFailedBatchesByRow" >> beam.FlatMap(
-                _failed_batch_rows),
-        } | "JoinOutputsWithRows" >> beam.CoGroupByKey()
-        return grouped | "FoldModelMetrics" >> beam.ParDo(
-            FoldModelMetricsFn(self._metrics), corpus_stats=self._stats_side_input(rows))
+            handler).with_exception_handling()
+        failed_rows = failed.failed_inferences | "FailedBatchRows" >> beam.FlatMap(
+            _failed_batch_rows)
+        return ((results, failed_rows) | "AllRowOutputs" >> beam.Flatten()
+                | "FoldModelMetrics" >> beam.ParDo(
+                    FoldModelMetricsFn(self._metrics),
+                    corpus_stats=self._stats_side_input(rows)))
 
     def _stats_side_input(self, rows: beam.PCollection) -> Any:
         if isinstance(self._corpus_stats, beam.PCollection):

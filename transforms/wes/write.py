@@ -166,7 +166,8 @@ class _FinalizeShardsFn(beam.DoFn):
         for destination in sorted(temps):
             paths = sorted(temps[destination])
             if not paths:
-                empty = _ShardWriter(FileSystems.join(self._temp_dir, f"{destination.replace('/', '__')}-empty.parquet"),
+                name = f"{destination.replace('/', '__')}-empty.parquet"
+                empty = _ShardWriter(FileSystems.join(self._temp_dir, name),
                                      self._schemas[destination])
                 empty.close()
                 paths = [empty.path]
