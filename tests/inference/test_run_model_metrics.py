@@ -260,3 +260,17 @@ def test_fold_checks_the_outputs_against_the_requests():
     # The metric asks for two inputs on this row, but only one was expanded.
     with pytest.raises(RuntimeError, match="1 model outputs for 2 requests"):
         list(fold.process(PredictionResult(row, [0.5]), {"n_refs": 1}))
+
+
+def test_the_branch_has_no_shuffle():
+    """Outputs stay in the stage that computed them: no GroupByKey between the rows and
+    their scores (token embeddings are never shuffled; see the module docstring)."""
+    pipeline = beam.Pipeline()
+    stats = pipeline | "Stats" >> Create([{"n_refs": 5}])
+    _ = (pipeline | Create(ROWS)
+         | "Branch" >> RunModelMetrics([OverlapMetric("f1")], corpus_stats=stats,
+                                       handler_factory=FakeHandler))
+    transforms = pipeline.to_runner_api().components.transforms.values()
+    inside = [t for t in transforms if t.unique_name.startswith("Branch/")]
+    assert inside and not [t.unique_name for t in inside
+                           if t.spec.urn == "beam:transform:group_by_key:v1"]
