@@ -86,6 +86,10 @@ class MineWesOptions(PipelineOptions):
                             help="time limit of a whole-page parse (fallback path)")
         parser.add_argument("--max_page_mb", type=float, default=10.0,
                             help="skip (and count) pages with more wikitext than this")
+        parser.add_argument("--split_multistream_mb", type=float, default=16.0,
+                            help="read a multistream dump that has its index next to it "
+                                 "(x-multistream-index.txt.bz2) in byte ranges of about "
+                                 "this many MB, in parallel; 0 = read every file whole")
         parser.add_argument("--overwrite", action="store_true",
                             help="replace the outputs of an earlier run in --output")
 
@@ -115,7 +119,8 @@ def run(argv=None, save_main_session=True, test_pipeline=None):
 
     pipeline = test_pipeline or beam.Pipeline(options=options)
     with pipeline as p:
-        dump = p | "ReadPages" >> ReadPages(paths, skip_bad_files=opts.skip_bad_files)
+        dump = p | "ReadPages" >> ReadPages(paths, skip_bad_files=opts.skip_bad_files,
+                                            split_mb=opts.split_multistream_mb)
         links = dump["pages"] | "ExtractLinks" >> ExtractLinks(
             opts.full_parse_timeout_s, opts.max_page_mb)
         pairs = links["links"] | "FilterLinks" >> FilterLinks()

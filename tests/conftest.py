@@ -61,6 +61,17 @@ def dump_variants(tmp_path_factory, wiki_sample, wiki_sample_xml) -> dict[str, P
 # Real model checkpoints on disk, shared by tests/inference and tests/metrics (one copy
 # per session; building them costs a model load and save).
 @pytest.fixture(scope="session")
+def multistream_dump(tmp_path_factory) -> Path:
+    """A small Wikipedia-style multistream dump (5 pages per bz2 stream) with its index
+    next to it, built from the real samples."""
+    from tests.bench.make_dump import build_dump
+
+    out = tmp_path_factory.mktemp("multistream") / "small-multistream.xml.bz2"
+    build_dump(out, min_mb=1.5, compression="multistream", pages_per_stream=5, seed=0)
+    return out
+
+
+@pytest.fixture(scope="session")
 def cross_encoder_path(tmp_path_factory) -> str:
     """One-logit cross-encoder (SAS/WES/SQuArE shape)."""
     from tests.inference.checkpoints import save_cross_encoder

@@ -186,3 +186,32 @@ def test_inputs_matching_nothing_and_reused_output_fail_before_running(mined, tm
     with pytest.raises(ValueError, match="--overwrite"):
         mine_wes.run([f"--input={wiki_sample}", f"--output={mined['out']}"],
                      save_main_session=False)
+
+
+def _read_counters(result):
+    return {c.key.metric.name: c.committed for c in result.metrics().query(
+        MetricsFilter().with_namespace("read_dump"))["counters"]}
+
+
+def test_multistream_dump_read_in_byte_ranges_gives_the_same_corpus(multistream_dump, tmp_path):
+    import shutil
+
+    from transforms.wiki.dump import multistream_index_path
+
+    whole = _mine([multistream_dump], tmp_path / "whole", "--split_multistream_mb=0", k=2)
+    split = _mine([multistream_dump], tmp_path / "split", "--split_multistream_mb=0.03", k=2)
+    assert _read_counters(split).get("files_split") == 1
+    assert not _read_counters(whole).get("files_split")
+    assert _rows(tmp_path / "split", 2) == _rows(tmp_path / "whole", 2)
+    stats = [json.loads((tmp_path / d / "stats.json").read_text()) for d in ("whole", "split")]
+    assert stats[0]["stages"] == stats[1]["stages"] and stats[0]["stages"]["dump files read"] == 1
+    assert stats[1]["stages"]["pages read"] > 50
+
+    # An index that does not fit the file: logged, counted, and the file is read whole.
+    copy = tmp_path / "copy-multistream.xml.bz2"
+    shutil.copyfile(multistream_dump, copy)
+    with open(multistream_index_path(str(copy)), "wb") as f:
+        f.write(bz2.compress(b"7:1:Not a stream start\n99999:2:Another\n"))
+    fallback = _mine([copy], tmp_path / "fallback", "--split_multistream_mb=0.03", k=2)
+    assert _read_counters(fallback).get("index_unusable") == 1
+    assert _rows(tmp_path / "fallback", 2) == _rows(tmp_path / "whole", 2)

@@ -56,3 +56,62 @@ def test_latest_revision_wins_and_dump_without_pages_is_valid():
       </page></mediawiki>"""
     assert list(iter_pages(io.BytesIO(xml), "h.xml")) == [Page("T", 0, 7, None, "new")]
     assert list(iter_pages(io.BytesIO(b"<mediawiki></mediawiki>"), "e.xml")) == []
+
+
+def test_multistream_index_names():
+    from transforms.wiki.dump import multistream_index_path
+
+    assert multistream_index_path("/d/enwiki-20240601-pages-articles-multistream.xml.bz2") == \
+        "/d/enwiki-20240601-pages-articles-multistream-index.txt.bz2"
+    assert multistream_index_path("gs://b/x-multistream3.xml-p1p41242.bz2") == \
+        "gs://b/x-multistream-index3.txt-p1p41242.bz2"
+    assert multistream_index_path("/d/enwiki-pages-articles.xml.bz2") is None
+
+
+def test_byte_ranges_read_the_same_pages_as_the_whole_file(multistream_dump):
+    from transforms.wiki.dump import (
+        check_cuts,
+        iter_range_pages,
+        multistream_index_path,
+        split_ranges,
+        stream_offsets,
+    )
+
+    index = multistream_index_path(str(multistream_dump))
+    with open(index, "rb") as f:
+        offsets = stream_offsets(f, index)
+    size = multistream_dump.stat().st_size
+    ranges = split_ranges(offsets, size, 50_000)
+    assert len(ranges) > 3 and ranges[0][0] == 0 and ranges[-1][1] == size
+    assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
+    with open(multistream_dump, "rb") as f:
+        check_cuts(f, str(multistream_dump), ranges)
+        by_range = [p for start, end in ranges
+                    for p in iter_range_pages(f, str(multistream_dump), start, end)]
+    whole = _pages(multistream_dump)
+    assert len(whole) > 50 and by_range == whole
+    assert split_ranges(offsets, size, 10**12) == [(0, size)]
+
+
+def test_bad_index_or_cut_is_named(multistream_dump, tmp_path):
+    import bz2
+
+    from transforms.wiki.dump import check_cuts, iter_range_pages, split_ranges, stream_offsets
+
+    name = str(multistream_dump)
+    with open(multistream_dump, "rb") as f:
+        with pytest.raises(DumpReadError, match=r"byte 1000 \(from its index\) does not start"):
+            check_cuts(f, name, [(0, 1000), (1000, 2000)])
+        with pytest.raises(DumpReadError, match=r"bytes 1000-5000: not whole bz2 streams"):
+            list(iter_range_pages(f, name, 1000, 5000))
+        with pytest.raises(DumpReadError, match="the file ends after"):
+            list(iter_range_pages(f, name, 0, 10**9))
+    with pytest.raises(DumpReadError, match="belongs to another file"):
+        split_ranges([10, 10**9], 5000, 100)
+    bad = tmp_path / "bad-index.txt.bz2"
+    bad.write_bytes(bz2.compress(b"12:3:Title\nnot an index line\n"))
+    with pytest.raises(DumpReadError, match="bad-index.txt.bz2: line 2 is not"):
+        stream_offsets(open(bad, "rb"), str(bad))
+    bad.write_bytes(b"not bz2 at all")
+    with pytest.raises(DumpReadError, match="cannot read the index"):
+        stream_offsets(open(bad, "rb"), str(bad))

@@ -11,8 +11,10 @@ from __future__ import annotations
 import bz2
 import dataclasses
 import gzip
+import io
 import logging
 import lzma
+import re
 import xml.etree.ElementTree as ET
 import zlib
 from collections.abc import Iterator
@@ -144,3 +146,103 @@ def iter_dump_file(path: str, fileobj: IO[bytes]) -> Iterator[Page]:
     """`iter_pages` over a raw (possibly compressed) file object named `path`."""
     with open_dump(fileobj, path) as stream:
         yield from iter_pages(stream, path)
+
+
+# Intra-file parallelism for Wikipedia's multistream dumps: the index
+# (`offset:page_id:title` per page, bz2-compressed) gives the byte offset of every bz2
+# stream of pages, so a file can be read as independent byte ranges cut at stream starts.
+_MULTISTREAM_NAME = re.compile(r"^(.*-multistream)(\d*)\.xml(.*)\.bz2$")
+_BZ2_MAGIC = re.compile(rb"^BZh[1-9]")
+
+
+def multistream_index_path(path: str) -> str | None:
+    """The index Wikipedia publishes next to a multistream dump, or None for other names:
+    `x-multistream.xml.bz2` -> `x-multistream-index.txt.bz2`, and for part files
+    `x-multistream1.xml-p1p41242.bz2` -> `x-multistream-index1.txt-p1p41242.bz2`."""
+    m = _MULTISTREAM_NAME.match(path)
+    return f"{m[1]}-index{m[2]}.txt{m[3]}.bz2" if m else None
+
+
+def stream_offsets(index: IO[bytes], name: str) -> list[int]:
+    """The sorted distinct stream offsets of a bz2-compressed multistream index.
+
+    Raises:
+        DumpReadError: the index cannot be read or has a malformed line (naming it).
+    """
+    offsets: set[int] = set()
+    line_number = 0
+    try:
+        with bz2.BZ2File(index) as text:
+            for line_number, line in enumerate(text, start=1):
+                offset, sep, _rest = line.partition(b":")
+                if not sep or not offset.isdigit():
+                    raise DumpReadError(f"{name}: line {line_number} is not "
+                                        f"'offset:page_id:title': {line[:80]!r}")
+                offsets.add(int(offset))
+    except _READ_ERRORS as e:
+        raise DumpReadError(f"{name}: cannot read the index after {line_number} lines "
+                            f"({type(e).__name__}: {e})") from e
+    if not offsets:
+        raise DumpReadError(f"{name}: empty index")
+    return sorted(offsets)
+
+
+def split_ranges(offsets: list[int], file_size: int, target_bytes: int) -> list[tuple[int, int]]:
+    """[start, end) byte ranges that cover the whole file, cut only at stream offsets,
+    each about `target_bytes` long (the first one holds the header stream, the last one
+    the footer).
+
+    Raises:
+        DumpReadError: an offset outside the file (an index of another file).
+    """
+    if target_bytes < 1:
+        raise ValueError(f"target_bytes must be >= 1, got {target_bytes}")
+    cuts = [0]
+    for offset in offsets:
+        if not 0 <= offset < file_size:
+            raise DumpReadError(f"stream offset {offset} is outside the file "
+                                f"({file_size} bytes): the index belongs to another file")
+        if offset - cuts[-1] >= target_bytes:
+            cuts.append(offset)
+    return list(zip(cuts, [*cuts[1:], file_size]))
+
+
+def check_cuts(fileobj: IO[bytes], name: str, ranges: list[tuple[int, int]]) -> None:
+    """Checks that every range after the first starts a bz2 stream.
+
+    Raises:
+        DumpReadError: naming the file and the offset that is not a stream start.
+    """
+    for start, _end in ranges[1:]:
+        fileobj.seek(start)
+        if not _BZ2_MAGIC.match(fileobj.read(4)):
+            raise DumpReadError(f"{name}: byte {start} (from its index) does not start a "
+                                "bz2 stream: the index does not match the file")
+
+
+def iter_range_pages(fileobj: IO[bytes], name: str, start: int, end: int) -> Iterator[Page]:
+    """The pages of the whole bz2 streams in bytes [start, end) of a multistream dump.
+
+    The range's XML is a run of `<page>` elements (plus the header when it starts the
+    file, the footer when it ends it); it is read under a `<mediawiki>` root. Memory is
+    bounded by the range's decompressed size.
+
+    Raises:
+        DumpReadError: the range is cut short, is not whole bz2 streams, or its XML is
+            broken (naming the file and the byte range).
+    """
+    where = f"{name} bytes {start}-{end}"
+    fileobj.seek(start)
+    data = fileobj.read(end - start)
+    if len(data) != end - start:
+        raise DumpReadError(f"{where}: the file ends after {start + len(data)} bytes")
+    try:
+        xml = bz2.decompress(data)
+    except _READ_ERRORS as e:
+        raise DumpReadError(f"{where}: not whole bz2 streams ({type(e).__name__}: {e})") from e
+    del data
+    if start > 0:
+        xml = b"<mediawiki>" + xml
+    if not xml.rstrip().endswith(b"</mediawiki>"):
+        xml += b"</mediawiki>"
+    yield from iter_pages(io.BytesIO(xml), where)

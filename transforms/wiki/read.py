@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Sequence
 
@@ -11,7 +12,15 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from transforms.counting import STATS_TAG, CountingDoFn, zero_stats
-from transforms.wiki.dump import DumpReadError, iter_dump_file
+from transforms.wiki.dump import (
+    DumpReadError,
+    check_cuts,
+    iter_dump_file,
+    iter_range_pages,
+    multistream_index_path,
+    split_ranges,
+    stream_offsets,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -34,8 +43,58 @@ def match_inputs(patterns: Sequence[str]) -> list[str]:
     return paths
 
 
+@dataclasses.dataclass(frozen=True)
+class DumpRange:
+    """What one read covers: a whole dump file (start None) or bytes [start, end) of a
+    multistream dump, cut at bz2 stream starts."""
+
+    path: str
+    start: int | None = None
+    end: int | None = None
+
+    def __str__(self) -> str:
+        return self.path if self.start is None else f"{self.path} bytes {self.start}-{self.end}"
+
+
+class PlanReadsFn(beam.DoFn):
+    """A matched dump file -> the ranges it is read in.
+
+    A multistream dump with its index next to it (Wikipedia's names, see
+    `multistream_index_path`) is cut into ranges of about `split_bytes`, so that
+    workers read one large file in parallel; anything else is read whole. An index that
+    cannot be used (unreadable, of another file, not at stream starts) is logged and
+    counted, and the file is read whole: nothing is skipped because of an index.
+    """
+
+    def __init__(self, split_bytes: int):
+        self._split_bytes = split_bytes
+        self._split = beam.metrics.Metrics.counter("read_dump", "files_split")
+        self._unusable = beam.metrics.Metrics.counter("read_dump", "index_unusable")
+
+    def process(self, metadata):
+        path = metadata.path
+        index = multistream_index_path(path)
+        if not self._split_bytes or index is None or not FileSystems.exists(index):
+            yield DumpRange(path)
+            return
+        try:
+            with FileSystems.open(index, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+                offsets = stream_offsets(f, index)
+            ranges = split_ranges(offsets, metadata.size_in_bytes, self._split_bytes)
+            with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+                check_cuts(f, path, ranges)
+        except DumpReadError as e:
+            logger.warning("reading %s whole: its index %s cannot be used (%s)", path, index, e)
+            self._unusable.inc()
+            yield DumpRange(path)
+            return
+        self._split.inc()
+        for start, end in ranges:
+            yield DumpRange(path, start, end)
+
+
 class ReadDumpFn(CountingDoFn):
-    """Reads one dump file; routes pages by namespace and redirect status."""
+    """Reads one dump file or byte range; routes pages by namespace and redirect status."""
 
     def __init__(self, skip_bad_files: bool):
         super().__init__("read_dump", [
@@ -43,12 +102,15 @@ class ReadDumpFn(CountingDoFn):
             "filtered:bad_file"])
         self._skip_bad_files = skip_bad_files
 
-    def process(self, readable: fileio.ReadableFile):
-        path = readable.metadata.path
-        self.count("files")
+    def process(self, part: DumpRange):
+        if not part.start:
+            self.count("files")  # once per file: whole, or its first range
         try:
-            with readable.open(compression_type=CompressionTypes.UNCOMPRESSED) as raw:
-                for page in iter_dump_file(path, raw):
+            with FileSystems.open(part.path,
+                                  compression_type=CompressionTypes.UNCOMPRESSED) as raw:
+                pages = (iter_dump_file(part.path, raw) if part.start is None
+                         else iter_range_pages(raw, part.path, part.start, part.end))
+                for page in pages:
                     self.count("pages")
                     if page.namespace != 0:
                         self.count("filtered:namespace")
@@ -74,12 +136,19 @@ class ReadPages(beam.PTransform):
         paths: dump files (already matched, see `match_inputs`).
         skip_bad_files: log, count and report a file that cannot be read to its end
             instead of failing the run.
+        split_mb: cut multistream dumps that have their index next to them into byte
+            ranges of about this many MB (compressed), read in parallel; 0 = read every
+            file whole.
     """
 
-    def __init__(self, paths: Sequence[str], skip_bad_files: bool = False):
+    def __init__(self, paths: Sequence[str], skip_bad_files: bool = False,
+                 split_mb: float = 16.0):
         super().__init__()
+        if split_mb < 0:
+            raise ValueError(f"split_mb must be >= 0, got {split_mb}")
         self._paths = list(paths)
         self._skip_bad_files = skip_bad_files
+        self._split_bytes = int(split_mb * 1_000_000)
 
     def expand(self, pbegin):
         fn = ReadDumpFn(self._skip_bad_files)
@@ -88,7 +157,8 @@ class ReadPages(beam.PTransform):
             | "ListDumpFiles" >> beam.Create(self._paths)
             | "SpreadFiles" >> beam.Reshuffle()
             | "MatchDumpFiles" >> fileio.MatchAll()
-            | "OpenDumpFiles" >> fileio.ReadMatches()
+            | "PlanReads" >> beam.ParDo(PlanReadsFn(self._split_bytes))
+            | "SpreadReads" >> beam.Reshuffle()
             | "ParsePages" >> beam.ParDo(fn).with_outputs(
                 REDIRECTS_TAG, BAD_FILES_TAG, STATS_TAG, main="pages")
         )
