@@ -250,16 +250,17 @@ def test_row_handler_batches_rows_and_accepts_empty_batches():
     assert handler.run_inference([], handler.load_model()) == []
 
 
-def test_fold_checks_the_outputs_against_the_requests():
+def test_fold_checks_the_outputs_and_reports_rejections():
     from transforms.inference.run_model_metrics import FoldModelMetricsFn, RowRequests
 
     fold = FoldModelMetricsFn([OverlapMetric("f1")])
     row = RowRequests("k", ROWS[0][1], ((0, 0, "use0", ("a man", "the man")),))
     with pytest.raises(RuntimeError, match="0 model outputs for 1 requests"):
         list(fold.process(PredictionResult(row, [])))
-    # The metric asks for two inputs on this row, but only one was expanded.
-    with pytest.raises(RuntimeError, match="1 model outputs for 2 requests"):
-        list(fold.process(PredictionResult(row, [0.5]), {"n_refs": 1}))
+    # A metric that rejected the row at expansion reports its reason, without outputs.
+    rejected = RowRequests("k", ROWS[2][1], (), ((0, "no references"),))
+    assert list(fold.process(PredictionResult(rejected, []))) == [
+        ("k", ModelScoreResult(None, "f1: no references", "metric_input_error"))]
 
 
 def test_the_branch_has_no_shuffle():

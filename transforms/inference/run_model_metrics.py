@@ -16,8 +16,9 @@ slot, use tag, input; one tag per distinct `ModelUse`, so metrics with equal use
 model); one `RunInference(RowModelHandler(MultiUseModelHandler))` batches rows weighted
 by their number of inputs, runs every model (each part of a batch goes to its use's
 handler; a part that fails is retried input by input, and an input that still fails
-gets an `InferenceFailure`) and hands each row its outputs; each metric then folds them, with the corpus statistics as a side input. Batches that fail as a
-whole come back as rows whose every input failed.
+gets an `InferenceFailure`) and hands each row its outputs; each metric then folds them,
+with the corpus statistics as a side input. Batches that fail as a whole come back as
+rows whose every input failed.
 
 Why rows and not single inputs as elements: an earlier graph batched the inputs
 themselves and joined their outputs back to the rows with a `CoGroupByKey`. That
@@ -77,11 +78,13 @@ class RowRequests:
         row: the row (a `QAExample`, or a value with an `.example`).
         requests: (metric index, slot, use tag, model input) for every model input the
             row's metrics ask for, in metric and slot order.
+        rejected: (metric index, reason) for every metric that cannot score the row.
     """
 
     row_key: Hashable
     row: Any
     requests: tuple[tuple[int, int, str, Any], ...]
+    rejected: tuple[tuple[int, str], ...] = ()
 
 
 def request_count(row: RowRequests) -> int:
@@ -94,8 +97,7 @@ def request_count(row: RowRequests) -> int:
 class ExpandModelRequestsFn(beam.DoFn):
     """(row_key, row) -> RowRequests with every model input of the row.
 
-    A metric that rejects the row's example adds no inputs; the fold step asks it again
-    and reports the reason.
+    A metric that rejects the row's example adds no inputs, only its reason.
     """
 
     def __init__(self, metrics: Sequence[ModelMetric], roles: Sequence[Mapping[str, str]]):
@@ -107,17 +109,18 @@ class ExpandModelRequestsFn(beam.DoFn):
     def process(self, element: tuple[Hashable, Any]):
         row_key, value = element
         example = example_of(value)
-        requests = []
+        requests, rejected = [], []
         for index, metric in enumerate(self._metrics):
             try:
                 asked = metric.requests(example)
-            except MetricInputError:
+            except MetricInputError as e:
                 self._bad_input.inc()
+                rejected.append((index, str(e)))
                 continue
             requests += [(index, slot, self._roles[index][role], model_input)
                          for slot, (role, model_input) in enumerate(asked)]
         self._requests.inc(len(requests))
-        yield RowRequests(row_key, value, tuple(requests))
+        yield RowRequests(row_key, value, tuple(requests), tuple(rejected))
 
 
 class InferenceFailure(NamedTuple):
@@ -235,9 +238,13 @@ class RowModelHandler(ModelHandler):
     def load_model(self) -> Models:
         return self._inner.load_model()
 
+    @staticmethod
+    def _inputs(batch: Sequence[RowRequests]) -> list[tuple[str, Any]]:
+        return [(tag, model_input) for row in batch for _i, _s, tag, model_input in row.requests]
+
     def run_inference(self, batch: Sequence[RowRequests], model: Mapping[str, Any],
                       inference_args: dict[str, Any] | None = None) -> list[PredictionResult]:
-        flat = [(tag, model_input) for row in batch for _i, _s, tag, model_input in row.requests]
+        flat = self._inputs(batch)
         values = [r.inference for r in self._inner.run_inference(flat, model)] if flat else []
         if len(values) != len(flat):
             raise RuntimeError(f"{len(values)} model outputs for {len(flat)} inputs")
@@ -248,7 +255,7 @@ class RowModelHandler(ModelHandler):
         return results
 
     def get_num_bytes(self, batch: Sequence[RowRequests]) -> int:
-        flat = [(tag, x) for row in batch for _i, _s, tag, x in row.requests]
+        flat = self._inputs(batch)
         return self._inner.get_num_bytes(flat) if flat else 0
 
     def get_metrics_namespace(self) -> str:
@@ -287,29 +294,27 @@ class FoldModelMetricsFn(beam.DoFn):
             raise RuntimeError(f"row {row_key!r}: {len(values)} model outputs for "
                                f"{len(row.requests)} requests")
         example = example_of(row.row)
-        outputs: dict[int, dict[int, Any]] = {}
+        outputs: dict[int, list[Any]] = {}
         failed: dict[int, str] = {}
-        for (index, slot, _tag, _input), value in zip(row.requests, values):
+        for (index, _slot, _tag, _input), value in zip(row.requests, values):
             if isinstance(value, InferenceFailure):
                 failed.setdefault(index, f"inference failed: {value.reason}")
-            outputs.setdefault(index, {})[slot] = value
+            outputs.setdefault(index, []).append(value)  # requests are in slot order
+        rejected = dict(row.rejected)
         columns: dict[str, float] = {}
         reasons: list[str] = []
         for index, metric in enumerate(self._metrics):
-            try:
-                expected = len(metric.requests(example))
-                if index in failed:
-                    self._failed.inc()
-                    reasons.append(f"{metric.family}: {failed[index]}")
-                    continue
-                got = outputs.get(index, {})
-                if len(got) != expected:  # requests() gave other inputs at expansion
-                    raise RuntimeError(f"{metric.family}: {len(got)} model outputs for "
-                                       f"{expected} requests on row {row_key!r}")
-                columns.update(metric.fold(example, [got[s] for s in range(expected)],
-                                           corpus_stats or {}))
-            except MetricInputError as e:
-                reasons.append(f"{metric.family}: {e}")
+            if index in rejected:
+                reasons.append(f"{metric.family}: {rejected[index]}")
+            elif index in failed:
+                self._failed.inc()
+                reasons.append(f"{metric.family}: {failed[index]}")
+            else:
+                try:
+                    columns.update(metric.fold(example, outputs.get(index, []),
+                                               corpus_stats or {}))
+                except MetricInputError as e:
+                    reasons.append(f"{metric.family}: {e}")
         if reasons:
             self._rejected.inc()
             kind = "inference_failed" if failed else "metric_input_error"

@@ -81,7 +81,6 @@ class _ShardWriter:
 
     def __init__(self, path: str, schema: pa.Schema):
         self.path = path
-        self.rows = 0
         self._schema = schema
         self._buffer: list[dict] = []
         self._file = FileSystems.create(path)
@@ -95,7 +94,6 @@ class _ShardWriter:
     def _flush(self) -> None:
         if self._buffer:
             self._writer.write_table(pa.Table.from_pylist(self._buffer, schema=self._schema))
-            self.rows += len(self._buffer)
             self._buffer = []
 
     def close(self) -> None:
@@ -106,7 +104,7 @@ class _ShardWriter:
 
 class _WriteTempShardsFn(beam.DoFn):
     """(destination, row) -> per bundle and destination one temporary file; emits
-    (destination, temporary path, rows) for each when the bundle finishes.
+    (destination, temporary path) for each when the bundle finishes.
 
     A bundle that fails and is retried leaves its partial file behind in the temporary
     folder, but never emits it: only files of committed bundles are renamed."""
@@ -133,7 +131,7 @@ class _WriteTempShardsFn(beam.DoFn):
     def finish_bundle(self):
         for destination, shard in self._shards.items():
             shard.close()
-            yield GlobalWindows.windowed_value((destination, shard.path, shard.rows))
+            yield GlobalWindows.windowed_value((destination, shard.path))
         self._shards = {}
 
 
@@ -160,7 +158,7 @@ class _FinalizeShardsFn(beam.DoFn):
 
     def process(self, _, written):
         temps: dict[str, list[str]] = {d: [] for d in self._schemas}
-        for destination, path, _rows in written:
+        for destination, path in written:
             temps[destination].append(path)
         finals: list[str] = []
         for destination in sorted(temps):

@@ -52,9 +52,6 @@ class DumpRange:
     start: int | None = None
     end: int | None = None
 
-    def __str__(self) -> str:
-        return self.path if self.start is None else f"{self.path} bytes {self.start}-{self.end}"
-
 
 class PlanReadsFn(beam.DoFn):
     """A matched dump file -> the ranges it is read in.
@@ -86,6 +83,9 @@ class PlanReadsFn(beam.DoFn):
         except DumpReadError as e:
             logger.warning("reading %s whole: its index %s cannot be used (%s)", path, index, e)
             self._unusable.inc()
+            yield DumpRange(path)
+            return
+        if len(ranges) == 1:  # smaller than one range: streamed whole
             yield DumpRange(path)
             return
         self._split.inc()
@@ -155,7 +155,6 @@ class ReadPages(beam.PTransform):
         outputs = (
             pbegin
             | "ListDumpFiles" >> beam.Create(self._paths)
-            | "SpreadFiles" >> beam.Reshuffle()
             | "MatchDumpFiles" >> fileio.MatchAll()
             | "PlanReads" >> beam.ParDo(PlanReadsFn(self._split_bytes))
             | "SpreadReads" >> beam.Reshuffle()
