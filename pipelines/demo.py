@@ -53,11 +53,11 @@ SAS_PAPER_TABLE2 = {"bleu4": (0.00, 0.18), "rougeL": (0.10, 0.56), "meteor": (0.
                     "f1": (0.00, 0.60), "bi_encoder": (0.48, 0.69),
                     "bertscore": (0.27, 0.61), "sas": (0.56, 0.75)}
 REST = "REST"  # --max_minutes placeholder: the rest of the lane's budget
-# Both pipelines run in process: on the multi-process DirectRunner a CoGroupByKey lost
-# elements now and then (docs/repro/multiprocess_cogroupbykey.py, docs/decisions.md).
-# Scoring loses nothing by it (torch already uses both cores, and token embeddings then
-# never cross process boundaries: full AVSD suite 1.7 min in process, 2.7 with 2 worker
-# processes); mining the 6 MB sample takes a few seconds longer.
+# Both pipelines run in process. For scoring it is the faster mode on one machine (torch
+# already uses both cores: the full AVSD suite took 1.7 min in process, 2.7-3.4 min with
+# 2 worker processes), and it keeps clear of a Beam fault of the multi-process
+# DirectRunner with large data volumes (docs/repro/multiprocess_cogroupbykey.py);
+# mining the 6 MB sample takes a few seconds longer.
 RUNNER = ["--runner=DirectRunner", "--direct_running_mode=in_memory"]
 
 

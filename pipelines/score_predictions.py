@@ -146,7 +146,8 @@ class ScoreOptions(PipelineOptions):
         models.add_argument("--model_max_length", type=int, default=None,
                             help="Truncate model inputs to N tokens (default: the model's).")
         models.add_argument("--model_batch_size", type=int, default=None,
-                            help="Rows per RunInference batch at most (default 2048, sorted by length).")
+                            help="Model inputs per RunInference batch at most (default 2048; rows "
+                                 "are batched whole, weighed by their inputs).")
         models.add_argument("--max_batch_tokens", type=int, default=None,
                             help="Padded tokens per forward pass at most (default 4096; "
                                  "e.g. 32768 on a GPU).")

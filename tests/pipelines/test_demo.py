@@ -61,6 +61,8 @@ def test_demo_end_to_end_tiny(tmp_path, capsys):
     for name in ("wes", "sas", "keyphrase"):
         card = (out / "models" / name / "model_card.md").read_text()
         assert "2" in card and (out / "models" / name / "config.json").is_file()
+        training = json.loads((out / "models" / name / "metrics.json").read_text())["training"]
+        assert training["global_step"] == 2  # --max_steps reached every training run
     assert "as the SAS paper's Table 2" in printed and "| sas |" in printed
     scores = pq.read_table(out / "scores" / "avsd.scores.parquet").to_pandas()
     assert len(scores) == 40

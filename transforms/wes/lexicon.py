@@ -258,14 +258,17 @@ def _stamps(pointer) -> list[tuple[str, int, int]]:
     zipped = getattr(pointer, "zipfile", None)
     paths = [Path(zipped.filename)] if zipped is not None else sorted(
         f for f in Path(pointer.path).iterdir() if f.is_file())
-    return [(str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in paths]
+    return [_stamp(str(f)) for f in paths]
+
+
+def _stamp(path: str) -> tuple[str, int, int]:
+    st = os.stat(path)
+    return path, st.st_size, st.st_mtime_ns
 
 
 def _sources_unchanged(sources) -> bool:
     try:
-        return all(
-            (lambda st: (st.st_size, st.st_mtime_ns) == (size, mtime))(os.stat(path))
-            for path, size, mtime in sources)
+        return all(_stamp(path) == (path, size, mtime) for path, size, mtime in sources)
     except OSError:
         return False
 
@@ -276,7 +279,8 @@ def read_lexicon_data() -> LexiconData:
     import nltk
     from nltk.corpus import words
 
-    reader = _lemma_only_wordnet(nltk.data.find("corpora/wordnet"))
+    wordnet = nltk.data.find("corpora/wordnet")
+    reader = _lemma_only_wordnet(wordnet)
     return LexiconData(
         words=frozenset(w.lower() for w in words.words()),
         noun_lemmas=frozenset(form for form, by_pos in reader._lemma_pos_offset_map.items()
@@ -284,8 +288,7 @@ def read_lexicon_data() -> LexiconData:
         noun_exceptions={form: tuple(lemmas)
                          for form, lemmas in reader._exception_map["n"].items()},
         noun_substitutions=tuple(map(tuple, reader.MORPHOLOGICAL_SUBSTITUTIONS["n"])),
-        sources=tuple(_stamps(nltk.data.find("corpora/wordnet"))
-                      + _stamps(nltk.data.find("corpora/words"))),
+        sources=tuple(_stamps(wordnet) + _stamps(nltk.data.find("corpora/words"))),
     )
 
 

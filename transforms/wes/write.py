@@ -102,6 +102,10 @@ class _ShardWriter:
         self._file.close()
 
 
+def _temp_name(destination: str, suffix: str) -> str:
+    return f"{destination.replace('/', '__')}-{suffix}.parquet"
+
+
 class _WriteTempShardsFn(beam.DoFn):
     """(destination, row) -> per bundle and destination one temporary file; emits
     (destination, temporary path) for each when the bundle finishes.
@@ -123,9 +127,9 @@ class _WriteTempShardsFn(beam.DoFn):
             if destination not in self._schemas:
                 raise ValueError(f"unknown output destination {destination!r}; "
                                  f"known: {sorted(self._schemas)}")
-            name = f"{destination.replace('/', '__')}-{uuid.uuid4().hex}.parquet"
             shard = self._shards[destination] = _ShardWriter(
-                FileSystems.join(self._temp_dir, name), self._schemas[destination])
+                FileSystems.join(self._temp_dir, _temp_name(destination, uuid.uuid4().hex)),
+                self._schemas[destination])
         shard.add(row)
 
     def finish_bundle(self):
@@ -164,8 +168,8 @@ class _FinalizeShardsFn(beam.DoFn):
         for destination in sorted(temps):
             paths = sorted(temps[destination])
             if not paths:
-                name = f"{destination.replace('/', '__')}-empty.parquet"
-                empty = _ShardWriter(FileSystems.join(self._temp_dir, name),
+                empty = _ShardWriter(FileSystems.join(self._temp_dir,
+                                                      _temp_name(destination, "empty")),
                                      self._schemas[destination])
                 empty.close()
                 paths = [empty.path]

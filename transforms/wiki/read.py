@@ -69,28 +69,29 @@ class PlanReadsFn(beam.DoFn):
         self._unusable = beam.metrics.Metrics.counter("read_dump", "index_unusable")
 
     def process(self, metadata):
-        path = metadata.path
+        ranges = self._ranges(metadata.path, metadata.size_in_bytes)
+        if len(ranges) > 1:
+            self._split.inc()
+        for start, end in ranges:
+            yield DumpRange(metadata.path, start, end)
+
+    def _ranges(self, path: str, size: int) -> list[tuple[int | None, int | None]]:
         index = multistream_index_path(path)
-        if not self._split_bytes or index is None or not FileSystems.exists(index):
-            yield DumpRange(path)
-            return
+        # A file no larger than one range is streamed whole, its index left unread.
+        if (not self._split_bytes or size <= self._split_bytes or index is None
+                or not FileSystems.exists(index)):
+            return [(None, None)]
         try:
             with FileSystems.open(index, compression_type=CompressionTypes.UNCOMPRESSED) as f:
                 offsets = stream_offsets(f, index)
-            ranges = split_ranges(offsets, metadata.size_in_bytes, self._split_bytes)
+            ranges = split_ranges(offsets, size, self._split_bytes)
             with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
                 check_cuts(f, path, ranges)
         except DumpReadError as e:
             logger.warning("reading %s whole: its index %s cannot be used (%s)", path, index, e)
             self._unusable.inc()
-            yield DumpRange(path)
-            return
-        if len(ranges) == 1:  # smaller than one range: streamed whole
-            yield DumpRange(path)
-            return
-        self._split.inc()
-        for start, end in ranges:
-            yield DumpRange(path, start, end)
+            return [(None, None)]
+        return ranges if len(ranges) > 1 else [(None, None)]
 
 
 class ReadDumpFn(CountingDoFn):
