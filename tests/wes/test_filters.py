@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from transforms.wes.clusters import TitleLinks, TitleLinksCombineFn, merge_title_links
-from transforms.wes.filters import classify_link
+from transforms.wes.clusters import TitleLinks, merge_tallies, merge_title_links
+from transforms.wes.filters import FilterLinksFn, classify_link
 from transforms.wiki.links import RawLink
 
 
@@ -23,13 +23,48 @@ def test_classify_link(link, expected):
     assert classify_link(link) == expected
 
 
-def test_combine_counts_occurrences_and_dedups_case_sensitively():
-    fn = TitleLinksCombineFn()
-    left = fn.create_accumulator()
-    for text in ["US", "US", "us"]:
-        left = fn.add_input(left, text)
-    right = fn.add_input(fn.create_accumulator(), "America")
-    assert fn.extract_output(fn.merge_accumulators([left, right])) == (4, ("America", "US", "us"))
+def test_merge_tallies_counts_occurrences_and_dedups_case_sensitively():
+    tallies = [(2, ("US",)), (1, ("us",)), (3, ("US", "America")), (1, ("America",))]
+    assert merge_tallies("United States", iter(tallies)) == (
+        "United States", TitleLinks("United States", 7, ("America", "US", "us")))
+
+
+def _run_filter(fn, pages):
+    """Drives a FilterLinksFn over pages as one bundle; returns (tallies, stats)."""
+    fn.setup()
+    fn.start_bundle()
+    out = [x for page in pages for x in fn.process(page)]
+    stats = {}
+    for item in fn.finish_bundle():
+        if getattr(item, "tag", None) == "stats":
+            (_, name), n = item.value.value
+            stats[name] = n
+        else:
+            out.append(item.value)
+    return out, stats
+
+
+@pytest.mark.parametrize("max_pending", [1, 2, 100])
+def test_filter_tallies_add_up_to_the_links_that_pass(max_pending):
+    pages = [
+        (RawLink("paris", None), RawLink("Paris", "City of Light"), RawLink("paris", None),
+         RawLink("Styx (band)", "Styx")),
+        (RawLink("Paris", "paris"), RawLink("London", None), RawLink("VAX#x", "y"),
+         RawLink("London", "{{x}}")),
+        (RawLink("paris", None),),
+    ]
+    fn = FilterLinksFn(max_pending_titles=max_pending, cache_size=2)
+    tallies, stats = _run_filter(fn, pages)
+    per_title = {}
+    for title, tally in tallies:
+        per_title.setdefault(title, []).append(tally)
+    assert dict(merge_tallies(t, ts) for t, ts in per_title.items()) == {
+        "Paris": TitleLinks("Paris", 5, ("City of Light", "paris")),
+        "London": TitleLinks("London", 1, ("London",))}
+    assert stats == {"passed": 6, "filtered:title_has_paren": 1, "filtered:title_has_hash": 1,
+                     "filtered:empty_text": 1}
+    if max_pending == 1:  # emitted as soon as one title is pending, never two at once
+        assert len(tallies) == 4
 
 
 def test_merge_title_links_unions_redirect_clusters():

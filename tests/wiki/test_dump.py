@@ -1,10 +1,19 @@
 from __future__ import annotations
 
+import bz2
 import io
+import threading
 
 import pytest
 
-from transforms.wiki.dump import DumpReadError, Page, iter_dump_file, iter_pages
+from transforms.wiki.dump import (
+    DumpReadError,
+    Page,
+    PrefetchingReader,
+    iter_dump_file,
+    iter_pages,
+    open_dump,
+)
 
 
 def _pages(path):
@@ -115,3 +124,49 @@ def test_bad_index_or_cut_is_named(multistream_dump, tmp_path):
     bad.write_bytes(b"not bz2 at all")
     with pytest.raises(DumpReadError, match="cannot read the index"):
         stream_offsets(open(bad, "rb"), str(bad))
+
+
+def test_prefetching_reader_returns_the_stream_unchanged():
+    data = bytes(range(256)) * 1000
+    reader = PrefetchingReader(io.BytesIO(data), chunk_size=1000, depth=2)
+    out = [reader.read(7), reader.read(0), reader.read(3000)]
+    buf = bytearray(500)
+    out.append(bytes(buf[: reader.readinto(buf)]))
+    out.append(reader.read())
+    assert b"".join(out) == data
+    assert reader.read(10) == b"" and reader.read() == b""
+    reader.close()
+
+
+class _FailingStream(io.RawIOBase):
+    def __init__(self, good: bytes, error: Exception):
+        self._good, self._error = good, error
+
+    def read(self, size=-1):
+        if self._good:
+            chunk, self._good = self._good[:size], self._good[size:]
+            return chunk
+        raise self._error
+
+
+def test_prefetching_reader_raises_the_streams_error_where_it_happened():
+    reader = PrefetchingReader(_FailingStream(b"x" * 10, EOFError("cut short")), chunk_size=4)
+    assert reader.read(10) == b"x" * 10
+    with pytest.raises(EOFError, match="cut short"):
+        reader.read(1)
+    reader.close()
+
+
+def test_closing_a_prefetching_reader_early_stops_its_thread(wiki_sample):
+    before = threading.active_count()
+    with open(wiki_sample, "rb") as f:
+        stream = open_dump(f, str(wiki_sample))
+        assert isinstance(stream, PrefetchingReader)
+        assert stream.read(100).startswith(b"<mediawiki")
+        stream.close()  # the thread was blocked on a full queue
+    assert threading.active_count() == before
+
+
+def test_prefetch_gives_the_same_bytes_as_plain_decompression(wiki_sample):
+    with open(wiki_sample, "rb") as f, open_dump(f, str(wiki_sample)) as stream:
+        assert stream.read() == bz2.decompress(wiki_sample.read_bytes())

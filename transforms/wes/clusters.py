@@ -1,8 +1,10 @@
-"""`BuildClusters`: (title, link text) occurrences -> one synonym cluster per title.
+"""`BuildClusters`: partial link tallies per title -> one synonym cluster per title.
 
-One combine does both the incoming-link count (occurrences, before dedup) and the exact,
-case-sensitive dedup of link texts; combiner lifting keeps the shuffle small even for
-titles with hundreds of thousands of incoming links. Optional redirect resolution folds a
+A GroupByKey and `merge_tallies` add up `FilterLinks`' partial tallies `(title,
+(occurrences, texts))`: the incoming-link count (occurrences, before dedup) and the exact,
+case-sensitive dedup of link texts. `FilterLinks` already tallies each bundle's links per
+title, so a title gets one value per bundle however many links point at it, and a
+combiner would only repeat that work before the shuffle. Optional redirect resolution folds a
 redirect's cluster into its target's. The dictionary-word filter is evaluated here, once
 per pair, so that every threshold k reuses it.
 """
@@ -10,6 +12,7 @@ per pair, so that every threshold k reuses it.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable, Sequence
 
 import apache_beam as beam
 
@@ -40,27 +43,14 @@ class TitleLinks:
         return tuple(t for t in self.texts if t not in self.dictionary_dropped)
 
 
-class TitleLinksCombineFn(beam.CombineFn):
-    """Link texts of one title -> (occurrence count, distinct texts)."""
-
-    def create_accumulator(self):
-        return 0, set()
-
-    def add_input(self, accumulator, text: str):
-        count, texts = accumulator
-        texts.add(text)
-        return count + 1, texts
-
-    def merge_accumulators(self, accumulators):
-        total, merged = 0, set()
-        for count, texts in accumulators:
-            total += count
-            merged |= texts
-        return total, merged
-
-    def extract_output(self, accumulator):
-        count, texts = accumulator
-        return count, tuple(sorted(texts))
+def merge_tallies(title: str, tallies: Iterable[tuple[int, Sequence[str]]]) -> tuple[str, TitleLinks]:
+    """`FilterLinks`' partial tallies of one title -> its cluster: occurrences added up,
+    link texts deduplicated exactly (case-sensitive) and sorted."""
+    count, texts = 0, set()
+    for n, more in tallies:
+        count += n
+        texts.update(more)
+    return title, TitleLinks(title, count, tuple(sorted(texts)))
 
 
 def merge_title_links(title: str, parts: list[TitleLinks]) -> TitleLinks:
@@ -147,8 +137,8 @@ class BuildClusters(beam.PTransform):
         pipeline = inputs["pairs"].pipeline
         clusters = (
             inputs["pairs"]
-            | "CountAndDedupPerTitle" >> beam.CombinePerKey(TitleLinksCombineFn())
-            | "ToTitleLinks" >> beam.MapTuple(lambda t, ct: (t, TitleLinks(t, ct[0], ct[1])))
+            | "GroupTalliesPerTitle" >> beam.GroupByKey()
+            | "CountAndDedupPerTitle" >> beam.MapTuple(merge_tallies)
         )
         stats = [zero_stats(pipeline, "ZeroClusterStats",
                             self._annotate.stat_keys() + self._resolve.stat_keys())]

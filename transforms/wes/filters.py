@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import apache_beam as beam
 
-from transforms.counting import STATS_TAG, CountingDoFn, zero_stats
+from transforms.counting import STATS_TAG, CountingDoFn, in_global_window, zero_stats
 from transforms.wiki.links import RawLink, clean_link_text, normalize_title
 
 TITLE_CHARACTER_RULES = (("#", "filtered:title_has_hash"),
@@ -37,27 +37,91 @@ def classify_link(link: RawLink) -> tuple[str, str] | str:
 
 
 class FilterLinksFn(CountingDoFn):
-    """Applies `classify_link`, counting every exit."""
+    """Applies `classify_link` to the links of each page, counting every exit, and tallies
+    the links that pass per title: `(title, (occurrences, distinct texts))`.
 
-    def __init__(self):
+    The tally spans pages: it is emitted when it holds `max_pending_titles` titles and at
+    the end of each bundle, so the shuffle gets one partial tally per title and bundle
+    instead of one element per link. `BuildClusters` adds the partial tallies up. Results
+    of `classify_link` are memoised per bundle (at most `cache_size` entries), since the
+    same (target, text) recurs across pages. The mining pipeline is batch, in the global
+    window, where the tallies emitted at the end of a bundle belong.
+
+    Args:
+        max_pending_titles: bound on the titles held before the tally is emitted.
+        cache_size: bound on the memoised classifications.
+    """
+
+    def __init__(self, max_pending_titles: int = 100_000, cache_size: int = 200_000):
         super().__init__("filter_links", [
             "passed", "filtered:empty_text", "filtered:invalid_title",
             *(r for _, r in TITLE_CHARACTER_RULES)])
+        if max_pending_titles < 1 or cache_size < 1:
+            raise ValueError("max_pending_titles and cache_size must be positive")
+        self._max_pending = max_pending_titles
+        self._cache_size = cache_size
+        self._pending: dict[str, list] = {}
+        self._cache: dict[RawLink, tuple[str, str] | str] = {}
 
-    def process(self, link: RawLink):
-        result = classify_link(link)
-        if isinstance(result, str):
-            self.count(result)
-            return
-        self.count("passed")
-        yield result
+    def start_bundle(self):
+        super().start_bundle()
+        self._pending = {}
+        self._cache = {}
+
+    def _tallies(self):
+        pending, self._pending = self._pending, {}
+        for title, (n, texts) in pending.items():
+            yield title, (n, tuple(texts))
+
+    def process(self, links: tuple[RawLink, ...]):
+        cache, pending = self._cache, self._pending
+        failed: dict[str, int] = {}
+        passed = 0
+        for link in links:
+            result = cache.get(link)
+            if result is None:
+                result = classify_link(link)
+                if len(cache) >= self._cache_size:
+                    cache.clear()
+                cache[link] = result
+            if isinstance(result, str):
+                failed[result] = failed.get(result, 0) + 1
+                continue
+            passed += 1
+            title, text = result
+            tally = pending.get(title)
+            if tally is None:
+                pending[title] = [1, {text}]
+            else:
+                tally[0] += 1
+                tally[1].add(text)
+        if passed:
+            self.count("passed", passed)
+        for reason, n in failed.items():
+            self.count(reason, n)
+        if len(pending) >= self._max_pending:
+            yield from self._tallies()
+
+    def finish_bundle(self):
+        yield from super().finish_bundle()
+        for tally in self._tallies():
+            yield in_global_window(tally)
 
 
 class FilterLinks(beam.PTransform):
-    """RawLink occurrences -> {"pairs": (title, link_text) occurrences, "stats"}."""
+    """Tuples of RawLink occurrences (one per page) -> {"pairs": partial tallies
+    `(title, (occurrences, distinct link texts))` of the links that pass, "stats"}.
+
+    Args:
+        max_pending_titles, cache_size: see `FilterLinksFn`.
+    """
+
+    def __init__(self, max_pending_titles: int = 100_000, cache_size: int = 200_000):
+        super().__init__()
+        self._fn = FilterLinksFn(max_pending_titles, cache_size)
 
     def expand(self, links):
-        fn = FilterLinksFn()
+        fn = self._fn
         outputs = links | "NormalizeAndFilter" >> beam.ParDo(fn).with_outputs(
             STATS_TAG, main="pairs")
         stats = (outputs[STATS_TAG], zero_stats(links.pipeline, "ZeroFilterStats",

@@ -16,8 +16,8 @@ import apache_beam as beam
 import pyarrow as pa
 import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.transforms.window import GlobalWindows
 
+from transforms.counting import in_global_window
 from transforms.wes.clusters import redirect_pair
 from transforms.wes.sampling import SPLIT_NAMES
 from transforms.wiki.dump import Page
@@ -135,7 +135,7 @@ class _WriteTempShardsFn(beam.DoFn):
     def finish_bundle(self):
         for destination, shard in self._shards.items():
             shard.close()
-            yield GlobalWindows.windowed_value((destination, shard.path))
+            yield in_global_window((destination, shard.path))
         self._shards = {}
 
 

@@ -14,7 +14,9 @@ import gzip
 import io
 import logging
 import lzma
+import queue
 import re
+import threading
 import xml.etree.ElementTree as ET
 import zlib
 from collections.abc import Iterator
@@ -50,18 +52,103 @@ class DumpReadError(RuntimeError):
 _READ_ERRORS = (EOFError, OSError, ET.ParseError, zlib.error, lzma.LZMAError, ValueError)
 
 
-def open_dump(fileobj: IO[bytes], name: str) -> IO[bytes]:
+class PrefetchingReader(io.RawIOBase):
+    """Reads a stream ahead in a background thread: chunks go through a bounded queue.
+
+    The decompressors (bz2, zlib, lzma) release the GIL while they work, so a dump is
+    decompressed on one core while the XML parser and link extraction run on another,
+    instead of in turn. Memory is bounded by `depth` chunks of `chunk_size` bytes. An
+    error of the underlying stream is raised by the `read` that reaches it, unchanged.
+
+    Args:
+        stream: a binary stream (a decompressor); closed by `close()`.
+        chunk_size: bytes per read of the underlying stream.
+        depth: chunks read ahead at most.
+    """
+
+    def __init__(self, stream: IO[bytes], chunk_size: int = 1 << 20, depth: int = 4) -> None:
+        super().__init__()
+        self._stream = stream
+        self._chunk_size = chunk_size
+        self._queue: queue.Queue = queue.Queue(maxsize=depth)
+        self._stopping = threading.Event()
+        self._buffer = b""
+        self._offset = 0
+        self._finished = False
+        self._thread = threading.Thread(target=self._fill, name="dump-prefetch", daemon=True)
+        self._thread.start()
+
+    def _put(self, item) -> bool:
+        while not self._stopping.is_set():
+            try:
+                self._queue.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _fill(self) -> None:
+        try:
+            while True:
+                chunk = self._stream.read(self._chunk_size)
+                if not self._put(chunk) or not chunk:
+                    return
+        except BaseException as e:  # handed to the reader, who raises it
+            self._put(e)
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        parts = []
+        wanted = size if size is not None and size >= 0 else float("inf")
+        while wanted > 0:
+            if self._offset >= len(self._buffer):
+                if self._finished:
+                    break
+                item = self._queue.get()
+                if isinstance(item, BaseException):
+                    self._finished = True
+                    raise item
+                if not item:
+                    self._finished = True
+                    break
+                self._buffer, self._offset = item, 0
+            take = self._buffer[self._offset: self._offset + wanted] if wanted != float("inf") \
+                else self._buffer[self._offset:]
+            self._offset += len(take)
+            wanted -= len(take)
+            parts.append(take)
+        return b"".join(parts)
+
+    def readinto(self, b) -> int:
+        data = self.read(len(b))
+        b[: len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        if not self.closed:
+            self._stopping.set()
+            self._thread.join()
+            self._stream.close()
+        super().close()
+
+
+def open_dump(fileobj: IO[bytes], name: str, prefetch: bool = True) -> IO[bytes]:
     """Wraps a binary file object in the decompressor its name asks for.
 
-    `bz2` reads multi-stream files (Wikipedia's `-multistream` dumps) transparently.
+    `bz2` reads multi-stream files (Wikipedia's `-multistream` dumps) transparently. With
+    `prefetch`, a compressed file is decompressed ahead in a thread (`PrefetchingReader`).
     """
     if name.endswith(".bz2"):
-        return bz2.BZ2File(fileobj)
-    if name.endswith(".gz"):
-        return gzip.GzipFile(fileobj=fileobj)
-    if name.endswith(".xz"):
-        return lzma.LZMAFile(fileobj)
-    return fileobj
+        stream = bz2.BZ2File(fileobj)
+    elif name.endswith(".gz"):
+        stream = gzip.GzipFile(fileobj=fileobj)
+    elif name.endswith(".xz"):
+        stream = lzma.LZMAFile(fileobj)
+    else:
+        return fileobj
+    return PrefetchingReader(stream) if prefetch else stream
 
 
 def _local(tag: str) -> str:

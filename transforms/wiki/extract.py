@@ -1,4 +1,8 @@
-"""`ExtractLinks`: article pages -> every wikilink occurrence, as written."""
+"""`ExtractLinks`: article pages -> the wikilink occurrences of each page, as written.
+
+One element per page (a tuple of `RawLink`s), not one per link: a page has about 150
+links, and every element a runner moves costs more than classifying a link.
+"""
 
 from __future__ import annotations
 
@@ -20,7 +24,8 @@ logger = logging.getLogger(__name__)
 
 
 class ExtractLinksFn(CountingDoFn):
-    """Yields the `RawLink`s of a page; a page the parser fails on is counted and logged.
+    """Yields the `RawLink`s of a page as one tuple (nothing for a page without links); a
+    page the parser fails on is counted and logged.
 
     Args:
         full_parse_timeout_s: time limit of a whole-page parse (the fallback path).
@@ -57,14 +62,15 @@ class ExtractLinksFn(CountingDoFn):
             return
         self.count("pages:fast_path" if result.path == "fast" else "pages:full_parse")
         self.count("links", len(result.links))
-        yield from result.links
+        if result.links:
+            yield result.links
 
     def teardown(self):
         self._caller.close(kill=True)
 
 
 class ExtractLinks(beam.PTransform):
-    """Pages -> {"links": RawLink occurrences, "stats"}."""
+    """Pages -> {"links": one tuple of RawLink occurrences per page with links, "stats"}."""
 
     def __init__(self, full_parse_timeout_s: float = 60.0, max_page_mb: float = 10.0):
         super().__init__()

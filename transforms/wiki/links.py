@@ -22,9 +22,10 @@ import dataclasses
 import html
 import re
 from collections.abc import Callable
+from typing import NamedTuple
 
 import mwparserfromhell
-from mwparserfromhell.definitions import PARSER_BLACKLIST
+from mwparserfromhell.definitions import PARSER_BLACKLIST, URI_SCHEMES
 from mwparserfromhell.parser import ParserError
 
 __all__ = [
@@ -38,11 +39,12 @@ __all__ = [
 ]
 
 
-@dataclasses.dataclass(frozen=True)
-class RawLink:
+class RawLink(NamedTuple):
     """A wikilink as written: its target and its display text, both unprocessed.
 
-    `text` is None for `[[Target]]` (the link text is then the target as written).
+    `text` is None for `[[Target]]` (the link text is then the target as written). A
+    named tuple rather than a dataclass: a page yields hundreds of these, and a tuple is
+    built and hashed in C.
     """
 
     target: str
@@ -64,9 +66,14 @@ _OPAQUE = re.compile(
 _OPAQUE_OPEN = re.compile(rf"<({_TAGS})(?:\s[^<>]*)?>", re.IGNORECASE)
 _BRACKETS = re.compile(r"\[\[|\]\]")
 # A span read without the parser: a title of ordinary characters, optionally a pipe and
-# a text without anything the parser would treat as markup.
-_SIMPLE_LINK = re.compile(r"\[\[([^\[\]{}<>|\n&'=~_:]+)(?:\|([^\[\]{}<>|\n&'=~]*))?\]\]")
+# a text without anything the parser would treat as markup. `'` is markup only doubled
+# (checked apart), `&` only starts an entity, which leaves the source text as it is, and
+# `:` only matters when the title starts with a URI scheme (checked apart).
+_SIMPLE_LINK = re.compile(r"\[\[([^\[\]{}<>|\n=~_]+)(?:\|([^\[\]{}<>|\n=~]*))?\]\]")
 _URL_SCHEME = re.compile(r"\s*(?:[a-z][a-z0-9+.\-]*:)?//", re.IGNORECASE)
+# The parser reads `[[scheme:...]]` as a bracketed external link when `scheme` (the
+# characters it accepts in a scheme, up to the first colon) is one of its URI schemes.
+_SCHEME_PREFIX = re.compile(r"([A-Za-z0-9+.\-]*):")
 MAX_SPAN_CHARS = 8192
 
 
@@ -78,6 +85,17 @@ def _mask_opaque(text: str) -> str | None:
     if _OPAQUE_OPEN.search(masked):
         return None
     return masked
+
+
+def _could_be_markup(span: str, title: str) -> bool:
+    """Whether a span `_SIMPLE_LINK` matched may still be read otherwise by the parser:
+    a doubled quote (bold or italics), or a title that starts like a URL."""
+    if "''" in span or _URL_SCHEME.match(title):
+        return True
+    if ":" in title:
+        scheme = _SCHEME_PREFIX.match(title)
+        return scheme is not None and scheme.group(1).lower() in URI_SCHEMES
+    return False
 
 
 def _top_level_spans(text: str) -> list[tuple[int, int]] | None:
@@ -142,7 +160,7 @@ def extract_links(
         # Masking only locates spans; the parser reads the span as written.
         span = text[start:end]
         simple = _SIMPLE_LINK.fullmatch(span)
-        if simple and not _URL_SCHEME.match(simple.group(1)):
+        if simple and not _could_be_markup(span, simple.group(1)):
             links.append(RawLink(simple.group(1), simple.group(2)))
         else:
             links.extend(_links_of(mwparserfromhell.parse(span)))
@@ -186,5 +204,6 @@ def clean_link_text(link: RawLink) -> str:
     return _WHITESPACE.sub(" ", raw).strip()
 
 
-# Characters that may start markup that strip_code would remove or rewrite.
-_NEEDS_PARSE = re.compile(r"[\[\]{}<'&]|__|~~~|^[*#:;]|\n[*#:;=]|^=")
+# What may start markup that strip_code would remove or rewrite. A lone quote is text; an
+# entity is kept as written by strip_code(normalize=False) and unescaped below either way.
+_NEEDS_PARSE = re.compile(r"[\[\]{}<]|''|__|~~~|^[*#:;]|\n[*#:;=]|^=")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 from collections.abc import Sequence
@@ -107,10 +108,14 @@ class ReadDumpFn(CountingDoFn):
         if not part.start:
             self.count("files")  # once per file: whole, or its first range
         try:
-            with FileSystems.open(part.path,
-                                  compression_type=CompressionTypes.UNCOMPRESSED) as raw:
-                pages = (iter_dump_file(part.path, raw) if part.start is None
-                         else iter_range_pages(raw, part.path, part.start, part.end))
+            with contextlib.ExitStack() as stack:
+                raw = stack.enter_context(FileSystems.open(
+                    part.path, compression_type=CompressionTypes.UNCOMPRESSED))
+                # Closed before the file, whatever happens downstream: the reader's
+                # prefetch thread stops before its file goes away.
+                pages = stack.enter_context(contextlib.closing(
+                    iter_dump_file(part.path, raw) if part.start is None
+                    else iter_range_pages(raw, part.path, part.start, part.end)))
                 for page in pages:
                     self.count("pages")
                     if page.namespace != 0:
