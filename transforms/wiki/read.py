@@ -160,7 +160,8 @@ class ReadPages(beam.PTransform):
         fn = ReadDumpFn(self._skip_bad_files)
         outputs = (
             pbegin
-            | "ListDumpFiles" >> beam.Create(self._paths)
+            # No reshuffle here: SpreadReads below spreads the planned reads.
+            | "ListDumpFiles" >> beam.Create(self._paths, reshuffle=False)
             | "MatchDumpFiles" >> fileio.MatchAll()
             | "PlanReads" >> beam.ParDo(PlanReadsFn(self._split_bytes))
             | "SpreadReads" >> beam.Reshuffle()
