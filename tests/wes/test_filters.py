@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import pytest
+from apache_beam.transforms.window import GlobalWindow, IntervalWindow
 
 from transforms.wes.clusters import TitleLinks, merge_tallies, merge_title_links
 from transforms.wes.filters import FilterLinksFn, classify_link
@@ -33,7 +34,7 @@ def _run_filter(fn, pages):
     """Drives a FilterLinksFn over pages as one bundle; returns (tallies, stats)."""
     fn.setup()
     fn.start_bundle()
-    out = [x for page in pages for x in fn.process(page)]
+    out = [x for page in pages for x in fn.process(page, window=GlobalWindow())]
     stats = {}
     for item in fn.finish_bundle():
         if getattr(item, "tag", None) == "stats":
@@ -63,8 +64,15 @@ def test_filter_tallies_add_up_to_the_links_that_pass(max_pending):
         "London": TitleLinks("London", 1, ("London",))}
     assert stats == {"passed": 6, "filtered:title_has_paren": 1, "filtered:title_has_hash": 1,
                      "filtered:empty_text": 1}
-    if max_pending == 1:  # emitted as soon as one title is pending, never two at once
+    if max_pending == 1:  # emitted after every page that leaves a title pending
         assert len(tallies) == 4
+
+
+def test_filter_refuses_windowed_input():
+    fn = FilterLinksFn()
+    fn.start_bundle()
+    with pytest.raises(ValueError, match="global window"):
+        list(fn.process((RawLink("a", None),), window=IntervalWindow(0, 10)))
 
 
 def test_merge_title_links_unions_redirect_clusters():

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import bz2
+import gc
 import io
 import threading
 
@@ -152,19 +153,45 @@ class _FailingStream(io.RawIOBase):
 def test_prefetching_reader_raises_the_streams_error_where_it_happened():
     reader = PrefetchingReader(_FailingStream(b"x" * 10, EOFError("cut short")), chunk_size=4)
     assert reader.read(10) == b"x" * 10
-    with pytest.raises(EOFError, match="cut short"):
-        reader.read(1)
+    for _ in range(2):  # and again: a stream cut short never reads as complete
+        with pytest.raises(EOFError, match="cut short"):
+            reader.read(1)
     reader.close()
+    with pytest.raises(ValueError, match="closed"):
+        reader.read(1)
 
 
 def test_closing_a_prefetching_reader_early_stops_its_thread(wiki_sample):
-    before = threading.active_count()
     with open(wiki_sample, "rb") as f:
         stream = open_dump(f, str(wiki_sample))
         assert isinstance(stream, PrefetchingReader)
         assert stream.read(100).startswith(b"<mediawiki")
+        thread = stream._thread
         stream.close()  # the thread was blocked on a full queue
-    assert threading.active_count() == before
+        assert not thread.is_alive()
+        with pytest.raises(ValueError, match="closed"):
+            stream.read(1)
+
+
+def test_a_reader_nobody_closed_stops_its_thread_when_collected(wiki_sample):
+    with open(wiki_sample, "rb") as f:
+        stream = open_dump(f, str(wiki_sample))
+        stream.read(100)
+        thread = stream._thread
+        del stream
+        gc.collect()
+        thread.join(timeout=5)
+        assert not thread.is_alive()
+
+
+def test_closing_the_page_iterator_early_stops_the_reader(wiki_sample):
+    before = {t for t in threading.enumerate() if t.name == "dump-prefetch"}
+    with open(wiki_sample, "rb") as f:
+        pages = iter_dump_file(str(wiki_sample), f)
+        next(pages)
+        assert {t for t in threading.enumerate() if t.name == "dump-prefetch"} - before
+        pages.close()
+    assert not {t for t in threading.enumerate() if t.name == "dump-prefetch"} - before
 
 
 def test_prefetch_gives_the_same_bytes_as_plain_decompression(wiki_sample):

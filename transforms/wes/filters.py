@@ -1,4 +1,5 @@
-"""`FilterLinks`: raw link occurrences -> (article title, link text), the paper's filters.
+"""`FilterLinks`: the raw links of each page -> (article title, link text) tallies, after
+the paper's filters.
 
 The character filter (Huang 2022, Table 1) drops targets with '#' (a section), ':' (a
 namespace or interwiki prefix) or '(' (a disambiguated title, whose links mostly just drop
@@ -9,6 +10,7 @@ that order.
 from __future__ import annotations
 
 import apache_beam as beam
+from apache_beam.transforms.window import GlobalWindow
 
 from transforms.counting import STATS_TAG, CountingDoFn, in_global_window, zero_stats
 from transforms.wiki.links import RawLink, clean_link_text, normalize_title
@@ -44,15 +46,18 @@ class FilterLinksFn(CountingDoFn):
     the end of each bundle, so the shuffle gets one partial tally per title and bundle
     instead of one element per link. `BuildClusters` adds the partial tallies up. Results
     of `classify_link` are memoised per bundle (at most `cache_size` entries), since the
-    same (target, text) recurs across pages. The mining pipeline is batch, in the global
-    window, where the tallies emitted at the end of a bundle belong.
+    same (target, text) recurs across pages. A tally mixes pages, so the input must be in
+    the global window (the mining pipeline is batch); anything else is refused.
+
+    Memory: a memo entry or a pending title with one text costs about 400 bytes plus its
+    strings, so the defaults bound one instance at about 40 MB and its strings.
 
     Args:
         max_pending_titles: bound on the titles held before the tally is emitted.
         cache_size: bound on the memoised classifications.
     """
 
-    def __init__(self, max_pending_titles: int = 100_000, cache_size: int = 200_000):
+    def __init__(self, max_pending_titles: int = 50_000, cache_size: int = 50_000):
         super().__init__("filter_links", [
             "passed", "filtered:empty_text", "filtered:invalid_title",
             *(r for _, r in TITLE_CHARACTER_RULES)])
@@ -73,7 +78,10 @@ class FilterLinksFn(CountingDoFn):
         for title, (n, texts) in pending.items():
             yield title, (n, tuple(texts))
 
-    def process(self, links: tuple[RawLink, ...]):
+    def process(self, links: tuple[RawLink, ...], window=beam.DoFn.WindowParam):
+        if not isinstance(window, GlobalWindow):
+            raise ValueError(f"FilterLinks tallies links across pages, so its input must be "
+                             f"in the global window, not {window}")
         cache, pending = self._cache, self._pending
         failed: dict[str, int] = {}
         passed = 0
@@ -116,7 +124,7 @@ class FilterLinks(beam.PTransform):
         max_pending_titles, cache_size: see `FilterLinksFn`.
     """
 
-    def __init__(self, max_pending_titles: int = 100_000, cache_size: int = 200_000):
+    def __init__(self, max_pending_titles: int = 50_000, cache_size: int = 50_000):
         super().__init__()
         self._fn = FilterLinksFn(max_pending_titles, cache_size)
 

@@ -52,72 +52,86 @@ class DumpReadError(RuntimeError):
 _READ_ERRORS = (EOFError, OSError, ET.ParseError, zlib.error, lzma.LZMAError, ValueError)
 
 
+def _put_until_stopped(chunks: queue.Queue, stopping: threading.Event, item) -> bool:
+    while not stopping.is_set():
+        try:
+            chunks.put(item, timeout=0.1)
+            return True
+        except queue.Full:
+            continue
+    return False
+
+
+def _prefetch(stream: IO[bytes], chunk_size: int, chunks: queue.Queue,
+              stopping: threading.Event) -> None:
+    """The prefetch thread: reads `stream` into `chunks` until its end, an error (handed
+    over to be raised by the reader) or `stopping`. It holds no reference to the reader,
+    so a reader nobody closed is still collected, and closed (which stops the thread)."""
+    try:
+        while True:
+            chunk = stream.read(chunk_size)
+            if not _put_until_stopped(chunks, stopping, chunk) or not chunk:
+                return
+    except BaseException as e:  # handed to the reader, who raises it
+        _put_until_stopped(chunks, stopping, e)
+
+
 class PrefetchingReader(io.RawIOBase):
     """Reads a stream ahead in a background thread: chunks go through a bounded queue.
 
     The decompressors (bz2, zlib, lzma) release the GIL while they work, so a dump is
     decompressed on one core while the XML parser and link extraction run on another,
-    instead of in turn. Memory is bounded by `depth` chunks of `chunk_size` bytes. An
-    error of the underlying stream is raised by the `read` that reaches it, unchanged.
+    instead of in turn. Read ahead are at most `depth` + 2 chunks of `chunk_size` bytes
+    (the queue, the chunk waiting to enter it, the chunk being read from). An error of
+    the underlying stream is raised, unchanged, by the `read` that reaches it and by every
+    later one: a stream cut short never looks complete.
 
     Args:
         stream: a binary stream (a decompressor); closed by `close()`.
         chunk_size: bytes per read of the underlying stream.
-        depth: chunks read ahead at most.
+        depth: chunks queued ahead at most.
     """
 
     def __init__(self, stream: IO[bytes], chunk_size: int = 1 << 20, depth: int = 4) -> None:
         super().__init__()
         self._stream = stream
-        self._chunk_size = chunk_size
         self._queue: queue.Queue = queue.Queue(maxsize=depth)
         self._stopping = threading.Event()
         self._buffer = b""
         self._offset = 0
         self._finished = False
-        self._thread = threading.Thread(target=self._fill, name="dump-prefetch", daemon=True)
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(
+            target=_prefetch, args=(stream, chunk_size, self._queue, self._stopping),
+            name="dump-prefetch", daemon=True)
         self._thread.start()
-
-    def _put(self, item) -> bool:
-        while not self._stopping.is_set():
-            try:
-                self._queue.put(item, timeout=0.1)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def _fill(self) -> None:
-        try:
-            while True:
-                chunk = self._stream.read(self._chunk_size)
-                if not self._put(chunk) or not chunk:
-                    return
-        except BaseException as e:  # handed to the reader, who raises it
-            self._put(e)
 
     def readable(self) -> bool:
         return True
 
     def read(self, size: int = -1) -> bytes:
+        self._checkClosed()
+        if self._error is not None:
+            raise self._error
         parts = []
-        wanted = size if size is not None and size >= 0 else float("inf")
-        while wanted > 0:
+        wanted = size if size is not None and size >= 0 else -1
+        while wanted:
             if self._offset >= len(self._buffer):
                 if self._finished:
                     break
                 item = self._queue.get()
                 if isinstance(item, BaseException):
-                    self._finished = True
+                    self._error = item
                     raise item
                 if not item:
                     self._finished = True
                     break
                 self._buffer, self._offset = item, 0
-            take = self._buffer[self._offset: self._offset + wanted] if wanted != float("inf") \
-                else self._buffer[self._offset:]
+            stop = len(self._buffer) if wanted < 0 else self._offset + wanted
+            take = self._buffer[self._offset: stop]
             self._offset += len(take)
-            wanted -= len(take)
+            if wanted > 0:
+                wanted -= len(take)
             parts.append(take)
         return b"".join(parts)
 

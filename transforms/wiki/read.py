@@ -160,8 +160,7 @@ class ReadPages(beam.PTransform):
         fn = ReadDumpFn(self._skip_bad_files)
         outputs = (
             pbegin
-            # No reshuffle here: SpreadReads below spreads the planned reads.
-            | "ListDumpFiles" >> beam.Create(self._paths, reshuffle=False)
+            | "ListDumpFiles" >> beam.Create(self._paths)
             | "MatchDumpFiles" >> fileio.MatchAll()
             | "PlanReads" >> beam.ParDo(PlanReadsFn(self._split_bytes))
             | "SpreadReads" >> beam.Reshuffle()
