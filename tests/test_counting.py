@@ -7,7 +7,7 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from transforms.counting import STATS_TAG, CountingDoFn, SumStats, zero_stats
+from transforms.counting import STATS_TAG, CountingDoFn, SumStats
 
 
 class EvenFn(CountingDoFn):
@@ -26,12 +26,19 @@ def test_counts_as_data_and_as_counters():
     fn = EvenFn()
     p = TestPipeline()
     out = p | beam.Create(range(7)) | beam.ParDo(fn).with_outputs(STATS_TAG, main="kept")
-    stats = (out[STATS_TAG], zero_stats(p, "Zeros", fn.stat_keys())) | beam.Flatten()
     assert_that(out.kept, equal_to([0, 2, 4, 6]), label="kept")
-    assert_that(stats | SumStats(), equal_to([{
+    assert_that(out[STATS_TAG] | SumStats(fn.stat_keys()), equal_to([{
         "even/passed": 4, "even/filtered:odd": 3, "even/never": 0}]), label="stats")
     result = p.run()
     result.wait_until_finish()
     counters = result.metrics().query(MetricsFilter().with_namespace("even"))["counters"]
     assert {c.key.metric.name: c.committed for c in counters} == {
         "passed": 4, "filtered:odd": 3}
+
+
+def test_declared_keys_appear_even_when_nothing_was_counted():
+    fn = EvenFn()
+    with TestPipeline() as p:
+        out = p | beam.Create([]) | beam.ParDo(fn).with_outputs(STATS_TAG, main="kept")
+        assert_that(out[STATS_TAG] | SumStats(fn.stat_keys()), equal_to([{
+            "even/passed": 0, "even/filtered:odd": 0, "even/never": 0}]))

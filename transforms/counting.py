@@ -69,21 +69,26 @@ class CountingDoFn(beam.DoFn):
         self._bundle_counts = collections.Counter()
 
 
-def zero_stats(pipeline: beam.Pipeline, label: str, keys: Iterable[StatKey]) -> beam.PCollection:
-    """A PCollection of `(key, 0)` so that every declared count appears in reports.
-
-    Without Create's reshuffle: a few zeros need no spreading, and each reshuffle is a
-    shuffle and two stages more (10 of them were a third of a small run's stages)."""
-    return pipeline | label >> beam.Create([(key, 0) for key in keys], reshuffle=False)
-
-
 class SumStats(beam.PTransform):
-    """`((namespace, name), n)` pairs -> one `{"namespace/name": total}` dict."""
+    """`((namespace, name), n)` pairs -> one `{"namespace/name": total}` dict.
+
+    Args:
+        keys: every (namespace, name) that may be counted (the `stat_keys()` of the
+            pipeline's counting DoFns and composites): each appears in the dict, 0 when
+            nothing counted it. Filled in here rather than by a `Create` of zeros per
+            transform, each of which was a stage of its own.
+    """
+
+    def __init__(self, keys: Iterable[StatKey] = ()):
+        super().__init__()
+        self._keys = tuple(keys)
 
     def expand(self, stats):
+        zeros = dict.fromkeys(self._keys, 0)
         return (
             stats
             | "SumPerKey" >> beam.CombinePerKey(sum)
             | "CollectStats" >> beam.combiners.ToDict()
-            | "KeyByPath" >> beam.Map(lambda d: {f"{ns}/{name}": n for (ns, name), n in d.items()})
+            | "KeyByPath" >> beam.Map(
+                lambda d: {f"{ns}/{name}": n for (ns, name), n in {**zeros, **d}.items()})
         )

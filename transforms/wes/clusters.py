@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 
 import apache_beam as beam
 
-from transforms.counting import STATS_TAG, CountingDoFn, zero_stats
+from transforms.counting import STATS_TAG, CountingDoFn, StatKey
 from transforms.wes.filters import TITLE_CHARACTER_RULES
 from transforms.wiki.dump import Page
 from transforms.wiki.links import normalize_title
@@ -133,15 +133,16 @@ class BuildClusters(beam.PTransform):
         self._annotate = AnnotateDictionaryFn(dictionary_filter)
         self._resolve = ResolveRedirectsFn()
 
+    def stat_keys(self) -> list[StatKey]:
+        return self._annotate.stat_keys() + self._resolve.stat_keys()
+
     def expand(self, inputs):
-        pipeline = inputs["pairs"].pipeline
         clusters = (
             inputs["pairs"]
             | "GroupTalliesPerTitle" >> beam.GroupByKey()
             | "CountAndDedupPerTitle" >> beam.MapTuple(merge_tallies)
         )
-        stats = [zero_stats(pipeline, "ZeroClusterStats",
-                            self._annotate.stat_keys() + self._resolve.stat_keys())]
+        stats = []
         if self._resolve_redirects:
             targets = (inputs["redirects"]
                        | "NormalizeRedirects" >> beam.Map(redirect_pair)

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import apache_beam as beam
 
-from transforms.counting import STATS_TAG, CountingDoFn, zero_stats
+from transforms.counting import STATS_TAG, CountingDoFn, StatKey
 from transforms.wes.clusters import TitleLinks
 from transforms.wes.negatives import CorpusTitle, SampleNegatives
 from transforms.wes.sampling import assign_split, cluster_id
@@ -62,12 +62,12 @@ class BuildCorpus(beam.PTransform):
         self._select = SelectTitlesFn(k, seed, split_fractions)
         self._sample = SampleNegatives(corpus_name(k), seed)
 
+    def stat_keys(self) -> list[StatKey]:
+        return self._select.stat_keys() + self._sample.stat_keys()
+
     def expand(self, clusters):
         selected = clusters | "SelectTitles" >> beam.ParDo(self._select).with_outputs(
             STATS_TAG, main="titles")
         sampled = selected.titles | "SampleNegatives" >> self._sample
-        stats = (
-            selected[STATS_TAG], sampled["stats"],
-            zero_stats(clusters.pipeline, "ZeroSelectStats", self._select.stat_keys()),
-        ) | "FlattenCorpusStats" >> beam.Flatten()
+        stats = (selected[STATS_TAG], sampled["stats"]) | "FlattenCorpusStats" >> beam.Flatten()
         return {"rows": sampled["rows"], "clusters": sampled["clusters"], "stats": stats}

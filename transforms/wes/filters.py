@@ -12,7 +12,7 @@ from __future__ import annotations
 import apache_beam as beam
 from apache_beam.transforms.window import GlobalWindow
 
-from transforms.counting import STATS_TAG, CountingDoFn, in_global_window, zero_stats
+from transforms.counting import STATS_TAG, CountingDoFn, StatKey, in_global_window
 from transforms.wiki.links import RawLink, clean_link_text, normalize_title
 
 TITLE_CHARACTER_RULES = (("#", "filtered:title_has_hash"),
@@ -128,10 +128,10 @@ class FilterLinks(beam.PTransform):
         super().__init__()
         self._fn = FilterLinksFn(max_pending_titles, cache_size)
 
+    def stat_keys(self) -> list[StatKey]:
+        return self._fn.stat_keys()
+
     def expand(self, links):
-        fn = self._fn
-        outputs = links | "NormalizeAndFilter" >> beam.ParDo(fn).with_outputs(
+        outputs = links | "NormalizeAndFilter" >> beam.ParDo(self._fn).with_outputs(
             STATS_TAG, main="pairs")
-        stats = (outputs[STATS_TAG], zero_stats(links.pipeline, "ZeroFilterStats",
-                                                fn.stat_keys())) | "FlattenFilterStats" >> beam.Flatten()
-        return {"pairs": outputs.pairs, "stats": stats}
+        return {"pairs": outputs.pairs, "stats": outputs[STATS_TAG]}

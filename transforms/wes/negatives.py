@@ -20,7 +20,7 @@ import logging
 
 import apache_beam as beam
 
-from transforms.counting import STATS_TAG, CountingDoFn, zero_stats
+from transforms.counting import STATS_TAG, CountingDoFn, StatKey
 from transforms.wes.sampling import (
     SPLIT_NAMES,
     donor_offer,
@@ -155,6 +155,9 @@ class SampleNegatives(beam.PTransform):
         self._request = RequestDonorsFn(namespace, seed)
         self._emit = EmitRowsFn(namespace)
 
+    def stat_keys(self) -> list[StatKey]:
+        return self._request.stat_keys() + self._emit.stat_keys()
+
     def expand(self, titles):
         seed = self._seed
         pools = (
@@ -174,9 +177,5 @@ class SampleNegatives(beam.PTransform):
             | "JoinOffers" >> beam.CoGroupByKey()
             | "EmitRows" >> beam.ParDo(self._emit).with_outputs(
                 STATS_TAG, CLUSTERS_TAG, main="rows"))
-        stats = (
-            requests[STATS_TAG], rows[STATS_TAG],
-            zero_stats(titles.pipeline, "ZeroNegativeStats",
-                       self._request.stat_keys() + self._emit.stat_keys()),
-        ) | "FlattenNegativeStats" >> beam.Flatten()
+        stats = (requests[STATS_TAG], rows[STATS_TAG]) | "FlattenNegativeStats" >> beam.Flatten()
         return {"rows": rows.rows, "clusters": rows[CLUSTERS_TAG], "stats": stats}

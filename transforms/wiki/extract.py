@@ -10,7 +10,7 @@ import logging
 
 import apache_beam as beam
 
-from transforms.counting import STATS_TAG, CountingDoFn, zero_stats
+from transforms.counting import STATS_TAG, CountingDoFn, StatKey
 from transforms.wiki.dump import Page
 from transforms.wiki.guard import CallTimedOut, TimeLimitedCaller
 from transforms.wiki.links import (
@@ -78,9 +78,10 @@ class ExtractLinks(beam.PTransform):
             raise ValueError(f"max_page_mb must be positive, got {max_page_mb}")
         self._fn = ExtractLinksFn(full_parse_timeout_s, max_page_mb)
 
+    def stat_keys(self) -> list[StatKey]:
+        return self._fn.stat_keys()
+
     def expand(self, pages):
         outputs = pages | "ExtractWikilinks" >> beam.ParDo(self._fn).with_outputs(
             STATS_TAG, main="links")
-        stats = (outputs[STATS_TAG], zero_stats(pages.pipeline, "ZeroExtractStats",
-                                                self._fn.stat_keys())) | "FlattenExtractStats" >> beam.Flatten()
-        return {"links": outputs.links, "stats": stats}
+        return {"links": outputs.links, "stats": outputs[STATS_TAG]}

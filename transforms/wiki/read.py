@@ -12,7 +12,7 @@ from apache_beam.io import fileio
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from transforms.counting import STATS_TAG, CountingDoFn, zero_stats
+from transforms.counting import STATS_TAG, CountingDoFn, StatKey
 from transforms.wiki.dump import (
     DumpReadError,
     check_cuts,
@@ -155,23 +155,24 @@ class ReadPages(beam.PTransform):
         self._paths = list(paths)
         self._skip_bad_files = skip_bad_files
         self._split_bytes = int(split_mb * 1_000_000)
+        self._fn = ReadDumpFn(skip_bad_files)
+
+    def stat_keys(self) -> list[StatKey]:
+        return self._fn.stat_keys()
 
     def expand(self, pbegin):
-        fn = ReadDumpFn(self._skip_bad_files)
         outputs = (
             pbegin
             | "ListDumpFiles" >> beam.Create(self._paths)
             | "MatchDumpFiles" >> fileio.MatchAll()
             | "PlanReads" >> beam.ParDo(PlanReadsFn(self._split_bytes))
             | "SpreadReads" >> beam.Reshuffle()
-            | "ParsePages" >> beam.ParDo(fn).with_outputs(
+            | "ParsePages" >> beam.ParDo(self._fn).with_outputs(
                 REDIRECTS_TAG, BAD_FILES_TAG, STATS_TAG, main="pages")
         )
-        stats = (outputs[STATS_TAG], zero_stats(pbegin.pipeline, "ZeroReadStats",
-                                                fn.stat_keys())) | "FlattenReadStats" >> beam.Flatten()
         return {
             "pages": outputs.pages,
             "redirects": outputs[REDIRECTS_TAG],
             "bad_files": outputs[BAD_FILES_TAG],
-            "stats": stats,
+            "stats": outputs[STATS_TAG],
         }
