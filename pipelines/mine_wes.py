@@ -118,29 +118,28 @@ def run(argv=None, save_main_session=True, test_pipeline=None):
     }
 
     pipeline = test_pipeline or beam.Pipeline(options=options)
-    stages = {
-        "read": ReadPages(paths, skip_bad_files=opts.skip_bad_files,
-                          split_mb=opts.split_multistream_mb),
-        "extract": ExtractLinks(opts.full_parse_timeout_s, opts.max_page_mb),
-        "filter": FilterLinks(),
-        "clusters": BuildClusters(opts.resolve_redirects, not opts.no_dictionary_filter),
-        **{k: BuildCorpus(k, opts.seed, fractions) for k in thresholds},
-    }
+    read = ReadPages(paths, skip_bad_files=opts.skip_bad_files,
+                     split_mb=opts.split_multistream_mb)
+    extract = ExtractLinks(opts.full_parse_timeout_s, opts.max_page_mb)
+    filter_links = FilterLinks()
+    build_clusters = BuildClusters(opts.resolve_redirects, not opts.no_dictionary_filter)
+    corpora = {k: BuildCorpus(k, opts.seed, fractions) for k in thresholds}
     # Every count a stage can make appears in stats.json, 0 when nothing was counted.
-    stat_keys = [key for stage in stages.values() for key in stage.stat_keys()]
+    stat_keys = [key for stage in (read, extract, filter_links, build_clusters, *corpora.values())
+                 for key in stage.stat_keys()]
     with pipeline as p:
-        dump = p | "ReadPages" >> stages["read"]
-        links = dump["pages"] | "ExtractLinks" >> stages["extract"]
-        pairs = links["links"] | "FilterLinks" >> stages["filter"]
+        dump = p | "ReadPages" >> read
+        links = dump["pages"] | "ExtractLinks" >> extract
+        pairs = links["links"] | "FilterLinks" >> filter_links
         clusters = {"pairs": pairs["pairs"], "redirects": dump["redirects"]} | (
-            "BuildClusters" >> stages["clusters"])
+            "BuildClusters" >> build_clusters)
         stats = [dump["stats"], links["stats"], pairs["stats"], clusters["stats"]]
         outputs = [dump["redirects"] | "RedirectRows" >> beam.FlatMap(
             lambda page: (("redirects", row) for row in redirect_row(page)))]
         schemas = {"redirects": REDIRECT_SCHEMA}
         for k in thresholds:
             name = corpus_name(k)
-            corpus = clusters["clusters"] | f"BuildCorpus[{name}]" >> stages[k]
+            corpus = clusters["clusters"] | f"BuildCorpus[{name}]" >> corpora[k]
             keyed, corpus_schemas = corpus_outputs(name, corpus)
             outputs += keyed
             schemas.update(corpus_schemas)

@@ -4,8 +4,8 @@ A GroupByKey and `merge_tallies` add up `FilterLinks`' partial tallies `(title,
 (occurrences, texts))`: the incoming-link count (occurrences, before dedup) and the exact,
 case-sensitive dedup of link texts. `FilterLinks` already tallies each bundle's links per
 title, so a title gets one value per bundle however many links point at it, and a
-combiner would only repeat that work before the shuffle. Optional redirect resolution folds a
-redirect's cluster into its target's. The dictionary-word filter is evaluated here, once
+combiner would only repeat that work before the shuffle. Optional redirect resolution
+folds a redirect's cluster into its target's. The dictionary-word filter is evaluated here, once
 per pair, so that every threshold k reuses it.
 """
 
