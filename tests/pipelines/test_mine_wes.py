@@ -214,4 +214,7 @@ def test_multistream_dump_read_in_byte_ranges_gives_the_same_corpus(multistream_
         f.write(bz2.compress(b"7:1:Not a stream start\n99999:2:Another\n"))
     fallback = _mine([copy], tmp_path / "fallback", "--split_multistream_mb=0.03", k=2)
     assert _read_counters(fallback).get("index_unusable") == 1
+    fallback_stats = json.loads((tmp_path / "fallback" / "stats.json").read_text())
+    assert fallback_stats["counts"]["read_dump/index_unusable"] == 1
+    assert stats[1]["counts"]["read_dump/files_split"] == 1
     assert _rows(tmp_path / "fallback", 2) == _rows(tmp_path / "whole", 2)

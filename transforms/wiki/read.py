@@ -54,7 +54,7 @@ class DumpRange:
     end: int | None = None
 
 
-class PlanReadsFn(beam.DoFn):
+class PlanReadsFn(CountingDoFn):
     """A matched dump file -> the ranges it is read in.
 
     A multistream dump with its index next to it (Wikipedia's names, see
@@ -65,14 +65,13 @@ class PlanReadsFn(beam.DoFn):
     """
 
     def __init__(self, split_bytes: int):
+        super().__init__("read_dump", ["files_split", "index_unusable"])
         self._split_bytes = split_bytes
-        self._split = beam.metrics.Metrics.counter("read_dump", "files_split")
-        self._unusable = beam.metrics.Metrics.counter("read_dump", "index_unusable")
 
     def process(self, metadata):
         ranges = self._ranges(metadata.path, metadata.size_in_bytes)
         if len(ranges) > 1:
-            self._split.inc()
+            self.count("files_split")
         for start, end in ranges:
             yield DumpRange(metadata.path, start, end)
 
@@ -90,7 +89,7 @@ class PlanReadsFn(beam.DoFn):
                 check_cuts(f, path, ranges)
         except DumpReadError as e:
             logger.warning("reading %s whole: its index %s cannot be used (%s)", path, index, e)
-            self._unusable.inc()
+            self.count("index_unusable")
             return [(None, None)]
         return ranges if len(ranges) > 1 else [(None, None)]
 
@@ -155,17 +154,21 @@ class ReadPages(beam.PTransform):
         self._paths = list(paths)
         self._skip_bad_files = skip_bad_files
         self._split_bytes = int(split_mb * 1_000_000)
+        self._plan = PlanReadsFn(self._split_bytes)
         self._fn = ReadDumpFn(skip_bad_files)
 
     def stat_keys(self) -> list[StatKey]:
-        return self._fn.stat_keys()
+        return self._plan.stat_keys() + self._fn.stat_keys()
 
     def expand(self, pbegin):
-        outputs = (
+        plans = (
             pbegin
             | "ListDumpFiles" >> beam.Create(self._paths)
             | "MatchDumpFiles" >> fileio.MatchAll()
-            | "PlanReads" >> beam.ParDo(PlanReadsFn(self._split_bytes))
+            | "PlanReads" >> beam.ParDo(self._plan).with_outputs(STATS_TAG, main="ranges")
+        )
+        outputs = (
+            plans.ranges
             | "SpreadReads" >> beam.Reshuffle()
             | "ParsePages" >> beam.ParDo(self._fn).with_outputs(
                 REDIRECTS_TAG, BAD_FILES_TAG, STATS_TAG, main="pages")
@@ -174,5 +177,5 @@ class ReadPages(beam.PTransform):
             "pages": outputs.pages,
             "redirects": outputs[REDIRECTS_TAG],
             "bad_files": outputs[BAD_FILES_TAG],
-            "stats": outputs[STATS_TAG],
+            "stats": (plans[STATS_TAG], outputs[STATS_TAG]) | "FlattenReadStats" >> beam.Flatten(),
         }
