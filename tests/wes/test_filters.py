@@ -4,7 +4,7 @@ import pytest
 from apache_beam.transforms.window import GlobalWindow, IntervalWindow
 
 from transforms.wes.clusters import TitleLinks, merge_tallies, merge_title_links
-from transforms.wes.filters import FilterLinksFn, classify_link
+from transforms.wes.filters import TALLY_SHARDS, FilterLinksFn, classify_link, tally_shard
 from transforms.wiki.links import RawLink
 
 
@@ -25,9 +25,19 @@ def test_classify_link(link, expected):
 
 
 def test_merge_tallies_counts_occurrences_and_dedups_case_sensitively():
-    tallies = [(2, ("US",)), (1, ("us",)), (3, ("US", "America")), (1, ("America",))]
-    assert merge_tallies("United States", iter(tallies)) == (
-        "United States", TitleLinks("United States", 7, ("America", "US", "us")))
+    parts = [{"United States": (2, ("US",)), "Paris": (1, ("Paris",))},
+             {"United States": (1, ("us",))},
+             {"United States": (3, ("US", "America"))},
+             {"United States": (1, ("America",)), "Paris": (2, ("City of Light", "Paris"))}]
+    assert dict(merge_tallies(7, iter(parts))) == {
+        "United States": TitleLinks("United States", 7, ("America", "US", "us")),
+        "Paris": TitleLinks("Paris", 3, ("City of Light", "Paris"))}
+
+
+def test_tally_shards_are_stable_and_spread():
+    assert tally_shard("Paris") == 230  # crc32, the same in every process
+    shards = {tally_shard(f"Title {i}") for i in range(20_000)}
+    assert len(shards) == TALLY_SHARDS and min(shards) == 0 and max(shards) == TALLY_SHARDS - 1
 
 
 def _run_filter(fn, pages):
@@ -45,8 +55,8 @@ def _run_filter(fn, pages):
     return out, stats
 
 
-@pytest.mark.parametrize("max_pending", [1, 2, 100])
-def test_filter_tallies_add_up_to_the_links_that_pass(max_pending):
+@pytest.mark.parametrize("max_pending, shards", [(1, 1), (2, 2), (100, 1), (100, TALLY_SHARDS)])
+def test_filter_tallies_add_up_to_the_links_that_pass(max_pending, shards):
     pages = [
         (RawLink("paris", None), RawLink("Paris", "City of Light"), RawLink("paris", None),
          RawLink("Styx (band)", "Styx")),
@@ -54,18 +64,21 @@ def test_filter_tallies_add_up_to_the_links_that_pass(max_pending):
          RawLink("London", "{{x}}")),
         (RawLink("paris", None),),
     ]
-    fn = FilterLinksFn(max_pending_titles=max_pending, cache_size=2)
+    fn = FilterLinksFn(max_pending_titles=max_pending, cache_size=2, shards=shards)
     tallies, stats = _run_filter(fn, pages)
-    per_title = {}
-    for title, tally in tallies:
-        per_title.setdefault(title, []).append(tally)
-    assert dict(merge_tallies(t, ts) for t, ts in per_title.items()) == {
+    per_shard = {}
+    for shard, part in tallies:
+        assert all(tally_shard(title, shards) == shard for title in part)
+        per_shard.setdefault(shard, []).append(part)
+    assert dict(kv for s, parts in per_shard.items() for kv in merge_tallies(s, parts)) == {
         "Paris": TitleLinks("Paris", 5, ("City of Light", "paris")),
         "London": TitleLinks("London", 1, ("London",))}
     assert stats == {"passed": 6, "filtered:title_has_paren": 1, "filtered:title_has_hash": 1,
                      "filtered:empty_text": 1}
     if max_pending == 1:  # emitted after every page that leaves a title pending
-        assert len(tallies) == 4
+        assert sum(len(part) for _, part in tallies) == 4
+    if shards == 1:
+        assert {shard for shard, _ in tallies} == {0}
 
 
 def test_filter_refuses_windowed_input():

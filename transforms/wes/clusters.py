@@ -1,18 +1,18 @@
-"""`BuildClusters`: partial link tallies per title -> one synonym cluster per title.
+"""`BuildClusters`: partial link tallies -> one synonym cluster per title.
 
-A GroupByKey and `merge_tallies` add up `FilterLinks`' partial tallies `(title,
-(occurrences, texts))`: the incoming-link count (occurrences, before dedup) and the exact,
-case-sensitive dedup of link texts. `FilterLinks` already tallies each bundle's links per
-title, so a title gets one value per bundle however many links point at it, and a
-combiner would only repeat that work before the shuffle. Optional redirect resolution
-folds a redirect's cluster into its target's. The dictionary-word filter is evaluated here, once
-per pair, so that every threshold k reuses it.
+A GroupByKey per title shard and `merge_tallies` add up `FilterLinks`' partial tallies
+`(shard, {title: (occurrences, texts)})`: the incoming-link count (occurrences, before
+dedup) and the exact, case-sensitive dedup of link texts. `FilterLinks` already tallies
+each bundle's links per title, so a title gets one entry per bundle however many links
+point at it, and a combiner would only repeat that work before the shuffle. Optional
+redirect resolution folds a redirect's cluster into its target's. The dictionary-word
+filter is evaluated here, once per pair, so that every threshold k reuses it.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 import apache_beam as beam
 
@@ -43,14 +43,23 @@ class TitleLinks:
         return tuple(t for t in self.texts if t not in self.dictionary_dropped)
 
 
-def merge_tallies(title: str, tallies: Iterable[tuple[int, Sequence[str]]]) -> tuple[str, TitleLinks]:
-    """`FilterLinks`' partial tallies of one title -> its cluster: occurrences added up,
-    link texts deduplicated exactly (case-sensitive) and sorted."""
-    count, texts = 0, set()
-    for n, more in tallies:
-        count += n
-        texts.update(more)
-    return title, TitleLinks(title, count, tuple(sorted(texts)))
+def merge_tallies(
+    shard: int, parts: Iterable[Mapping[str, tuple[int, Sequence[str]]]]
+) -> Iterator[tuple[str, TitleLinks]]:
+    """`FilterLinks`' partial tallies of one shard -> `(title, cluster)` for each of its
+    titles: occurrences added up, link texts deduplicated exactly (case-sensitive) and
+    sorted."""
+    merged: dict[str, list] = {}
+    for part in parts:
+        for title, (n, texts) in part.items():
+            tally = merged.get(title)
+            if tally is None:
+                merged[title] = [n, set(texts)]
+            else:
+                tally[0] += n
+                tally[1].update(texts)
+    for title, (count, texts) in merged.items():
+        yield title, TitleLinks(title, count, tuple(sorted(texts)))
 
 
 def merge_title_links(title: str, parts: list[TitleLinks]) -> TitleLinks:
@@ -90,7 +99,8 @@ class ResolveRedirectsFn(CountingDoFn):
 
 
 class AnnotateDictionaryFn(CountingDoFn):
-    """Marks the texts the dictionary-word filter drops (when it is on)."""
+    """`(title, cluster)` -> the cluster, with the texts the dictionary-word filter drops
+    marked (when it is on)."""
 
     def __init__(self, dictionary_filter: bool):
         super().__init__("dedup", ["titles", "pairs", "incoming_links",
@@ -104,7 +114,8 @@ class AnnotateDictionaryFn(CountingDoFn):
 
             self._lexicon = load_lexicon()
 
-    def process(self, cluster: TitleLinks):
+    def process(self, keyed: tuple[str, TitleLinks]):
+        _, cluster = keyed
         self.count("titles")
         self.count("pairs", len(cluster.texts))
         self.count("incoming_links", cluster.incoming)
@@ -139,8 +150,8 @@ class BuildClusters(beam.PTransform):
     def expand(self, inputs):
         clusters = (
             inputs["pairs"]
-            | "GroupTalliesPerTitle" >> beam.GroupByKey()
-            | "CountAndDedupPerTitle" >> beam.MapTuple(merge_tallies)
+            | "GroupTalliesPerShard" >> beam.GroupByKey()
+            | "CountAndDedupPerTitle" >> beam.FlatMapTuple(merge_tallies)
         )
         stats = []
         if self._resolve_redirects:
@@ -159,7 +170,6 @@ class BuildClusters(beam.PTransform):
                 | "MergeResolved" >> beam.MapTuple(lambda t, parts: (t, merge_title_links(t, list(parts)))))
         annotated = (
             clusters
-            | "DropKeys" >> beam.Values()
             | "AnnotateDictionaryWords" >> beam.ParDo(self._annotate).with_outputs(
                 STATS_TAG, main="clusters"))
         stats.append(annotated[STATS_TAG])

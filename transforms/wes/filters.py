@@ -9,15 +9,35 @@ that order.
 
 from __future__ import annotations
 
+import zlib
+
 import apache_beam as beam
 from apache_beam.transforms.window import GlobalWindow
 
 from transforms.counting import STATS_TAG, CountingDoFn, StatKey, in_global_window
-from transforms.wiki.links import RawLink, clean_link_text, normalize_title
+from transforms.wiki.links import RawLink, clean_link_text, has_visible_text, normalize_title
 
 TITLE_CHARACTER_RULES = (("#", "filtered:title_has_hash"),
                          (":", "filtered:title_has_colon"),
                          ("(", "filtered:title_has_paren"))
+# Tallies travel to the shuffle keyed by a shard of their title, one dict per shard and
+# flush, rather than one element per title: a few thousand elements per bundle instead of
+# one per distinct title, and ample keys to spread the merge over any number of workers.
+TALLY_SHARDS = 1024
+
+
+def tally_shard(title: str, shards: int = TALLY_SHARDS) -> int:
+    """The shard of a title's tally; the same in every process (unlike `hash`)."""
+    return zlib.crc32(title.encode("utf-8")) % shards
+
+
+def _title_rejection(title: str | None) -> str | None:
+    if title is None:
+        return "filtered:invalid_title"
+    for char, reason in TITLE_CHARACTER_RULES:
+        if char in title:
+            return reason
+    return None
 
 
 def classify_link(link: RawLink) -> tuple[str, str] | str:
@@ -26,28 +46,29 @@ def classify_link(link: RawLink) -> tuple[str, str] | str:
     A link whose cleaned text is empty (markup only) is dropped first, as part of link
     extraction: it counts as no incoming link (docs/decisions.md).
     """
+    title = normalize_title(link.target)
+    rejected = _title_rejection(title)
+    if rejected is not None and has_visible_text(link):
+        # The text is not needed, only whether it is empty: most rejected links are
+        # `[[File:...|caption]]`, whose caption would otherwise be parsed for nothing.
+        return rejected
     text = clean_link_text(link)
     if not text:
         return "filtered:empty_text"
-    title = normalize_title(link.target)
-    if title is None:
-        return "filtered:invalid_title"
-    for char, reason in TITLE_CHARACTER_RULES:
-        if char in title:
-            return reason
-    return title, text
+    return (title, text) if rejected is None else rejected
 
 
 class FilterLinksFn(CountingDoFn):
     """Applies `classify_link` to the links of each page, counting every exit, and tallies
-    the links that pass per title: `(title, (occurrences, distinct texts))`.
+    the links that pass per title: `(shard, {title: (occurrences, distinct texts)})`.
 
     The tally spans pages: it is emitted when it holds `max_pending_titles` titles and at
-    the end of each bundle, so the shuffle gets one partial tally per title and bundle
-    instead of one element per link. `BuildClusters` adds the partial tallies up. Results
-    of `classify_link` are memoised per bundle (at most `cache_size` entries), since the
-    same (target, text) recurs across pages. A tally mixes pages, so the input must be in
-    the global window (the mining pipeline is batch); anything else is refused.
+    the end of each bundle, one dict per shard of titles (`tally_shard`), so the shuffle
+    gets a few thousand elements per bundle instead of one element per link or per title.
+    `BuildClusters` adds the partial tallies up. Results of `classify_link` are memoised
+    per bundle (at most `cache_size` entries), since the same (target, text) recurs across
+    pages. A tally mixes pages, so the input must be in the global window (the mining
+    pipeline is batch); anything else is refused.
 
     Memory: a memo entry or a pending title with one text costs about 400 bytes plus its
     strings, so the defaults bound one instance at about 40 MB and its strings.
@@ -55,16 +76,19 @@ class FilterLinksFn(CountingDoFn):
     Args:
         max_pending_titles: bound on the titles held before the tally is emitted.
         cache_size: bound on the memoised classifications.
+        shards: number of title shards (keys of the shuffle).
     """
 
-    def __init__(self, max_pending_titles: int = 50_000, cache_size: int = 50_000):
+    def __init__(self, max_pending_titles: int = 50_000, cache_size: int = 50_000,
+                 shards: int = TALLY_SHARDS):
         super().__init__("filter_links", [
             "passed", "filtered:empty_text", "filtered:invalid_title",
             *(r for _, r in TITLE_CHARACTER_RULES)])
-        if max_pending_titles < 1 or cache_size < 1:
-            raise ValueError("max_pending_titles and cache_size must be positive")
+        if max_pending_titles < 1 or cache_size < 1 or shards < 1:
+            raise ValueError("max_pending_titles, cache_size and shards must be positive")
         self._max_pending = max_pending_titles
         self._cache_size = cache_size
+        self._shards = shards
         self._pending: dict[str, list] = {}
         self._cache: dict[RawLink, tuple[str, str] | str] = {}
 
@@ -75,8 +99,15 @@ class FilterLinksFn(CountingDoFn):
 
     def _tallies(self):
         pending, self._pending = self._pending, {}
+        by_shard: dict[int, dict[str, tuple[int, tuple[str, ...]]]] = {}
+        shards = self._shards
         for title, (n, texts) in pending.items():
-            yield title, (n, tuple(texts))
+            shard = zlib.crc32(title.encode("utf-8")) % shards  # tally_shard, inlined
+            part = by_shard.get(shard)
+            if part is None:
+                by_shard[shard] = part = {}
+            part[title] = (n, tuple(texts))
+        yield from by_shard.items()
 
     def process(self, links: tuple[RawLink, ...], window=beam.DoFn.WindowParam):
         if not isinstance(window, GlobalWindow):
@@ -118,15 +149,17 @@ class FilterLinksFn(CountingDoFn):
 
 class FilterLinks(beam.PTransform):
     """Tuples of RawLink occurrences (one per page) -> {"pairs": partial tallies
-    `(title, (occurrences, distinct link texts))` of the links that pass, "stats"}.
+    `(shard, {title: (occurrences, distinct link texts)})` of the links that pass,
+    "stats"}.
 
     Args:
-        max_pending_titles, cache_size: see `FilterLinksFn`.
+        max_pending_titles, cache_size, shards: see `FilterLinksFn`.
     """
 
-    def __init__(self, max_pending_titles: int = 50_000, cache_size: int = 50_000):
+    def __init__(self, max_pending_titles: int = 50_000, cache_size: int = 50_000,
+                 shards: int = TALLY_SHARDS):
         super().__init__()
-        self._fn = FilterLinksFn(max_pending_titles, cache_size)
+        self._fn = FilterLinksFn(max_pending_titles, cache_size, shards)
 
     def stat_keys(self) -> list[StatKey]:
         return self._fn.stat_keys()

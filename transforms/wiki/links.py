@@ -5,10 +5,12 @@ page is prose, and most links are plain `[[Target]]` or `[[Target|text]]`. So:
 
 1. Regions whose content the parser never reads as wikitext (comments and the parser's
    blacklisted tags: `<nowiki>`, `<pre>`, `<math>`, `<gallery>`, ...) are masked out.
-2. A bracket scan finds every top-level `[[ ... ]]` span (nesting counted).
-3. A span that is plainly a link (no markup, no nesting, a valid title) is read directly;
-   every other span is parsed by `mwparserfromhell` on its own, recursively, so links in
-   captions and nested links come out exactly as the parser sees them.
+2. One regex pass finds every top-level `[[ ... ]]` span (nesting counted), and the
+   spans that are plainly a link (no markup, no nesting, a valid title) whole.
+3. A plain span is read directly, and so is a link whose text holds only plain links
+   and plain text (an image caption); every other span is parsed by `mwparserfromhell`
+   on its own, recursively, so links in captions and nested links come out exactly as
+   the parser sees them.
 4. Pages where this cannot be trusted (an unclosed blacklisted tag, brackets that do not
    balance, a span too long to be a link) are parsed whole by `mwparserfromhell`.
 
@@ -35,6 +37,7 @@ __all__ = [
     "clean_link_text",
     "extract_links",
     "extract_links_full",
+    "has_visible_text",
     "normalize_title",
 ]
 
@@ -64,12 +67,18 @@ _TAGS = "|".join(sorted(PARSER_BLACKLIST))
 _OPAQUE = re.compile(
     rf"<!--.*?-->|<({_TAGS})(?:\s[^<>]*)?(?:/>|>.*?</\1\s*>)", re.DOTALL | re.IGNORECASE)
 _OPAQUE_OPEN = re.compile(rf"<({_TAGS})(?:\s[^<>]*)?>", re.IGNORECASE)
-_BRACKETS = re.compile(r"\[\[|\]\]")
 # A span read without the parser: a title of ordinary characters, optionally a pipe and
 # a text without anything the parser would treat as markup. `'` is markup only doubled
 # (checked apart), `&` only starts an entity, which leaves the source text as it is, and
 # `:` only matters when the title starts with a URI scheme (checked apart).
 _SIMPLE_LINK = re.compile(r"\[\[([^\[\]{}<>|\n=~_]+)(?:\|([^\[\]{}<>|\n=~]*))?\]\]")
+# A whole plain-looking span, or a lone bracket pair: the scan of `_scan_links`.
+_SCAN = re.compile(_SIMPLE_LINK.pattern + r"|\[\[|\]\]")
+# A link with a title as plain as `_SIMPLE_LINK`'s and a text that holds links.
+_CAPTIONED = re.compile(r"\[\[([^\[\]{}<>|\n=~_]+)\|(.*)\]\]")
+# The text of such a link between its inner links: what `_SIMPLE_LINK` allows in a
+# text, and pipes (plain text in a link's text, as in `thumb|200px|caption`).
+_PLAIN_CAPTION = re.compile(r"[^\[\]{}<>\n=~]*")
 _URL_SCHEME = re.compile(r"\s*(?:[a-z][a-z0-9+.\-]*:)?//", re.IGNORECASE)
 # The parser reads `[[scheme:...]]` as a bracketed external link when `scheme` (the
 # characters it accepts in a scheme, up to the first colon) is one of its URI schemes.
@@ -96,25 +105,6 @@ def _could_be_markup(span: str, title: str) -> bool:
         scheme = _SCHEME_PREFIX.match(title)
         return scheme is not None and scheme.group(1).lower() in URI_SCHEMES
     return False
-
-
-def _top_level_spans(text: str) -> list[tuple[int, int]] | None:
-    """(start, end) of every top-level `[[...]]`; None when brackets do not balance."""
-    spans = []
-    depth = 0
-    start = 0
-    for m in _BRACKETS.finditer(text):
-        if m.group() == "[[":
-            if depth == 0:
-                start = m.start()
-            depth += 1
-        elif depth > 0:
-            depth -= 1
-            if depth == 0:
-                spans.append((start, m.end()))
-    if depth:
-        return None
-    return spans
 
 
 def _links_of(wikicode: mwparserfromhell.wikicode.Wikicode) -> list[RawLink]:
@@ -149,22 +139,105 @@ def extract_links(
     if "[[" not in text:
         return ExtractionResult((), "fast")
     masked = _mask_opaque(text)
-    spans = _top_level_spans(masked) if masked is not None else None
-    if spans is None or any(end - start > MAX_SPAN_CHARS for start, end in spans):
+    links = None if masked is None else _scan_links(text, masked)
+    if links is None:
         return ExtractionResult(tuple(full_parse(text)), "full")
-    links: list[RawLink] = []
-    for start, end in spans:
-        # A bracket right before the span changes how the parser reads it ("[[[x]]]").
-        if start and masked[start - 1] == "[":
-            start -= 1
-        # Masking only locates spans; the parser reads the span as written.
-        span = text[start:end]
-        simple = _SIMPLE_LINK.fullmatch(span)
-        if simple and not _could_be_markup(span, simple.group(1)):
-            links.append(RawLink(simple.group(1), simple.group(2)))
-        else:
-            links.extend(_links_of(mwparserfromhell.parse(span)))
     return ExtractionResult(tuple(links), "fast")
+
+
+def _scan_links(text: str, masked: str) -> list[RawLink] | None:
+    """The links of every top-level `[[...]]` span of `masked` (brackets counted), read
+    from `text`; None when brackets do not balance or a span is too long to be a link.
+
+    One regex pass finds both whole plain spans and lone brackets. A plain span at the
+    top level is read directly; the brackets delimit the other spans (with the plain
+    spans inside them), which are read by `_read_span` once the whole page has been found
+    sound, so that a page sent to the full parse has had no span parsed first.
+    """
+    links: list[RawLink | None] = []
+    deferred: list[tuple[int, int, int, list[re.Match] | None, bool]] = []
+    depth = 0
+    start = 0
+    inner: list[re.Match] = []
+    deep = False
+    for m in _SCAN.finditer(masked):
+        title = m.group(1)
+        if title is not None:  # a whole plain-looking span
+            if depth:
+                inner.append(m)
+                continue
+            s, e = m.span()
+            if e - s > MAX_SPAN_CHARS:
+                return None
+            # The parser reads the span as written; masking only locates spans.
+            if (masked is text or text[s:e] == m.group()) and not (
+                    s and masked[s - 1] == "[") and not _could_be_markup(m.group(), title):
+                links.append(RawLink(title, m.group(2)))
+            else:
+                deferred.append((len(links), s, e, None, False))
+                links.append(None)
+        elif masked[m.start()] == "[":
+            if depth:
+                deep = True
+            else:
+                start, inner, deep = m.start(), [], False
+            depth += 1
+        elif depth:
+            depth -= 1
+            if not depth:
+                if m.end() - start > MAX_SPAN_CHARS:
+                    return None
+                deferred.append((len(links), start, m.end(), inner, deep))
+                links.append(None)
+    if depth:
+        return None
+    if not deferred:
+        return links
+    out: list[RawLink] = []
+    done = 0
+    for index, s, e, spans_inside, nested in deferred:
+        out.extend(links[done:index])
+        out.extend(_read_span(text, masked, s, e, spans_inside or [], nested))
+        done = index + 1
+    out.extend(links[done:])
+    return out
+
+
+def _read_span(text: str, masked: str, start: int, end: int, inner: list[re.Match],
+               deep: bool) -> list[RawLink]:
+    """The links of a top-level span that is not plainly one link, `inner` being the
+    plain spans inside it and `deep` whether it holds other bracketed spans.
+
+    A link whose text holds plain links and plain text only
+    (`[[File:x.jpg|thumb|A [[cat]] on a [[mat|rug]]]]`) is read directly: the outer link
+    with its text as written, then the inner links in order, as the parser gives them.
+    Anything else is parsed by `mwparserfromhell`.
+    """
+    # A bracket right before the span changes how the parser reads it ("[[[x]]]").
+    if start and masked[start - 1] == "[":
+        return _parse_span(text[start - 1:end])
+    span = text[start:end]
+    if deep or not inner or "''" in span or (masked is not text
+                                            and span != masked[start:end]):
+        return _parse_span(span)
+    outer = _CAPTIONED.fullmatch(span)
+    if outer is None or _could_be_markup(span, outer.group(1)):
+        return _parse_span(span)
+    pos = start + outer.start(2)
+    for m in inner:
+        if not _PLAIN_CAPTION.fullmatch(text, pos, m.start()) or _could_be_markup(
+                m.group(), m.group(1)):
+            return _parse_span(span)
+        pos = m.end()
+    if not _PLAIN_CAPTION.fullmatch(text, pos, start + outer.end(2)):
+        return _parse_span(span)
+    return [RawLink(outer.group(1), outer.group(2)),
+            *(RawLink(m.group(1), m.group(2)) for m in inner)]
+
+
+def _parse_span(span: str) -> list[RawLink]:
+    return _links_of(mwparserfromhell.parse(span))
+
 
 
 _WHITESPACE = re.compile(r"\s+")
@@ -202,6 +275,17 @@ def clean_link_text(link: RawLink) -> str:
     if "&" in raw:
         raw = html.unescape(raw)
     return _WHITESPACE.sub(" ", raw).strip()
+
+
+def has_visible_text(link: RawLink) -> bool:
+    """A cheap sufficient test that `clean_link_text(link)` is not empty, without parsing.
+
+    True when the raw text starts with a letter or digit: no wikitext construct starts
+    with one except a free URL, which `strip_code` keeps, so that character is in a text
+    node and survives. False means "unknown", not "empty".
+    """
+    raw = link.target if link.text is None else link.text
+    return raw[:1].isalnum()
 
 
 # What may start markup that strip_code would remove or rewrite. A lone quote is text; an
