@@ -38,7 +38,7 @@ from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions
 from transforms.counting import SumStats
 from transforms.io_options import InputOutputOptions
 from transforms.wes.clusters import BuildClusters
-from transforms.wes.corpus import BuildCorpus, corpus_name
+from transforms.wes.corpus import BuildCorpus, DropBelowAllThresholds, corpus_name
 from transforms.wes.filters import FilterLinks
 from transforms.wes.report import WriteStats
 from transforms.wes.sampling import parse_splits
@@ -123,9 +123,11 @@ def run(argv=None, save_main_session=True, test_pipeline=None):
     extract = ExtractLinks(opts.full_parse_timeout_s, opts.max_page_mb)
     filter_links = FilterLinks()
     build_clusters = BuildClusters(opts.resolve_redirects, not opts.no_dictionary_filter)
+    below_all = DropBelowAllThresholds(thresholds)
     corpora = {k: BuildCorpus(k, opts.seed, fractions) for k in thresholds}
     # Every count a stage can make appears in stats.json, 0 when nothing was counted.
-    stat_keys = [key for stage in (read, extract, filter_links, build_clusters, *corpora.values())
+    stat_keys = [key for stage in (read, extract, filter_links, build_clusters, below_all,
+                                   *corpora.values())
                  for key in stage.stat_keys()]
     with pipeline as p:
         dump = p | "ReadPages" >> read
@@ -133,13 +135,16 @@ def run(argv=None, save_main_session=True, test_pipeline=None):
         pairs = links["links"] | "FilterLinks" >> filter_links
         clusters = {"pairs": pairs["pairs"], "redirects": dump["redirects"]} | (
             "BuildClusters" >> build_clusters)
-        stats = [dump["stats"], links["stats"], pairs["stats"], clusters["stats"]]
+        # Clusters that no corpus keeps are counted once here, not in every corpus.
+        kept = clusters["clusters"] | "DropBelowAllThresholds" >> below_all
+        stats = [dump["stats"], links["stats"], pairs["stats"], clusters["stats"],
+                 kept["stats"]]
         outputs = [dump["redirects"] | "RedirectRows" >> beam.FlatMap(
             lambda page: (("redirects", row) for row in redirect_row(page)))]
         schemas = {"redirects": REDIRECT_SCHEMA}
         for k in thresholds:
             name = corpus_name(k)
-            corpus = clusters["clusters"] | f"BuildCorpus[{name}]" >> corpora[k]
+            corpus = kept["clusters"] | f"BuildCorpus[{name}]" >> corpora[k]
             keyed, corpus_schemas = corpus_outputs(name, corpus)
             outputs += keyed
             schemas.update(corpus_schemas)

@@ -42,3 +42,27 @@ def test_declared_keys_appear_even_when_nothing_was_counted():
         out = p | beam.Create([]) | beam.ParDo(fn).with_outputs(STATS_TAG, main="kept")
         assert_that(out[STATS_TAG] | SumStats(fn.stat_keys()), equal_to([{
             "even/passed": 0, "even/filtered:odd": 0, "even/never": 0}]))
+
+
+class SplitFn(CountingDoFn):
+    """Counts some of its exits under another stage's namespace."""
+
+    def __init__(self):
+        super().__init__("split", ["small", ("other", "large")])
+
+    def process(self, n):
+        self.count("small" if n < 3 else ("other", "large"))
+        yield n
+
+
+def test_counts_under_another_namespace():
+    fn = SplitFn()
+    assert fn.stat_keys() == [("split", "small"), ("other", "large")]
+    p = TestPipeline()
+    out = p | beam.Create(range(5)) | beam.ParDo(fn).with_outputs(STATS_TAG, main="kept")
+    assert_that(out[STATS_TAG] | SumStats(fn.stat_keys()), equal_to([{
+        "split/small": 3, "other/large": 2}]))
+    result = p.run()
+    result.wait_until_finish()
+    counters = result.metrics().query(MetricsFilter().with_namespace("other"))["counters"]
+    assert {c.key.metric.name: c.committed for c in counters} == {"large": 2}

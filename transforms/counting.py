@@ -36,25 +36,27 @@ class CountingDoFn(beam.DoFn):
     """A DoFn whose counts go to Beam counters and to the `stats` tagged output.
 
     Subclasses call `self.count(name, n)`; `name` must be one of the names declared at
-    construction (counters are created once, here). Subclasses that override
-    `start_bundle` or `finish_bundle` must call (and, for `finish_bundle`, yield from)
-    this class's.
+    construction (counters are created once, here): a name in `namespace`, or a whole
+    `(namespace, name)` key for a count that belongs to another stage's namespace.
+    Subclasses that override `start_bundle` or `finish_bundle` must call (and, for
+    `finish_bundle`, yield from) this class's.
     """
 
-    def __init__(self, namespace: str, names: Sequence[str]):
+    def __init__(self, namespace: str, names: Sequence[str | StatKey]):
         self._namespace = namespace
-        self._names = tuple(names)
-        self._counters = {name: Metrics.counter(namespace, name) for name in self._names}
-        self._bundle_counts: collections.Counter[str] = collections.Counter()
+        self._keys: dict[str | StatKey, StatKey] = {
+            name: name if isinstance(name, tuple) else (namespace, name) for name in names}
+        self._counters = {name: Metrics.counter(*key) for name, key in self._keys.items()}
+        self._bundle_counts: collections.Counter[str | StatKey] = collections.Counter()
 
     def stat_keys(self) -> list[StatKey]:
         """Every (namespace, name) this DoFn can count, for zero-filled reports."""
-        return [(self._namespace, name) for name in self._names]
+        return list(self._keys.values())
 
     def start_bundle(self):
         self._bundle_counts = collections.Counter()
 
-    def count(self, name: str, n: int = 1) -> None:
+    def count(self, name: str | StatKey, n: int = 1) -> None:
         # Tallied per bundle; Beam counters are incremented once per bundle, as the
         # per-element increment costs more than the filters it counts.
         self._bundle_counts[name] += n
@@ -64,8 +66,7 @@ class CountingDoFn(beam.DoFn):
             if not n:
                 continue
             self._counters[name].inc(n)
-            yield beam.pvalue.TaggedOutput(
-                STATS_TAG, in_global_window(((self._namespace, name), n)))
+            yield beam.pvalue.TaggedOutput(STATS_TAG, in_global_window((self._keys[name], n)))
         self._bundle_counts = collections.Counter()
 
 

@@ -283,3 +283,21 @@ def test_block_decompressor_on_empty_files_acts_as_the_standard_library():
     assert _block_read(b"", "gz", 1000, 1000) == b""
     with pytest.raises(gzip.BadGzipFile, match="Not a gzipped file"):
         _block_read(b"not gzip", "gz", 1000, 1000)
+
+
+def test_block_decompressor_errors_stick():
+    good = gzip.compress(b"first member", mtime=0)
+    bad = bytearray(gzip.compress(bytes(range(256)) * 40, mtime=0))
+    bad[12] ^= 0x55
+    stream = BlockDecompressor(io.BytesIO(good + bytes(bad)), "gz")
+    assert stream.read(1 << 20) == b"first member"
+    for _ in range(2):  # and again: a corrupt file never reads as complete
+        with pytest.raises(zlib.error):
+            stream.read(1 << 20)
+
+
+def test_block_decompressor_reads_xz_stream_padding():
+    padded = lzma.compress(b"one") + b"\0" * 4 + lzma.compress(b"two") + b"\0" * 8
+    assert _block_read(padded, "xz", 5, 100) == b"onetwo"
+    with pytest.raises(lzma.LZMAError, match="multiple of 4"):
+        _block_read(lzma.compress(b"one") + b"\0" * 3 + lzma.compress(b"two"), "xz", 100, 100)

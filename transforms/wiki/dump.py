@@ -188,8 +188,9 @@ class BlockDecompressor(io.RawIOBase):
     8 KB at a time, so a decompressing thread needs the GIL back every 8 KB; beside a
     busy main thread it waits up to the interpreter's switch interval (5 ms) each time,
     and the parser ended up waiting for it. Several streams or members (Wikipedia's
-    multistream dumps) are read one after the other; gzip members may be padded with
-    zero bytes. A cut file raises EOFError, corrupt data the decompressor's error.
+    multistream dumps) are read one after the other; gzip members and xz streams may be
+    padded with zero bytes. A cut file raises EOFError, corrupt data the decompressor's
+    error, and so does every later read.
     Unlike the standard library, which takes a later stream whose first block does not
     decompress for trailing junk and ends the data there without a word, anything after
     a stream that is not a stream is an error: a damaged stream in the middle of a
@@ -214,22 +215,38 @@ class BlockDecompressor(io.RawIOBase):
         self._input = b""
         self._fed = False  # the current stream has been given input
         self._done = False
+        self._error: Exception | None = None
 
     def readable(self) -> bool:
         return True
 
     def _next_stream_input(self) -> bytes:
         data = self._decompressor.unused_data or self._raw.read(self._block_size)
-        if self._kind == "gz":  # zero padding between and after members
+        if self._kind in ("gz", "xz"):  # zero padding between and after members or streams
+            padding = 0
             while data and not data.strip(b"\0"):
+                padding += len(data)
                 data = self._raw.read(self._block_size)
-            data = data.lstrip(b"\0")
+            stripped = data.lstrip(b"\0")
+            padding += len(data) - len(stripped)
+            if self._kind == "xz" and padding % 4:
+                raise lzma.LZMAError(f"xz stream padding of {padding} bytes, not a multiple of 4")
+            data = stripped
         return data
 
     def read(self, size: int = -1) -> bytes:
         self._checkClosed()
+        if self._error is not None:  # a stream cut short never reads as complete
+            raise self._error
+        try:
+            return self._read(size)
+        except Exception as e:
+            self._error = e
+            raise
+
+    def _read(self, size: int) -> bytes:
         if size is None or size < 0:
-            return b"".join(iter(lambda: self.read(1 << 20), b""))
+            return b"".join(iter(lambda: self._read(1 << 20), b""))
         while size and not self._done:
             if self._decompressor.eof:
                 data = self._next_stream_input()

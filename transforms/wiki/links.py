@@ -75,10 +75,11 @@ _SIMPLE_LINK = re.compile(r"\[\[([^\[\]{}<>|\n=~_]+)(?:\|([^\[\]{}<>|\n=~]*))?\]
 # A whole plain-looking span, or a lone bracket pair: the scan of `_scan_links`.
 _SCAN = re.compile(_SIMPLE_LINK.pattern + r"|\[\[|\]\]")
 # A link with a title as plain as `_SIMPLE_LINK`'s and a text that holds links.
-_CAPTIONED = re.compile(r"\[\[([^\[\]{}<>|\n=~_]+)\|(.*)\]\]")
+_CAPTIONED = re.compile(r"\[\[([^\[\]{}<>|\n=~_\x00]+)\|(.*)\]\]")
 # The text of such a link between its inner links: what `_SIMPLE_LINK` allows in a
-# text, and pipes (plain text in a link's text, as in `thumb|200px|caption`).
-_PLAIN_CAPTION = re.compile(r"[^\[\]{}<>\n=~]*")
+# text, and pipes (plain text in a link's text, as in `thumb|200px|caption`). Neither
+# takes NUL, which ends the parser's input (XML cannot hold one anyway).
+_PLAIN_CAPTION = re.compile(r"[^\[\]{}<>\n=~\x00]*")
 _URL_SCHEME = re.compile(r"\s*(?:[a-z][a-z0-9+.\-]*:)?//", re.IGNORECASE)
 # The parser reads `[[scheme:...]]` as a bracketed external link when `scheme` (the
 # characters it accepts in a scheme, up to the first colon) is one of its URI schemes.
