@@ -94,3 +94,18 @@ def keyphrase_path(tmp_path_factory) -> str:
     from tests.inference.checkpoints import save_keyphrase
 
     return save_keyphrase(tmp_path_factory.mktemp("ckpt") / "keyphrase")
+
+
+@pytest.fixture(scope="session")
+def long_dump(tmp_path_factory):
+    """A 48 MB multistream dump (a small page, then one of 48 MB) made of one compressed
+    1 MB stream repeated: more than the prefetch thread reads ahead, so it is still
+    running, blocked on its full queue, after the first page."""
+    path = tmp_path_factory.mktemp("long") / "long-dump.xml.bz2"
+    head = (b"<mediawiki><page><title>A</title><ns>0</ns><id>1</id><revision><text>a"
+            b"</text></revision></page><page><title>B</title><ns>0</ns><id>2</id>"
+            b"<revision><text>")
+    block = bz2.compress(b"lorem ipsum dolor sit amet " * 40_000)
+    tail = b"</text></revision></page></mediawiki>"
+    path.write_bytes(bz2.compress(head) + block * 48 + bz2.compress(tail))
+    return path
