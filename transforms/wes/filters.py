@@ -100,9 +100,8 @@ class FilterLinksFn(CountingDoFn):
     def _tallies(self):
         pending, self._pending = self._pending, {}
         by_shard: dict[int, dict[str, tuple[int, tuple[str, ...]]]] = {}
-        shards = self._shards
         for title, (n, texts) in pending.items():
-            shard = zlib.crc32(title.encode("utf-8")) % shards  # tally_shard, inlined
+            shard = tally_shard(title, self._shards)
             part = by_shard.get(shard)
             if part is None:
                 by_shard[shard] = part = {}

@@ -240,7 +240,6 @@ def _parse_span(span: str) -> list[RawLink]:
     return _links_of(mwparserfromhell.parse(span))
 
 
-
 _WHITESPACE = re.compile(r"\s+")
 # MediaWiki's illegal title characters (after comments are removed); '#' is a fragment.
 _ILLEGAL_TITLE = re.compile(r"[<>\[\]{}|\x00-\x1f\x7f\ufffd]")
