@@ -70,6 +70,30 @@ class CountingDoFn(beam.DoFn):
         self._bundle_counts = collections.Counter()
 
 
+class CountedParDo(beam.PTransform):
+    """A `CountingDoFn` as a stage: input -> {main: its main output, "stats": its counts}.
+
+    Args:
+        fn: the CountingDoFn.
+        step: the label of its ParDo.
+        main: the key of its main output.
+    """
+
+    def __init__(self, fn: CountingDoFn, step: str, main: str):
+        super().__init__()
+        self._fn = fn
+        self._step = step
+        self._main = main
+
+    def stat_keys(self) -> list[StatKey]:
+        return self._fn.stat_keys()
+
+    def expand(self, pcoll):
+        outputs = pcoll | self._step >> beam.ParDo(self._fn).with_outputs(
+            STATS_TAG, main=self._main)
+        return {self._main: outputs[self._main], "stats": outputs[STATS_TAG]}
+
+
 class SumStats(beam.PTransform):
     """`((namespace, name), n)` pairs -> one `{"namespace/name": total}` dict.
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import apache_beam as beam
 
-from transforms.counting import STATS_TAG, CountingDoFn, StatKey
+from transforms.counting import STATS_TAG, CountedParDo, CountingDoFn, StatKey
 from transforms.wes.clusters import TitleLinks
 from transforms.wes.negatives import CorpusTitle, SampleNegatives
 from transforms.wes.sampling import assign_split, cluster_id
@@ -89,7 +89,7 @@ class BelowAllThresholdsFn(CountingDoFn):
         yield from super().finish_bundle()
 
 
-class DropBelowAllThresholds(beam.PTransform):
+class DropBelowAllThresholds(CountedParDo):
     """TitleLinks -> {"clusters": those with at least min(k) incoming links, "stats"}.
 
     Args:
@@ -97,16 +97,8 @@ class DropBelowAllThresholds(beam.PTransform):
     """
 
     def __init__(self, thresholds: Sequence[int]):
-        super().__init__()
-        self._fn = BelowAllThresholdsFn(thresholds)
-
-    def stat_keys(self) -> list[StatKey]:
-        return self._fn.stat_keys()
-
-    def expand(self, clusters):
-        outputs = clusters | "CountBelowAllThresholds" >> beam.ParDo(self._fn).with_outputs(
-            STATS_TAG, main="clusters")
-        return {"clusters": outputs.clusters, "stats": outputs[STATS_TAG]}
+        super().__init__(BelowAllThresholdsFn(thresholds), "CountBelowAllThresholds",
+                         "clusters")
 
 
 class BuildCorpus(beam.PTransform):

@@ -14,7 +14,7 @@ import zlib
 import apache_beam as beam
 from apache_beam.transforms.window import GlobalWindow
 
-from transforms.counting import STATS_TAG, CountingDoFn, StatKey, in_global_window
+from transforms.counting import CountedParDo, CountingDoFn, in_global_window
 from transforms.wiki.links import RawLink, clean_link_text, has_visible_text, normalize_title
 
 TITLE_CHARACTER_RULES = (("#", "filtered:title_has_hash"),
@@ -146,7 +146,7 @@ class FilterLinksFn(CountingDoFn):
             yield in_global_window(tally)
 
 
-class FilterLinks(beam.PTransform):
+class FilterLinks(CountedParDo):
     """Tuples of RawLink occurrences (one per page) -> {"pairs": partial tallies
     `(shard, {title: (occurrences, distinct link texts)})` of the links that pass,
     "stats"}.
@@ -157,13 +157,5 @@ class FilterLinks(beam.PTransform):
 
     def __init__(self, max_pending_titles: int = 50_000, cache_size: int = 50_000,
                  shards: int = TALLY_SHARDS):
-        super().__init__()
-        self._fn = FilterLinksFn(max_pending_titles, cache_size, shards)
-
-    def stat_keys(self) -> list[StatKey]:
-        return self._fn.stat_keys()
-
-    def expand(self, links):
-        outputs = links | "NormalizeAndFilter" >> beam.ParDo(self._fn).with_outputs(
-            STATS_TAG, main="pairs")
-        return {"pairs": outputs.pairs, "stats": outputs[STATS_TAG]}
+        super().__init__(FilterLinksFn(max_pending_titles, cache_size, shards),
+                         "NormalizeAndFilter", "pairs")

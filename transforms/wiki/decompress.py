@@ -44,7 +44,19 @@ def _prefetch(stream: IO[bytes], chunk_size: int, chunks: queue.Queue,
         _put_until_stopped(chunks, stopping, e)
 
 
-class PrefetchingReader(io.RawIOBase):
+class _ReadOnlyStream(io.RawIOBase):
+    """A readable raw stream whose subclasses implement `read(size)`."""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        data = self.read(len(b))
+        b[: len(data)] = data
+        return len(data)
+
+
+class PrefetchingReader(_ReadOnlyStream):
     """Reads a stream ahead in a background thread: chunks go through a bounded queue.
 
     The decompressors (bz2, zlib, lzma) release the GIL while they work, so a dump is
@@ -74,9 +86,6 @@ class PrefetchingReader(io.RawIOBase):
             name="dump-prefetch", daemon=True)
         self._thread.start()
 
-    def readable(self) -> bool:
-        return True
-
     def read(self, size: int = -1) -> bytes:
         self._checkClosed()
         if self._error is not None:
@@ -102,11 +111,6 @@ class PrefetchingReader(io.RawIOBase):
                 wanted -= len(take)
             parts.append(take)
         return b"".join(parts)
-
-    def readinto(self, b) -> int:
-        data = self.read(len(b))
-        b[: len(data)] = data
-        return len(data)
 
     def close(self) -> None:
         if not self.closed:
@@ -148,7 +152,7 @@ class _GzipMember:
         return self._d.unused_data
 
 
-class BlockDecompressor(io.RawIOBase):
+class BlockDecompressor(_ReadOnlyStream):
     """A compressed file decompressed in large blocks: each `read` is one decompressor
     call over up to `block_size` compressed bytes, which releases the GIL throughout.
 
@@ -173,7 +177,7 @@ class BlockDecompressor(io.RawIOBase):
     _DECOMPRESSORS = {"bz2": bz2.BZ2Decompressor, "gz": _GzipMember,
                       "xz": lzma.LZMADecompressor}
 
-    def __init__(self, fileobj: IO[bytes], kind: str, block_size: int = 1 << 18) -> None:
+    def __init__(self, fileobj: IO[bytes], kind: str, block_size: int = 2 << 20) -> None:
         super().__init__()
         self._raw = fileobj
         self._kind = kind
@@ -184,9 +188,6 @@ class BlockDecompressor(io.RawIOBase):
         self._fed = False  # the current stream has been given input
         self._done = False
         self._error: Exception | None = None
-
-    def readable(self) -> bool:
-        return True
 
     def _next_stream_input(self) -> bytes:
         data = self._decompressor.unused_data or self._raw.read(self._block_size)
@@ -239,31 +240,16 @@ class BlockDecompressor(io.RawIOBase):
                 return out
         return b""
 
-    def readinto(self, b) -> int:
-        data = self.read(len(b))
-        b[: len(data)] = data
-        return len(data)
 
-
-def open_dump(fileobj: IO[bytes], name: str, prefetch: bool = True) -> IO[bytes]:
-    """Wraps a binary file object in the decompressor its name asks for.
-
-    `bz2` reads multi-stream files (Wikipedia's `-multistream` dumps) transparently. With
-    `prefetch`, a compressed file is decompressed ahead in a thread (`PrefetchingReader`)
-    in large blocks (`BlockDecompressor`).
-    """
+def open_dump(fileobj: IO[bytes], name: str) -> IO[bytes]:
+    """Wraps a binary file object in the decompressor its name asks for (`.bz2`, multi-
+    stream included, `.gz`, `.xz`), decompressing ahead in a thread in large blocks; any
+    other name is read as it is."""
     kind = next((k for k in ("bz2", "gz", "xz") if name.endswith("." + k)), None)
     if kind is None:
         return fileobj
-    if prefetch:
-        # 2 MB of compressed input per call and 8 MB chunks (32 MB read ahead at most): the
-        # decompressor's output buffer grows in steps that each take the GIL back, so
-        # smaller chunks cost more waits (50 MB of bz2 beside a busy thread: 1.8 s, 2.1 s
-        # with 4 MB chunks, 3.0 s with 1 MB of input per call; 1.4 s alone).
-        return PrefetchingReader(BlockDecompressor(fileobj, kind, block_size=2 << 20),
-                                 chunk_size=8 << 20, depth=2)
-    if kind == "bz2":
-        return bz2.BZ2File(fileobj)
-    if kind == "gz":
-        return gzip.GzipFile(fileobj=fileobj)
-    return lzma.LZMAFile(fileobj)
+    # 2 MB of compressed input per call (BlockDecompressor's default) and 8 MB chunks
+    # (32 MB read ahead at most): the decompressor's output buffer grows in steps that each
+    # take the GIL back, so smaller chunks cost more waits (50 MB of bz2 beside a busy
+    # thread: 1.8 s, 2.1 s with 4 MB chunks, 3.0 s with 1 MB of input per call; 1.4 s alone).
+    return PrefetchingReader(BlockDecompressor(fileobj, kind), chunk_size=8 << 20, depth=2)

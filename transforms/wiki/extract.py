@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import logging
 
-import apache_beam as beam
-
-from transforms.counting import STATS_TAG, CountingDoFn, StatKey
+from transforms.counting import CountedParDo, CountingDoFn
 from transforms.wiki.dump import Page
 from transforms.wiki.guard import CallTimedOut, TimeLimitedCaller
 from transforms.wiki.links import (
@@ -69,19 +67,11 @@ class ExtractLinksFn(CountingDoFn):
         self._caller.close(kill=True)
 
 
-class ExtractLinks(beam.PTransform):
+class ExtractLinks(CountedParDo):
     """Pages -> {"links": one tuple of RawLink occurrences per page with links, "stats"}."""
 
     def __init__(self, full_parse_timeout_s: float = 60.0, max_page_mb: float = 10.0):
-        super().__init__()
         if max_page_mb <= 0:
             raise ValueError(f"max_page_mb must be positive, got {max_page_mb}")
-        self._fn = ExtractLinksFn(full_parse_timeout_s, max_page_mb)
-
-    def stat_keys(self) -> list[StatKey]:
-        return self._fn.stat_keys()
-
-    def expand(self, pages):
-        outputs = pages | "ExtractWikilinks" >> beam.ParDo(self._fn).with_outputs(
-            STATS_TAG, main="links")
-        return {"links": outputs.links, "stats": outputs[STATS_TAG]}
+        super().__init__(ExtractLinksFn(full_parse_timeout_s, max_page_mb),
+                         "ExtractWikilinks", "links")

@@ -156,7 +156,7 @@ def _scan_links(text: str, masked: str) -> list[RawLink] | None:
     sound, so that a page sent to the full parse has had no span parsed first.
     """
     links: list[RawLink | None] = []
-    deferred: list[tuple[int, int, int, list[re.Match] | None, bool]] = []
+    deferred: list[tuple[int, int, int, list[re.Match], bool]] = []
     depth = 0
     start = 0
     inner: list[re.Match] = []
@@ -175,7 +175,7 @@ def _scan_links(text: str, masked: str) -> list[RawLink] | None:
                     s and masked[s - 1] == "[") and not _could_be_markup(m.group(), title):
                 links.append(RawLink(title, m.group(2)))
             else:
-                deferred.append((len(links), s, e, None, False))
+                deferred.append((len(links), s, e, [], False))
                 links.append(None)
         elif masked[m.start()] == "[":
             if depth:
@@ -198,7 +198,7 @@ def _scan_links(text: str, masked: str) -> list[RawLink] | None:
     done = 0
     for index, s, e, spans_inside, nested in deferred:
         out.extend(links[done:index])
-        out.extend(_read_span(text, masked, s, e, spans_inside or [], nested))
+        out.extend(_read_span(text, masked, s, e, spans_inside, nested))
         done = index + 1
     out.extend(links[done:])
     return out
