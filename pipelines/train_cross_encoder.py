@@ -47,10 +47,11 @@ def build_parser() -> argparse.ArgumentParser:
                                      description=__doc__.splitlines()[0])
     g = parser.add_argument_group("data")
     g.add_argument("--format", required=True, choices=FORMATS,
-                   help="wes: mining output shards; stsb: STS-B csv; square, bem: JSONL rows")
+                   help="wes: mining output shards; stsb: STS-B csv; square, bem: JSONL rows; "
+                        "evouna: EVOUNA's TQ.json, split by question")
     g.add_argument("--input", default=None,
                    help="folder with the splits (wes: wes-k<k>/{split}-*.parquet; stsb: "
-                        "sts-{split}.csv; square/bem: {split}.jsonl)")
+                        "sts-{split}.csv; square/bem: {split}.jsonl); evouna: TQ.json")
     for split in ("train", "dev", "test"):
         g.add_argument(f"--{split}_file", default=None,
                        help=f"explicit {split} file(s), a path or glob (overrides --input)")

@@ -60,6 +60,8 @@ MODEL_OPTIONS = frozenset({"model", "revision", "device", "dtype", "max_length"}
 
 _BUILTIN = (
     FamilySpec("squad", ("em", "f1"), "transforms.metrics.squad:SquadMetric"),
+    FamilySpec("overlap", ("contains", "token_recall", "token_precision"),
+               "transforms.metrics.overlap:OverlapMetric", frozenset({"boundary"})),
     FamilySpec("bleu", ("bleu1", "bleu2", "bleu3", "bleu4"), "transforms.metrics.bleu:BleuMetric",
                _LEXICAL_OPTIONS),
     FamilySpec("rouge", ("rougeL",), "transforms.metrics.rouge:RougeMetric",

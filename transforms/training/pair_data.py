@@ -6,10 +6,15 @@
 | `stsb` | `<input>/sts-<split>.csv` (TAB-separated; first 7 fields: genre, filename, year, sid, score, sentence1, sentence2) | `pair_input(sentence1, sentence2)` | score / 5 |
 | `square` | `<input>/<split>.jsonl`: question, target, positive_references (list), negative_references (list, optional), label | `square_input(question, target, positives, negatives)` | label in [0, 1] |
 | `bem` | `<input>/<split>.jsonl`: question, reference, candidate, label | `bem_input(candidate, reference, question)` | label in [0, 1] |
+| `evouna` | `<input>` = EVOUNA's `TQ.json` (or a folder holding it); splits by question (transforms/training/evouna.py) | `bem_input(answer, best-matching gold, question)` | human judgment 0/1 |
 
 WES pairs are laid out (prediction = link text, reference = title): the scorer pairs
 (prediction, reference), and a system's answer is more often an alias (a link text) of
-the gold answer than the other way round. Every problem (a missing file or column, an
+the gold answer than the other way round. EVOUNA answers are paired with the gold answer
+they match best (containment first, then token recall, then the first gold): the `bem`
+metric scores the maximum over the references, so a correct answer must score high
+against at least its best gold, and a wrong one low against even its closest gold.
+Every problem (a missing file or column, an
 empty split, a label out of range, an unparsable line) raises `ValueError` naming the
 file, and the line or column, before a model is loaded.
 """
@@ -26,8 +31,10 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from transforms.metrics import layouts
+from transforms.metrics.overlap import overlap_score
+from transforms.training import evouna
 
-FORMATS = ("wes", "stsb", "square", "bem")
+FORMATS = ("wes", "stsb", "square", "bem", "evouna")
 SPLITS = ("train", "dev", "test")
 WES_COLUMNS = ("title", "link_text", "label", "split")
 STSB_FIELDS = ("genre", "filename", "year", "sid", "score", "sentence1", "sentence2")
@@ -35,7 +42,7 @@ JSONL_FIELDS = {
     "square": ("question", "target", "positive_references", "label"),
     "bem": ("question", "reference", "candidate", "label"),
 }
-SEGMENTS = {"wes": 2, "stsb": 2, "square": 1, "bem": 3}
+SEGMENTS = {"wes": 2, "stsb": 2, "square": 1, "bem": 3, "evouna": 3}
 LAYOUT = {
     "wes": "pair_input(prediction=link_text, reference=title): [CLS] link_text [SEP] title [SEP]",
     "stsb": "pair_input(sentence1, sentence2): [CLS] sentence1 [SEP] sentence2 [SEP]",
@@ -43,6 +50,8 @@ LAYOUT = {
               "Target: a Pos_Ref: r+ ... Neg_Ref: r- ... [SEP]",
     "bem": "bem_input(candidate, reference, question): [CLS] c [SEP] r [SEP] q [SEP], "
            "segment ids 0/1/2",
+    "evouna": "bem_input(answer, best-matching gold, question): [CLS] a [SEP] g [SEP] q "
+              "[SEP], segment ids 0/1/2",
 }
 
 
@@ -64,10 +73,12 @@ def split_files(fmt: str, input_dir: str | None,
     if fmt not in FORMATS:
         raise ValueError(f"format must be one of {FORMATS}, got {fmt!r}")
     overrides = overrides or {}
-    if input_dir is not None and not os.path.isdir(input_dir):
+    if fmt != "evouna" and input_dir is not None and not os.path.isdir(input_dir):
         raise ValueError(f"input folder {input_dir} does not exist (or is not a folder)")
     if input_dir is None and not overrides.get("train"):
         raise ValueError("give an input folder or a train file")
+    if fmt == "evouna":
+        return _evouna_files(input_dir, overrides)
     pattern = {"wes": "{}-*.parquet", "stsb": "sts-{}.csv", "square": "{}.jsonl",
                "bem": "{}.jsonl"}[fmt]
     files = {}
@@ -83,6 +94,32 @@ def split_files(fmt: str, input_dir: str | None,
         else:
             files[split] = []
     return files
+
+
+def _evouna_files(input_path: str | None,
+                  overrides: Mapping[str, str | None]) -> dict[str, list[str]]:
+    """Every split of EVOUNA comes from one file, split by question when it is read."""
+    if any(overrides.get(s) for s in SPLITS):
+        raise ValueError("format evouna reads every split from one file (--input TQ.json); "
+                         "explicit split files do not apply")
+    if input_path is None:
+        raise ValueError("format evouna needs --input: EVOUNA's TQ.json or its folder")
+    path = os.path.join(input_path, "TQ.json") if os.path.isdir(input_path) else input_path
+    if not os.path.isfile(path):
+        raise ValueError(f"EVOUNA file {path} does not exist")
+    return {split: [path] for split in SPLITS}
+
+
+def best_gold(answer: str, golds: tuple[str, ...]) -> str:
+    """The gold answer an answer matches best: containment, then token recall, then order."""
+    return max(golds, key=lambda g: overlap_score(answer, (g,))[:2])
+
+
+def read_evouna(path: str, split: str, seed: int = evouna.DEFAULT_SEED) -> list[PairRow]:
+    """The judged answers of one split of an EVOUNA file, as BEM-layout pairs."""
+    rows = evouna.judged_answers(evouna.read_questions(path), seed=seed, splits=(split,))
+    return [PairRow(layouts.bem_input(r.prediction, best_gold(r.prediction, r.references),
+                                      r.question), float(r.human)) for r in rows]
 
 
 def _check_label(value: Any, where: str) -> float:
@@ -188,11 +225,15 @@ def read_jsonl(path: str, fmt: str) -> list[PairRow]:
     return rows
 
 
-def read_split(fmt: str, files: list[str]) -> list[PairRow]:
-    """Every row of one split's files, in file order."""
+def read_split(fmt: str, files: list[str], split: str | None = None) -> list[PairRow]:
+    """Every row of one split's files, in file order (`split` picks EVOUNA's questions)."""
     rows: list[PairRow] = []
     for path in files:
-        if fmt == "wes":
+        if fmt == "evouna":
+            if split is None:
+                raise ValueError("format evouna needs the split to read")
+            rows += read_evouna(path, split)
+        elif fmt == "wes":
             rows += read_wes(path)
         elif fmt == "stsb":
             rows += read_stsb(path)
@@ -210,8 +251,8 @@ def subsample(rows: list[PairRow], limit: int | None, seed: int) -> list[PairRow
 
 
 def _expected(fmt: str, split: str) -> str:
-    return {"wes": f"<input>/{split}-*.parquet", "stsb": f"<input>/sts-{split}.csv"}.get(
-        fmt, f"<input>/{split}.jsonl")
+    return {"wes": f"<input>/{split}-*.parquet", "stsb": f"<input>/sts-{split}.csv",
+            "evouna": "<input>/TQ.json"}.get(fmt, f"<input>/{split}.jsonl")
 
 
 def load_pairs(fmt: str, files: Mapping[str, list[str]], seed: int,
@@ -231,7 +272,7 @@ def load_pairs(fmt: str, files: Mapping[str, list[str]], seed: int,
                 continue
             raise ValueError(f"no {split} files for format {fmt} (expected {_expected(fmt, split)}"
                              " or an explicit file)")
-        rows = read_split(fmt, files[split])
+        rows = read_split(fmt, files[split], split)
         if not rows and split != "test":
             raise ValueError(f"the {split} split is empty ({', '.join(files[split])})")
         out[split] = subsample(rows, limits.get(split), seed)
