@@ -14,7 +14,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup test demo bench lint clean
+.PHONY: setup test test-fast demo bench lint clean
 
 setup: $(STAMP) $(LEXICON_STAMP)
 
@@ -37,6 +37,10 @@ $(LEXICON_STAMP): $(STAMP) transforms/wes/lexicon.py
 
 test: setup
 	$(PY) -m pytest -q tests
+
+# The suite without the tests marked slow (pipelines, models, JVMs): about 1.5 minutes.
+test-fast: setup
+	$(PY) -m pytest -q -m "not slow" tests
 
 demo: setup
 	$(PY) -m pipelines.demo --output $(DEMO_OUT) $(DEMO_ARGS)

@@ -25,6 +25,11 @@ On Flink (a running Flink cluster with Beam's Flink job server):
 Outputs: `<output>/wes-k<k>/{train,dev,test}-SSSSS-of-NNNNN.parquet`,
 `<output>/wes-k<k>-clusters/`, `<output>/redirects-*.parquet`, and last, once every shard
 is written, `<output>/stats.json` and `<output>/dataset_card.md`.
+
+Everything is written to `<output>/.temp-<uuid>/` first and moved into place by the last
+step, which also replaces an earlier run (with `--overwrite`: until then it stays as it
+was) and removes the `.temp-*` folders of runs that were killed. Two runs into one
+`--output` at the same time are not supported.
 """
 
 from __future__ import annotations
@@ -40,13 +45,15 @@ from transforms.io_options import InputOutputOptions
 from transforms.wes.clusters import BuildClusters
 from transforms.wes.corpus import BuildCorpus, DropBelowAllThresholds, corpus_name
 from transforms.wes.filters import FilterLinks
-from transforms.wes.report import WriteStats
+from transforms.wes.report import STATS_FILE, WriteStats
 from transforms.wes.sampling import parse_splits
 from transforms.wes.write import (
     REDIRECT_SCHEMA,
+    PublishRun,
     WriteParquetShards,
+    check_output_dir,
     corpus_outputs,
-    prepare_output_dir,
+    new_temp_dir,
     redirect_row,
 )
 from transforms.wiki.extract import ExtractLinks
@@ -91,7 +98,8 @@ class MineWesOptions(PipelineOptions):
                                  "(x-multistream-index.txt.bz2) in byte ranges of about "
                                  "this many MB, in parallel; 0 = read every file whole")
         parser.add_argument("--overwrite", action="store_true",
-                            help="replace the outputs of an earlier run in --output")
+                            help="replace the outputs of an earlier run in --output (kept "
+                                 "as they were until this run has written all of its own)")
 
 
 def run(argv=None, save_main_session=True, test_pipeline=None):
@@ -110,7 +118,8 @@ def run(argv=None, save_main_session=True, test_pipeline=None):
     thresholds = _thresholds(opts.min_incoming_links)
     fractions = parse_splits(opts.splits)
     paths = match_inputs([p.strip() for p in io.input.split(",") if p.strip()])
-    prepare_output_dir(io.output, thresholds, overwrite=opts.overwrite)
+    check_output_dir(io.output, overwrite=opts.overwrite)
+    temp_dir = new_temp_dir(io.output)
     config = {
         "inputs": paths, "min_incoming_links": thresholds, "seed": opts.seed,
         "splits": opts.splits, "dictionary_filter": not opts.no_dictionary_filter,
@@ -149,13 +158,15 @@ def run(argv=None, save_main_session=True, test_pipeline=None):
             outputs += keyed
             schemas.update(corpus_schemas)
             stats.append(corpus["stats"])
-        files = (outputs | "FlattenOutputRows" >> beam.Flatten()
-                 | "WriteParquet" >> WriteParquetShards(io.output, schemas))
-        _ = {
+        shards = (outputs | "FlattenOutputRows" >> beam.Flatten()
+                  | "WriteParquet" >> WriteParquetShards(io.output, schemas, temp_dir))
+        report = {
             "counts": stats | "FlattenStats" >> beam.Flatten() | "SumStats" >> SumStats(stat_keys),
-            "files": files,
+            "files": shards,
             "bad_files": dump["bad_files"],
-        } | "WriteStats" >> WriteStats(io.output, config)
+        } | "WriteStats" >> WriteStats(io.output, temp_dir, config)
+        _ = ((shards, report) | "FlattenRunFiles" >> beam.Flatten()
+             | "PublishRun" >> PublishRun(io.output, temp_dir, STATS_FILE, opts.overwrite))
     return p.result
 
 

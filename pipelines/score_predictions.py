@@ -56,7 +56,7 @@ from apache_beam.options.pipeline_options import (
 
 from transforms.inference.run_model_metrics import RunModelMetrics
 from transforms.io_options import InputOutputOptions
-from transforms.scoring.config import MODEL_FLAGS, build_config
+from transforms.scoring.config import DEFAULT_MAX_TEXT_CHARS, MODEL_FLAGS, build_config
 from transforms.scoring.join import ROWS, JoinScores
 from transforms.scoring.read import FORMATS, ReadPredictions
 from transforms.scoring.score import ComputeCorpusStatistics, ScoreMetrics
@@ -114,6 +114,12 @@ class ScoreOptions(PipelineOptions):
                             help="Binary labels: '0.5' or '0.5,cider=1.0' (score >= t is 1).")
         parser.add_argument("--max_batch_size", type=int, default=512,
                             help="Rows per lexical metric batch at most.")
+        parser.add_argument("--max_text_chars", type=int, default=DEFAULT_MAX_TEXT_CHARS,
+                            help="Dead-letter a row (text_too_long) whose prediction, any "
+                                 "reference, negative reference or the question is longer "
+                                 "than N characters: metric cost grows with length (ROUGE-L "
+                                 "quadratically), so one huge row would stall a worker "
+                                 f"(default {DEFAULT_MAX_TEXT_CHARS}; 0 = no limit).")
         models = parser.add_argument_group(
             "model-backed metrics (bertscore, bi_encoder, sas, wes, bem, square, kpqa_*)")
         for family, what in (
@@ -207,6 +213,7 @@ def run(argv: list[str] | None = None, save_main_session: bool = True,
         metric_options=opts.metric_options, input_format=opts.input_format,
         output_format=opts.output_format, report_subsets=opts.report_subsets,
         accuracy_threshold=opts.accuracy_threshold, max_batch_size=opts.max_batch_size,
+        max_text_chars=opts.max_text_chars,
         model_flags={flag: getattr(opts, flag) for flag in MODEL_FLAGS},
         **{flag: getattr(opts, flag) for flag in _COLUMN_FLAGS})
     paths = config.paths
@@ -215,7 +222,7 @@ def run(argv: list[str] | None = None, save_main_session: bool = True,
     pipeline = test_pipeline or beam.Pipeline(options=options)
     with pipeline as p:
         read = p | "ReadPredictions" >> ReadPredictions(
-            config.input, config.mapping, config.input_format)
+            config.input, config.mapping, config.input_format, config.max_text_chars)
         corpus_stats = read["rows"] | "ComputeCorpusStatistics" >> ComputeCorpusStatistics(
             config.metrics)
         branches = {ROWS: read["rows"]}
@@ -235,7 +242,7 @@ def run(argv: list[str] | None = None, save_main_session: bool = True,
                 paths, config.metric_columns, config.with_human, config.signatures),
             dead | "WriteDeadLetters" >> WriteDeadLetters(paths),
             (joined["scored"], dead)
-            | "SummarizeBySystem" >> SummarizeScores(config.metric_columns)
+            | "SummarizeBySystem" >> SummarizeScores(config.metric_columns, config.with_human)
             | "WriteSummary" >> WriteSummary(paths, config.summary_metadata()),
         ]
         if config.report is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import apache_beam as beam
+import pytest
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
@@ -22,6 +23,7 @@ class EvenFn(CountingDoFn):
         yield n
 
 
+@pytest.mark.slow
 def test_counts_as_data_and_as_counters():
     fn = EvenFn()
     p = TestPipeline()

@@ -38,3 +38,28 @@ def save_keyphrase(out: Path) -> str:
         loading.packaged_model_path(), num_labels=2, id2label={0: "K", 1: "O"},
         label2id={"K": 0, "O": 1})
     return _save(model, out)
+
+
+class Payload:
+    """An object whose unpickling runs code: it writes `marker`. Stands for what a
+    malicious checkpoint or state file would hold."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return exec, (f"open({self.marker!r}, 'w').write('ran')",)
+
+
+def write_malicious_pickle(path: Path, marker: Path) -> Path:
+    """`torch.save` of a `Payload` at `path` (the zip format of .pt and .bin files)."""
+    import torch
+    torch.save({"state": Payload(marker)}, path)
+    return path
+
+
+def copy_checkpoint(src: str, out: Path) -> Path:
+    """A writable copy of a checkpoint folder (to plant or break files in)."""
+    import shutil
+    shutil.copytree(src, out)
+    return out

@@ -42,6 +42,7 @@ def test_encoder_handler_validates_at_construction(kwargs, message):
         handlers.EncoderModelHandler(**kwargs)
 
 
+@pytest.mark.slow
 def test_cross_encoder_handler_needs_a_classifier(minilm_path, cross_encoder_path, bem_path):
     with pytest.raises(ValueError, match="not a sequence classifier"):
         handlers.CrossEncoderModelHandler(minilm_path)
@@ -118,6 +119,7 @@ def test_keyed_run_inference_with_counters(reference_vectors):
     assert counters["forward_passes"] == 1
 
 
+@pytest.mark.slow
 def test_unkeyed_cross_encoder_run_inference(cross_encoder_path):
     handler = handlers.CrossEncoderModelHandler(cross_encoder_path)
     pairs = [("a man", "the man"), ("yes", "no"), ("a man", "the man")]
@@ -138,6 +140,7 @@ def test_token_embeddings_through_run_inference_keep_their_layer():
         assert_that(out, _close_to({"k": direct[0].vectors}))
 
 
+@pytest.mark.slow
 def test_model_shared_across_processes(reference_vectors):
     handler = handlers.EncoderModelHandler(output="mean", share_model_across_processes=True)
     expected = {k: reference_vectors[t] for k, t in ROWS[:2]}

@@ -172,6 +172,7 @@ def test_rows_may_carry_their_example_in_an_attribute():
     assert example_of(ROWS[0][1]) is ROWS[0][1]
 
 
+@pytest.mark.slow
 def test_real_minilm_end_to_end_matches_score_batch():
     metrics = [BERTScoreMetric(layer=4, idf=True), BiEncoderMetric()]
     examples = [QAExample("it is a man in the video", ("its man in the video", "a woman")),

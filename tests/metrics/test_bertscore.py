@@ -47,6 +47,7 @@ def metric():
     return m
 
 
+@pytest.mark.slow
 def test_all_rows_all_references_match_bert_score(avsd, package_scores, metric):
     """Acceptance: every AVSD row, its 6 references, packaged MiniLM, layer 4, no idf."""
     ours = np.array([[s["bertscore_precision"], s["bertscore_recall"], s["bertscore"]]
@@ -66,6 +67,7 @@ def test_first_reference_matches_bert_score(avsd, package_scores, metric):
     np.testing.assert_allclose(ours, package_scores[:, 0], atol=1e-4, rtol=0)
 
 
+@pytest.mark.slow
 def test_idf_and_rescaling_match_bert_score(avsd, metric, tmp_path):
     """idf over the references and a baseline file, on 60 rows x 6 references."""
     from bert_score import score

@@ -50,6 +50,7 @@ def meteor() -> Iterator[MeteorMetric]:
          meteor_formula(1 / 2, 1, 1, 1)),
     ],
 )
+@pytest.mark.slow
 def test_values(meteor: MeteorMetric, prediction: str, references: tuple[str, ...],
                 expected: float) -> None:
     (row,) = meteor.score_batch([QAExample(prediction, references)], {})
@@ -75,6 +76,7 @@ def test_pickles_without_the_jvm(meteor: MeteorMetric) -> None:
     assert copy._process is None and copy.columns == ("meteor",)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["avsd_all", "nrqa_mhpgm", "semeval_mhpgm"])
 def test_released_meteor(meteor: MeteorMetric, name: str) -> None:
     rows, released = load_kpqa(name)

@@ -53,6 +53,7 @@ def test_bad_budget_is_refused():
         demo.main(["--train_minutes", "0"])
 
 
+@pytest.mark.slow
 def test_demo_end_to_end_tiny(tmp_path, capsys):
     out = tmp_path / "demo"
     assert demo.main(["--output", str(out), "--max_steps", "2", "--max_rows", "40",

@@ -5,9 +5,13 @@ from __future__ import annotations
 import bz2
 import collections
 import json
+import re
+import shutil
+from pathlib import Path
 
 import pyarrow.dataset as ds
 import pytest
+from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics.metric import MetricsFilter
 
 from pipelines import mine_wes
@@ -38,6 +42,7 @@ def mined(tmp_path_factory, wiki_sample):
     return {"out": out, "result": result, "rows": table, "clusters": clusters, "stats": stats}
 
 
+@pytest.mark.slow
 def test_invariants_on_real_sample(mined):
     rows, clusters = mined["rows"], mined["clusters"]
     assert len(rows) > 1000
@@ -69,6 +74,7 @@ def test_invariants_on_real_sample(mined):
         t: sorted(v) for t, v in pos_texts.items()}
 
 
+@pytest.mark.slow
 def test_positive_pairs_agree_with_independent_reference(mined, wiki_sample):
     from tests.wes.reference_wes import mine_reference
 
@@ -120,6 +126,7 @@ def test_several_thresholds_in_one_run(mined):
     assert high < {(r[0], r[1]) for r in low if r[2] == 1}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("runner", ["direct_in_process", "direct_multi_processing", "portable"])
 def test_same_output_from_every_runner(mined, tmp_path, wiki_sample, runner):
     expected = _rows(mined["out"])
@@ -134,6 +141,7 @@ def test_same_output_from_every_runner(mined, tmp_path, wiki_sample, runner):
         f"wes-k{K}": mined["stats"]["corpora"][f"wes-k{K}"]}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variant", ["truncated", "notxml", "empty"])
 def test_broken_dump_fails_naming_the_file_and_leaves_no_complete_output(
         dump_variants, tmp_path, variant):
@@ -143,6 +151,7 @@ def test_broken_dump_fails_naming_the_file_and_leaves_no_complete_output(
     assert not (tmp_path / "out" / "dataset_card.md").exists()
 
 
+@pytest.mark.slow
 def test_skip_bad_files_reports_an_incomplete_run(dump_variants, tmp_path):
     out = tmp_path / "out"
     _mine([dump_variants["bz2"], dump_variants["truncated"]], out, "--skip_bad_files")
@@ -153,6 +162,7 @@ def test_skip_bad_files_reports_an_incomplete_run(dump_variants, tmp_path):
     assert "INCOMPLETE" in (out / "dataset_card.md").read_text()
 
 
+@pytest.mark.slow
 def test_page_that_hangs_the_parser_is_counted_and_skipped(tmp_path, wiki_sample_xml):
     # Unbalanced brackets force the whole-page parse; a tiny limit makes it time out.
     bad = ("<page><title>Broken</title><ns>0</ns><id>1</id><revision><text>"
@@ -193,6 +203,7 @@ def _read_counters(result):
         MetricsFilter().with_namespace("read_dump"))["counters"]}
 
 
+@pytest.mark.slow
 def test_multistream_dump_read_in_byte_ranges_gives_the_same_corpus(multistream_dump, tmp_path):
     import shutil
 
@@ -218,3 +229,81 @@ def test_multistream_dump_read_in_byte_ranges_gives_the_same_corpus(multistream_
     assert fallback_stats["counts"]["read_dump/index_unusable"] == 1
     assert stats[1]["counts"]["read_dump/files_split"] == 1
     assert _rows(tmp_path / "fallback", 2) == _rows(tmp_path / "whole", 2)
+
+
+@pytest.mark.slow
+def test_a_damaged_stream_in_a_byte_range_fails_the_run_naming_the_range(multistream_dump,
+                                                                         tmp_path):
+    from tests.wiki.test_read import damage_one_stream
+
+    damaged = damage_one_stream(multistream_dump, tmp_path / "dumps")
+    where = f"{damaged.path} bytes {damaged.start}-{damaged.end}:"
+    with pytest.raises(Exception, match=re.escape(where)):
+        _mine([damaged.path], tmp_path / "failed", "--split_multistream_mb=0.03", k=2)
+    assert not (tmp_path / "failed" / "stats.json").exists()
+
+    out = tmp_path / "skipped"
+    _mine([damaged.path], out, "--split_multistream_mb=0.03", "--skip_bad_files", k=2)
+    stats = json.loads((out / "stats.json").read_text())
+    assert stats["counts"]["read_dump/files_split"] == 1
+    assert stats["complete"] is False and len(stats["bad_files"]) == 1
+    assert stats["bad_files"][0].startswith(where) and "Invalid data stream" in stats["bad_files"][0]
+    assert stats["counts"]["read_dump/filtered:bad_file"] == 1
+    assert "INCOMPLETE" in (out / "dataset_card.md").read_text()
+
+
+def _run_files(out) -> dict[str, bytes]:
+    """The files of the run in `out`, the temporary folders of runs left aside."""
+    return {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*"))
+            if p.is_file() and not p.relative_to(out).parts[0].startswith(".temp-")}
+
+
+@pytest.mark.slow
+def test_overwrite_keeps_the_earlier_run_until_the_new_one_is_written(
+        mined, tmp_path, dump_variants, wiki_sample, monkeypatch):
+    out = tmp_path / "out"
+    shutil.copytree(mined["out"], out)  # a complete run with k = 2 and 5
+    before = _run_files(out)
+    assert "wes-k2-clusters/clusters-00000-of-00001.parquet" in before
+
+    # A run that fails before its last step: a dump it cannot read.
+    with pytest.raises(Exception, match=dump_variants["truncated"].name):
+        _mine([dump_variants["truncated"]], out, "--overwrite")
+    assert _run_files(out) == before
+
+    # A run that fails in its last step, when all but its stats.json are moved in.
+    rename = FileSystems.rename
+
+    def failing_rename(sources, destinations):
+        if destinations == [str(out / "stats.json")] and "previous" not in sources[0]:
+            raise OSError("disk on fire")  # the new one, not the earlier one moved back
+        return rename(sources, destinations)
+
+    monkeypatch.setattr(FileSystems, "rename", staticmethod(failing_rename))
+    with pytest.raises(Exception, match="the earlier outputs were put back as they were"):
+        _mine([wiki_sample], out, "--overwrite", *RUNNER_ARGS["direct_in_process"])
+    monkeypatch.undo()
+    assert _run_files(out) == before
+    assert list(out.glob(".temp-*")), "the failed run's files are left (until a run succeeds)"
+
+    # A run that succeeds, with k = 5 only: nothing of the earlier run is left, nor of the
+    # runs that failed.
+    _mine([wiki_sample], out, "--overwrite")
+    stats = json.loads((out / "stats.json").read_text())
+    files = {str(p.relative_to(out)) for p in out.rglob("*")}
+    assert files == {str(Path(f).relative_to(out)) for f in stats["files"]} | {
+        "stats.json", "dataset_card.md", "wes-k5", "wes-k5-clusters"}
+    assert list(stats["corpora"]) == [f"wes-k{K}"]
+    assert _rows(out) == _rows(mined["out"])
+
+
+@pytest.mark.slow
+def test_a_run_removes_the_temporary_folders_of_killed_runs(tmp_path, wiki_sample):
+    out = tmp_path / "out"
+    (out / ".temp-0123").mkdir(parents=True)  # as a killed run leaves them
+    (out / ".temp-0123" / "wes-k5__train-0a1b.parquet").write_bytes(b"partial")
+    (out / ".temp-4567").mkdir()
+    _mine([wiki_sample], out)  # temporary folders are no earlier run: no --overwrite needed
+    assert not list(out.glob(".temp-*"))
+    stats = json.loads((out / "stats.json").read_text())
+    assert {str(p) for p in out.rglob("*.parquet")} == set(stats["files"])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from tests.scoring import fakes
@@ -86,6 +88,7 @@ def test_build_config(csv_input, tmp_path, monkeypatch):
     ({"metrics": "em", "output_format": "csv"}, "unknown output format"),
     ({"metrics": "em", "input_format": "xml"}, "unknown input format"),
     ({"metrics": "em", "max_batch_size": 0}, "max_batch_size"),
+    ({"metrics": "em", "max_text_chars": -1}, r"--max_text_chars must be >= 1 \(or 0"),
 ])
 def test_build_config_errors(csv_input, tmp_path, kwargs, message):
     with pytest.raises(ValueError, match=message):
@@ -104,3 +107,21 @@ def test_build_config_refuses_inputs_without_columns(tmp_path):
     with pytest.raises(ValueError, match="offer no columns"):
         build_config(input=str(tmp_path / "empty.jsonl"), output=str(tmp_path / "o"),
                      metrics="em")
+
+
+def test_max_text_chars_defaults_to_100000_and_0_is_no_limit(csv_input, tmp_path):
+    config = build_config(input=csv_input, output=str(tmp_path / "o"), metrics="em")
+    assert config.max_text_chars == 100_000
+    assert config.summary_metadata()["max_text_chars"] == 100_000
+    unlimited = build_config(input=csv_input, output=str(tmp_path / "o"), metrics="em",
+                             max_text_chars=0)
+    assert unlimited.max_text_chars is None
+
+
+def test_an_unreadable_input_file_fails_the_configuration_naming_it(tmp_path):
+    half = tmp_path / "half.parquet"
+    pq.write_table(pa.table({"prediction": ["a"] * 50, "references": [["b"]] * 50}), half)
+    data = half.read_bytes()
+    half.write_bytes(data[: len(data) // 2])
+    with pytest.raises(ValueError, match=f"^input file {half}: .*magic bytes"):
+        build_config(input=str(half), output=str(tmp_path / "o"), metrics="em")

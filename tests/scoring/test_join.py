@@ -35,6 +35,7 @@ def test_merge_dead_letters_when_a_branch_fails(results, reason):
     assert (record["reason"], record["row_key"], record["system"]) == (reason, "f:1", "s")
 
 
+@pytest.mark.slow
 def test_join_scores_pipeline():
     other = ScoringRow(RowSource("f", 2, 2), QAExample("q", ("r",)))
     pipeline = test_pipeline.TestPipeline()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -139,3 +140,89 @@ def test_dead_letter_record_and_partial_metadata():
         "file": "in.jsonl", "row": 3, "line": 3, "row_key": "in.jsonl:3", "id": "4",
         "system": "s", "reason": "null_prediction", "detail": "why"}
     assert partial_metadata(None, DEFAULT) == (None, None)
+
+
+# Issue 12, item 8: text UTF-8 cannot encode (JSON's "\ud83d" escape alone) is a dead
+# letter, whichever text field holds it, instead of a coder error far from its row.
+LONE = json.loads('"\\ud83d"')
+
+
+@pytest.mark.parametrize("field, record, where", [
+    ("prediction", {"prediction": f"a {LONE}"}, "'prediction'"),
+    ("references", {"references": ["b", f"x{LONE}"]}, "'references'[1]"),
+    ("question", {"question": LONE}, "'question'"),
+    ("negative_references", {"negative_references": [LONE]}, "'negative_references'[0]"),
+    ("id", {"id": LONE}, "'id'"),
+    ("system", {"system": f"sys{LONE}"}, "'system'"),
+])
+def test_unencodable_text_in_any_text_field_is_invalid_text(field, record, where):
+    base = {"prediction": "a", "references": ["b"], "id": "r1", "system": "s"}
+    with pytest.raises(RowError) as e:
+        to_scoring_row({**base, **record}, DEFAULT, SOURCE)
+    assert e.value.reason == "invalid_text"
+    assert e.value.detail.startswith(f"{where} holds a lone surrogate U+D83D at character")
+
+
+def test_unencodable_text_in_a_csv_reference_list_is_invalid_text():
+    with pytest.raises(RowError) as e:
+        to_scoring_row({"prediction": "a", "references": '["b", "\\ud83d"]'}, ColumnMapping(),
+                       SOURCE, text_cells=True)
+    assert (e.value.reason, e.value.detail[:18]) == ("invalid_text", "'references'[1] ho")
+
+
+def test_surrogate_pairs_are_text_and_dead_letters_can_be_written():
+    row = to_scoring_row(json.loads('{"prediction": "\\ud83d\\ude00", "references": ["b"]}'),
+                         DEFAULT, SOURCE)
+    assert row.example.prediction == "\U0001F600"
+    row_id, system = partial_metadata({"id": LONE, "system": f"s{LONE}"}, DEFAULT)
+    assert (row_id, system) == ("\\ud83d", "s\\ud83d")
+    letter = dead_letter(SOURCE, "invalid_text", "why", row_id, system)
+    json.dumps(letter, ensure_ascii=False).encode("utf-8")  # what the writer does
+
+
+# Issue 12, item 10: a missing human value leaves the row scored, without a label.
+@pytest.mark.parametrize("value", ["", "  ", "n/a", "N/A", "NA", "na", " n/a ", "null", "NULL",
+                                   "None", "NaN", "nan", "#N/A", "<NA>", None, math.nan])
+@pytest.mark.parametrize("text_cells", [False, True])
+def test_missing_human_values_mean_no_label(value, text_cells):
+    record = {"prediction": "a", "references": ["b"], "human": value}
+    assert to_scoring_row(record, DEFAULT, SOURCE, text_cells).human is None
+
+
+@pytest.mark.parametrize("value, expected", [("0.5", 0.5), (" 1 ", 1.0), (0, 0.0), (True, 1.0)])
+def test_human_values_that_are_numbers(value, expected):
+    record = {"prediction": "a", "references": ["b"], "human": value}
+    assert to_scoring_row(record, DEFAULT, SOURCE, text_cells=True).human == expected
+
+
+@pytest.mark.parametrize("value", ["good", "n/a!", "1,5", [1]])
+def test_human_values_present_but_not_numbers_stay_dead_letters(value):
+    with pytest.raises(RowError) as e:
+        to_scoring_row({"prediction": "a", "references": ["b"], "human": value}, DEFAULT,
+                       SOURCE)
+    assert e.value.reason == "non_numeric_human"
+
+
+# Issue 12, item 11: a text longer than --max_text_chars is dead-lettered before any metric.
+@pytest.mark.parametrize("record, where, length", [
+    ({"prediction": "p" * 11}, "'prediction'", 11),
+    ({"references": ["r", "r" * 12]}, "'references'[1]", 12),
+    ({"question": "q" * 13}, "'question'", 13),
+    ({"negative_references": ["n" * 14]}, "'negative_references'[0]", 14),
+])
+def test_texts_longer_than_the_limit_are_too_long(record, where, length):
+    record = {"prediction": "a", "references": ["b"], **record}
+    with pytest.raises(RowError) as e:
+        to_scoring_row(record, DEFAULT, SOURCE, max_text_chars=10)
+    assert e.value.reason == "text_too_long"
+    assert e.value.detail == (f"{where} is {length} characters long, more than the limit of "
+                              "10 (--max_text_chars)")
+    assert to_scoring_row(record, DEFAULT, SOURCE, max_text_chars=length).example
+    assert to_scoring_row(record, DEFAULT, SOURCE).example  # no limit
+
+
+def test_the_limit_applies_to_the_references_kept():
+    record = {"prediction": "a", "references": ["b", "r" * 50]}
+    mapping = ColumnMapping(max_references=1)
+    row = to_scoring_row(record, mapping, SOURCE, max_text_chars=10)
+    assert row.example.references == ("b",)

@@ -67,6 +67,7 @@ def _jsonl(tmp_path, rows) -> str:
     return str(path)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("runner", ["direct_in_process", "direct_multi_processing"])
 def test_model_branch_is_joined_with_the_lexical_one(tmp_path, cross_encoder_path, bem_path,
                                                      runner):
@@ -108,6 +109,7 @@ def test_model_branch_is_joined_with_the_lexical_one(tmp_path, cross_encoder_pat
     assert summary["signatures"]["sas"] == signatures["sas"]
 
 
+@pytest.mark.slow
 def test_model_metrics_alone(tmp_path, cross_encoder_path):
     prefix = str(tmp_path / "out")
     rows = [r for r in ROWS if r["id"] != "boom"]
@@ -119,6 +121,7 @@ def test_model_metrics_alone(tmp_path, cross_encoder_path):
     assert "em" not in scores.columns
 
 
+@pytest.mark.slow
 def test_real_minilm_end_to_end(tmp_path, cross_encoder_path, keyphrase_path):
     """A small run with the real handlers: values equal the metrics run in plain Python."""
     frame = pd.read_csv(AVSD).head(12)

@@ -74,3 +74,18 @@ def test_summarize_scores_pipeline():
               | beam.Map(lambda s: (s["overall"]["in"], s["overall"]["scored"])))
     assert_that(counts, equal_to([(6, 3)]))
     pipeline.run()
+
+
+def test_scored_rows_without_a_human_value_are_counted_when_there_is_a_human_column():
+    records = [{**_scored("a", 1.0, 1.0), "human": 1.0}, {**_scored("a", 0.0, 0.0), "human": None},
+               {**_scored("b", 1.0, 1.0), "human": None}, _dead("b", "non_numeric_human")]
+    fn = SummaryCombineFn(COLUMNS, with_human=True)
+    acc = fn.create_accumulator()
+    for record in records:
+        acc = fn.add_input(acc, summary_event(record, COLUMNS))
+    summary = fn.extract_output(acc)
+    assert summary["overall"]["human_missing"] == 2
+    assert {s: b["human_missing"] for s, b in summary["systems"].items()} == {"a": 1, "b": 1}
+    assert list(summary["overall"]) == ["in", "scored", "dead_lettered",
+                                        "dead_lettered_by_reason", "human_missing", "metrics"]
+    assert "human_missing" not in _summarize(records)["overall"]  # no human column

@@ -110,6 +110,7 @@ def test_conversion_writes_scoring_rows(tmp_path, capsys) -> None:
     assert evouna.main(["--input", str(tmp_path / "nope.json"), "--output", "x"]) == 2
 
 
+@pytest.mark.slow
 def test_pair_rows_use_the_best_matching_gold_and_fixed_splits() -> None:
     from transforms.training import pair_data
 

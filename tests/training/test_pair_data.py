@@ -31,6 +31,7 @@ def test_stsb_first_seven_fields_and_score_over_five():
     assert rows[5552].label == pytest.approx(0.8)
 
 
+@pytest.mark.slow
 def test_wes_shards_pair_link_text_with_title(wes_corpus):
     files = split_files("wes", str(wes_corpus))
     assert all(files[s] for s in ("train", "dev", "test"))

@@ -10,6 +10,7 @@ import torch
 from safetensors.torch import load_file
 
 from pipelines import train_cross_encoder
+from tests.inference.checkpoints import write_malicious_pickle
 from tests.training.conftest import FAST
 from transforms.inference.loading import packaged_model_path
 from transforms.metrics.base import QAExample
@@ -22,6 +23,7 @@ def _sts_args(stsb_small, out, *extra):
     return ["--format=stsb", f"--input={stsb_small}", f"--output={out}", *TINY, *extra]
 
 
+@pytest.mark.slow
 def test_sts_loss_falls_and_best_checkpoint_round_trips(stsb_small, tmp_path):
     out = tmp_path / "sas"
     train = str(stsb_small / "sts-train.csv")
@@ -53,6 +55,7 @@ def test_sts_loss_falls_and_best_checkpoint_round_trips(stsb_small, tmp_path):
     assert 0 < score < 1
 
 
+@pytest.mark.slow
 def test_wes_from_mined_shards(wes_corpus, tmp_path):
     out = tmp_path / "wes"
     info = train_cross_encoder.run([
@@ -72,6 +75,7 @@ def test_wes_from_mined_shards(wes_corpus, tmp_path):
     assert 0 < metric.score_batch([QAExample("Anarchism", ("Anarchy",))], {})[0]["wes"] < 1
 
 
+@pytest.mark.slow
 def test_curriculum_and_bad_init(wes_corpus, stsb_small, tmp_path):
     wes = tmp_path / "wes"
     train_cross_encoder.run(["--format=wes", f"--input={wes_corpus}", f"--output={wes}", *FAST,
@@ -91,6 +95,7 @@ def _weights(path):
     return load_file(str(path / "last" / "model.safetensors"))
 
 
+@pytest.mark.slow
 def test_interrupted_runs_resume_to_the_same_weights(stsb_small, tmp_path):
     # 24 rows, batch 8: 3 steps per epoch, so the runs cross an epoch boundary.
     steps = ["--max_train_rows=24", "--max_steps=4", "--save_every=2", "--skip_test"]
@@ -104,8 +109,15 @@ def test_interrupted_runs_resume_to_the_same_weights(stsb_small, tmp_path):
         train_cross_encoder.run(_sts_args(stsb_small, tmp_path / "b", *steps), on_step=crash)
     state = json.loads((tmp_path / "b" / "last" / "trainer_state.json").read_text())
     assert state["global_step"] == 2
+    # Nothing the trainer writes is a pickle; a pickle planted beside the safetensors
+    # weights of last/ is never read by the resumed run.
+    written = {p.name for p in (tmp_path / "b").rglob("*") if p.is_file()}
+    assert not {n for n in written if n.endswith((".pt", ".bin", ".pth", ".pkl", ".pickle"))}
+    marker = tmp_path / "pwned"
+    write_malicious_pickle(tmp_path / "b" / "last" / "pytorch_model.bin", marker)
     info = train_cross_encoder.run(_sts_args(stsb_small, tmp_path / "b", *steps, "--resume"))
     assert info["training"]["global_step"] == 4
+    assert not marker.exists()
     # A wall-clock stop keeps the schedule; --resume finishes the same run.
     stopped = train_cross_encoder.run(_sts_args(stsb_small, tmp_path / "c", *steps,
                                                 "--max_minutes=0.0001"))
@@ -130,6 +142,7 @@ def test_interrupted_runs_resume_to_the_same_weights(stsb_small, tmp_path):
         train_cross_encoder.run(_sts_args(stsb_small, tmp_path / "a", *steps))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt, metric_cls", [("bem", BEMMetric), ("square", SQuArEMetric)])
 def test_bem_and_square_rows_train_models_the_scorer_loads(bem_square_rows, tmp_path, fmt,
                                                            metric_cls):

@@ -23,6 +23,7 @@ def _held_out_features(squad_path, tokenizer):
     return squad_data.encode_examples(tokenizer, examples, 48)[0]
 
 
+@pytest.mark.slow
 def test_keyphrase_loss_falls_and_checkpoint_round_trips(squad_two_articles, tmp_path):
     out = tmp_path / "kp"
     info = train_keyphrase.run([

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import apache_beam as beam
+import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
 
 from transforms.counting import SumStats
@@ -56,6 +57,7 @@ def _collect(prefilter: bool, folder) -> dict:
     return json.loads(path.read_text())
 
 
+@pytest.mark.slow
 def test_prefilter_gives_the_same_counts_and_rows(tmp_path):
     plain, prefiltered = _collect(False, tmp_path), _collect(True, tmp_path)
     assert prefiltered["stats"] == plain["stats"]

@@ -24,6 +24,21 @@ def test_classify_link(link, expected):
     assert classify_link(link) == expected
 
 
+def test_long_or_unparsable_link_texts_are_counted_not_cleaned(monkeypatch):
+    long_text = "{{" * 600 + "x"  # 1,201 characters: never reaches the parser
+    assert classify_link(RawLink("Target", long_text)) == "filtered:long_text"
+    assert classify_link(RawLink("Styx (band)", "{" + long_text)) == "filtered:title_has_paren"
+    assert classify_link(RawLink("Target", "x" * 1000)) == ("Target", "x" * 1000)
+    import transforms.wiki.links as links_module
+
+    def fail(text):
+        raise RecursionError("maximum recursion depth exceeded")
+
+    monkeypatch.setattr(links_module.mwparserfromhell, "parse", fail)
+    assert classify_link(RawLink("Target", "''b''")) == "filtered:text_parser_error"
+    assert classify_link(RawLink("A:b", "''b''")) == "filtered:title_has_colon"
+
+
 def test_merge_tallies_counts_occurrences_and_dedups_case_sensitively():
     parts = [{"United States": (2, ("US",)), "Paris": (1, ("Paris",))},
              {"United States": (1, ("us",))},

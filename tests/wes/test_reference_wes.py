@@ -260,6 +260,7 @@ def test_bad_arguments(tmp_path):
 # --- The real sample (the full parse is cached by extract_dump for the whole session).
 
 
+@pytest.mark.slow
 def test_real_sample_counts():
     counts = mine_reference(SAMPLE, 5).counts
     logger.info("reference counts on %s, k=5: %s", SAMPLE.name, counts)

@@ -11,7 +11,13 @@ import zlib
 
 import pytest
 
-from transforms.wiki.decompress import BlockDecompressor, PrefetchingReader, open_dump
+from transforms.wiki.decompress import (
+    BlockDecompressor,
+    ByteRange,
+    PrefetchingReader,
+    open_dump,
+    open_range,
+)
 
 
 def test_prefetching_reader_returns_the_stream_unchanged():
@@ -46,6 +52,19 @@ def test_prefetching_reader_raises_the_streams_error_where_it_happened():
     reader.close()
     with pytest.raises(ValueError, match="closed"):
         reader.read(1)
+
+
+def test_prefetching_reader_returns_the_bytes_before_an_error_first():
+    reader = PrefetchingReader(_FailingStream(b"x" * 10, EOFError("cut short")), chunk_size=4)
+    assert reader.read(100) == b"x" * 10
+    with pytest.raises(EOFError, match="cut short"):
+        reader.read(100)
+    reader.close()
+    # Reading to the end: the error, not the bytes before it (they would look complete).
+    reader = PrefetchingReader(_FailingStream(b"x" * 10, EOFError("cut short")), chunk_size=4)
+    with pytest.raises(EOFError, match="cut short"):
+        reader.read()
+    reader.close()
 
 
 def test_closing_a_prefetching_reader_early_stops_its_thread(long_dump):
@@ -153,3 +172,45 @@ def test_block_decompressor_reads_xz_stream_padding():
     assert _block_read(padded, "xz", 5, 100) == b"onetwo"
     with pytest.raises(lzma.LZMAError, match="multiple of 4"):
         _block_read(lzma.compress(b"one") + b"\0" * 3 + lzma.compress(b"two"), "xz", 100, 100)
+
+
+def test_byte_range_reads_its_bytes_and_fails_where_the_file_ends():
+    data = bytes(range(256)) * 40
+    stream = ByteRange(io.BytesIO(data), 1000, 5000)
+    assert stream.read(7) + stream.read(100_000) == data[1000:5000]
+    assert stream.read(10) == b"" and stream.read() == b""
+    assert ByteRange(io.BytesIO(data), 3, 3).read() == b""
+    with pytest.raises(EOFError, match="ends at byte 10240"):
+        ByteRange(io.BytesIO(data), 10_000, 20_000).read()
+    cut = ByteRange(io.BytesIO(data), 10_000, 20_000)
+    assert cut.read(100_000) == data[10_000:]  # what there is, first
+    for _ in range(2):
+        with pytest.raises(EOFError, match="ends at byte 10240, before the end of the "
+                                           "range at byte 20000"):
+            cut.read(1)
+    with pytest.raises(ValueError, match="not a byte range"):
+        ByteRange(io.BytesIO(data), 5, 4)
+
+
+def test_open_range_checks_every_stream_of_the_range():
+    streams = [bz2.compress(_DATA[i:i + 30_000]) for i in range(0, 120_000, 30_000)]
+    data = b"".join(streams)
+    start = len(streams[0])
+    end = start + len(streams[1]) + len(streams[2])
+    with open_range(io.BytesIO(data), start, end) as stream:
+        assert stream.read() == _DATA[30_000:90_000]
+    # One byte flipped in the middle of the range's second stream: bz2.decompress returns
+    # the first stream without a word; the range reader fails.
+    damaged = bytearray(data)
+    damaged[start + len(streams[1]) + len(streams[2]) // 2] ^= 0xFF
+    assert bz2.decompress(bytes(damaged[start:end])) == _DATA[30_000:60_000]
+    with open_range(io.BytesIO(bytes(damaged)), start, end) as stream, \
+            pytest.raises(OSError, match="Invalid data stream"):
+        stream.read()
+    # A range that ends inside a stream, or runs past the end of the file.
+    with open_range(io.BytesIO(data), start, end - 1) as stream, \
+            pytest.raises(EOFError, match="ended before the end-of-stream marker"):
+        stream.read()
+    with open_range(io.BytesIO(data), start, len(data) + 1) as stream, \
+            pytest.raises(EOFError, match=f"the file ends at byte {len(data)}"):
+        stream.read()

@@ -78,11 +78,11 @@ def test_multistream_index_names():
 def test_byte_ranges_read_the_same_pages_as_the_whole_file(multistream_dump):
     from transforms.wiki.dump import (
         check_cuts,
-        iter_range_pages,
         multistream_index_path,
         split_ranges,
         stream_offsets,
     )
+    from transforms.wiki.read import read_range_pages
 
     index = multistream_index_path(str(multistream_dump))
     with open(index, "rb") as f:
@@ -94,7 +94,7 @@ def test_byte_ranges_read_the_same_pages_as_the_whole_file(multistream_dump):
     with open(multistream_dump, "rb") as f:
         check_cuts(f, str(multistream_dump), ranges)
         by_range = [p for start, end in ranges
-                    for p in iter_range_pages(f, str(multistream_dump), start, end)]
+                    for p in read_range_pages(f, str(multistream_dump), start, end)]
     whole = _pages(multistream_dump)
     assert len(whole) > 50 and by_range == whole
     assert split_ranges(offsets, size, 10**12) == [(0, size)]
@@ -102,16 +102,17 @@ def test_byte_ranges_read_the_same_pages_as_the_whole_file(multistream_dump):
 
 def test_bad_index_or_cut_is_named(multistream_dump, tmp_path):
 
-    from transforms.wiki.dump import check_cuts, iter_range_pages, split_ranges, stream_offsets
+    from transforms.wiki.dump import check_cuts, split_ranges, stream_offsets
+    from transforms.wiki.read import read_range_pages
 
     name = str(multistream_dump)
     with open(multistream_dump, "rb") as f:
         with pytest.raises(DumpReadError, match=r"byte 1000 \(from its index\) does not start"):
             check_cuts(f, name, [(0, 1000), (1000, 2000)])
-        with pytest.raises(DumpReadError, match=r"bytes 1000-5000: not whole bz2 streams"):
-            list(iter_range_pages(f, name, 1000, 5000))
-        with pytest.raises(DumpReadError, match="the file ends after"):
-            list(iter_range_pages(f, name, 0, 10**9))
+        with pytest.raises(DumpReadError, match=r"bytes 1000-5000: cannot read dump"):
+            list(read_range_pages(f, name, 1000, 5000))
+        with pytest.raises(DumpReadError, match=r"bytes 0-1000000000: cannot read dump"):
+            list(read_range_pages(f, name, 0, 10**9))
     with pytest.raises(DumpReadError, match="belongs to another file"):
         split_ranges([10, 10**9], 5000, 100)
     bad = tmp_path / "bad-index.txt.bz2"
@@ -137,3 +138,63 @@ def test_a_long_dump_reads_whole(long_dump):
     pages = _pages(long_dump)
     assert [p.title for p in pages] == ["A", "B"]
     assert len(pages[1].text) == 48 * 27 * 40_000
+
+
+def _dump(*pages: str) -> bytes:
+    return ("<mediawiki>" + "".join(f"<page>{p}</page>" for p in pages)
+            + "</mediawiki>").encode("utf-8")
+
+
+GOOD_1 = "<title>One</title><ns>0</ns><id>1</id><revision><text>[[a]]</text></revision>"
+GOOD_2 = "<title>Two</title><ns>0</ns><id>2</id><revision><text>[[b]]</text></revision>"
+
+
+@pytest.mark.parametrize("bad, named, reason", [
+    ("<title>Bad ns</title><ns>main</ns><id>9</id>", "page 2 (title 'Bad ns', id '9')",
+     "<ns> is not a number: 'main'"),
+    ("<ns>0</ns><id>9</id><revision><text>x</text></revision>", "page 2 (id '9')", "no <title>"),
+    ("<title>Bad id</title><ns>0</ns><id>x7</id>", "page 2 (title 'Bad id', id 'x7')",
+     "<id> is not a number: 'x7'"),
+    ("<ns>zero</ns>", "page 2 (no title or id)", "no <title>; <ns> is not a number: 'zero'"),
+])
+def test_a_bad_page_is_skipped_and_named_and_the_file_read_on(bad, named, reason, caplog):
+    """Issue 12: a page that is valid XML but no valid page costs that page only."""
+    reported = []
+    with caplog.at_level("WARNING", logger="transforms.wiki.dump"):
+        pages = list(iter_pages(io.BytesIO(_dump(GOOD_1, bad, GOOD_2)), "d.xml",
+                                on_bad_page=reported.append))
+    assert [p.title for p in pages] == ["One", "Two"]
+    assert reported == [f"d.xml: {named} is not a valid page, skipped: {reason}"]
+    assert reported[0] in caplog.text
+
+
+def test_bad_pages_without_a_callback_are_logged_and_skipped(tmp_path):
+    path = tmp_path / "d.xml.bz2"
+    path.write_bytes(bz2.compress(_dump(GOOD_1, "<title>B</title><ns>x</ns>", GOOD_2)))
+    assert [p.title for p in _pages(path)] == ["One", "Two"]
+    reported = []
+    with open(path, "rb") as f:
+        pages = list(iter_dump_file(str(path), f, on_bad_page=reported.append))
+    assert len(pages) == 2 and len(reported) == 1 and str(path) in reported[0]
+
+
+def test_bad_page_in_a_byte_range_is_named_by_the_range(tmp_path):
+    from transforms.wiki.read import read_range_pages
+
+    head = b"<mediawiki>"
+    streams = [bz2.compress(head), bz2.compress(_dump(GOOD_1, "<ns>x</ns>")[len(head):-12]),
+               bz2.compress(b"</mediawiki>")]
+    path = tmp_path / "r-multistream.xml.bz2"
+    path.write_bytes(b"".join(streams))
+    start, end = len(streams[0]), len(streams[0]) + len(streams[1])
+    reported = []
+    with open(path, "rb") as f:
+        pages = list(read_range_pages(f, str(path), start, end, on_bad_page=reported.append))
+    assert [p.title for p in pages] == ["One"]
+    assert reported == [f"{path} bytes {start}-{end}: page 2 (no title or id) is not a valid "
+                        "page, skipped: no <title>; <ns> is not a number: 'x'"]
+
+
+def test_broken_xml_still_fails_the_file():
+    with pytest.raises(DumpReadError, match=r"after 1 complete pages"):
+        list(iter_pages(io.BytesIO(_dump(GOOD_1, "<title>B</title><ns>0</ns")), "d.xml"))

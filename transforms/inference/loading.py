@@ -12,6 +12,11 @@ Model names resolve as follows:
 - an existing local directory: that Hugging Face checkpoint (absolute path).
 - anything else shaped like `name` or `org/name`: a Hugging Face Hub id, loaded through
   the Hub cache on the worker (pin it with `revision`).
+
+Loading never runs code that came with a checkpoint: `trust_remote_code=False` (an
+`auto_map` in config.json is not followed), safetensors weights when the folder has them,
+else `torch.load(weights_only=True)` (see `safe_load_kwargs`). Errors about a local folder
+name the folder or the file.
 """
 
 from __future__ import annotations
@@ -35,6 +40,11 @@ DEVICES = ("auto", "cpu", "cuda")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 _HALF = ("bfloat16", "float16")
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt")
+# The weights files `from_pretrained` reads from a local folder (no variant, no subfolder).
+SAFETENSORS_WEIGHTS = ("model.safetensors", "model.safetensors.index.json")
+PICKLE_WEIGHTS = ("pytorch_model.bin", "pytorch_model.bin.index.json")
+_TOKENIZER_JSON = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                   "added_tokens.json", "config.json")
 _FINGERPRINT_SLICE = 1 << 20
 
 
@@ -83,14 +93,73 @@ def resolve_model(model: str | None) -> str:
     return model
 
 
+def read_json_file(path: str, what: str = "file") -> Any:
+    """Parses a JSON file of a checkpoint; every failure names the file.
+
+    Raises:
+        ValueError: the file cannot be read or is not JSON.
+    """
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"cannot read the {what} {path}: {e}") from e
+
+
 @functools.lru_cache(maxsize=64)
 def read_config(model: str) -> dict[str, Any] | None:
-    """Reads `config.json` of a resolved local checkpoint; None for a Hub id."""
+    """Reads `config.json` of a resolved local checkpoint; None for a Hub id.
+
+    Raises:
+        ValueError: config.json exists but is not a JSON object (the message names it).
+    """
     path = os.path.join(model, "config.json")
-    if not os.path.isfile(path):
-        return None
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
+    return _read_config_file(path) if os.path.isfile(path) else None
+
+
+def _read_config_file(path: str) -> dict[str, Any]:
+    config = read_json_file(path, "model config")
+    if not isinstance(config, dict):
+        raise ValueError(f"the model config {path} is not a JSON object (found "
+                         f"{type(config).__name__}): it is not a Hugging Face config.json")
+    return config
+
+
+def weights_format(folder: str) -> str:
+    """`safetensors` or `pickle`: which weights `from_pretrained` will read in `folder`.
+
+    Raises:
+        ValueError: the folder has neither kind (the message names the folder).
+    """
+    if any(os.path.isfile(os.path.join(folder, n)) for n in SAFETENSORS_WEIGHTS):
+        return "safetensors"
+    if any(os.path.isfile(os.path.join(folder, n)) for n in PICKLE_WEIGHTS):
+        return "pickle"
+    raise ValueError(f"{folder} has no model weights: expected one of "
+                     f"{', '.join(SAFETENSORS_WEIGHTS + PICKLE_WEIGHTS)} (save the model with "
+                     "save_pretrained)")
+
+
+def safe_load_kwargs(model: str) -> dict[str, Any]:
+    """`from_pretrained` keyword arguments that keep weights loading from running code.
+
+    A local folder with safetensors weights is read from them only, even with a
+    `pytorch_model.bin` beside them; pickle-format weights (a .bin-only folder, a Hub id
+    without safetensors) only through torch's restricted unpickler, `weights_only=True`
+    (transformers 5.23's default, pinned here). Callers pass `trust_remote_code=False`
+    themselves, visibly at each call (a test checks it).
+
+    Raises:
+        ValueError: a local folder without weights.
+    """
+    kwargs: dict[str, Any] = {"weights_only": True}
+    if os.path.isdir(model):
+        if weights_format(model) == "safetensors":
+            kwargs["use_safetensors"] = True
+        else:
+            logger.warning("%s has only pickle-format weights (pytorch_model.bin): read with "
+                           "torch.load(weights_only=True); prefer safetensors", model)
+    return kwargs
 
 
 _OFFLINE_VALUES = ("1", "on", "yes", "true")
@@ -115,8 +184,7 @@ def hub_config(model: str, revision: str | None = None) -> dict[str, Any] | None
 
     cached = try_to_load_from_cache(model, "config.json", revision=revision)
     if isinstance(cached, str):
-        with open(cached, encoding="utf-8") as f:
-            return json.load(f)
+        return _read_config_file(cached)
     if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in _OFFLINE_VALUES:
         logger.warning("HF_HUB_OFFLINE is set and %s is not in the local Hugging Face cache: "
                        "it cannot be checked here; the workers will load it", model)
@@ -133,8 +201,7 @@ def hub_config(model: str, revision: str | None = None) -> dict[str, Any] | None
         logger.warning("could not reach the Hugging Face Hub to check %s (%s); the workers "
                        "will load it", model, e)
         return None
-    with open(hf_hub_download(model, "config.json", revision=revision), encoding="utf-8") as f:
-        return json.load(f)
+    return _read_config_file(hf_hub_download(model, "config.json", revision=revision))
 
 
 @functools.lru_cache(maxsize=64)
@@ -209,14 +276,15 @@ class ModelSpec:
         cache or the Hub (None when offline, see `hub_config`).
 
         Raises:
-            ValueError: a local directory without config.json, or a Hub id that does not
-                exist.
+            ValueError: a local directory without config.json, with a config.json that is
+                not a JSON object, or without weights; a Hub id that does not exist.
         """
         if os.path.isdir(self.model):
             config = read_config(self.model)
             if config is None:
                 raise ValueError(f"{self.model!r} has no config.json: it is not a Hugging "
                                  "Face checkpoint directory (save one with save_pretrained)")
+            weights_format(self.model)
             return config
         return hub_config(self.model, self.revision)
 
@@ -234,8 +302,8 @@ class ModelSpec:
             limits.append(int(config["max_position_embeddings"]))
         tok_path = os.path.join(self.model, "tokenizer_config.json")
         if os.path.isfile(tok_path):
-            with open(tok_path, encoding="utf-8") as f:
-                tok_max = json.load(f).get("model_max_length")
+            tok_config = read_json_file(tok_path, "tokenizer config")
+            tok_max = tok_config.get("model_max_length") if isinstance(tok_config, dict) else None
             if isinstance(tok_max, int) and 0 < tok_max < 1_000_000:
                 limits.append(tok_max)
         return min(limits) if limits else None
@@ -285,9 +353,32 @@ def resolve_dtype(dtype: str, device: Any) -> Any:
 
 
 def load_tokenizer(spec: ModelSpec) -> Any:
-    """Loads the (fast) tokenizer of a checkpoint."""
+    """Loads the (fast) tokenizer of a checkpoint (no custom tokenizer code is run).
+
+    Raises:
+        ValueError: the tokenizer files cannot be read, or they give a tokenizer that knows
+            only its special tokens (what transformers builds when the vocabulary file is
+            missing or empty); the message names the folder, or the file when it is a
+            JSON file that does not parse.
+    """
     from transformers import AutoTokenizer
-    return AutoTokenizer.from_pretrained(spec.model, revision=spec.revision)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(spec.model, revision=spec.revision,
+                                                  trust_remote_code=False)
+    except Exception as e:  # noqa: BLE001 - the tokenizers library raises plain Exception
+        if os.path.isdir(spec.model):  # name the file when it is a JSON file that is broken
+            for name in _TOKENIZER_JSON:
+                path = os.path.join(spec.model, name)
+                if os.path.isfile(path):
+                    read_json_file(path, "model config" if name == "config.json"
+                                   else "tokenizer file")
+        raise ValueError(f"cannot load the tokenizer of {spec.model}: {e}") from e
+    if len(tokenizer) <= len(set(tokenizer.all_special_ids)):
+        files = sorted({"tokenizer.json", *getattr(tokenizer, "vocab_files_names", {}).values()})
+        raise ValueError(f"the tokenizer of {spec.model} has no vocabulary, only its "
+                         f"{len(tokenizer)} special tokens: {', '.join(files)} missing or "
+                         "empty (save the tokenizer with save_pretrained)")
+    return tokenizer
 
 
 def tokenizer_max_length(spec: ModelSpec, tokenizer: Any, config: Any) -> int:
@@ -312,15 +403,30 @@ def load_model(spec: ModelSpec, auto_class: str = "AutoModel", **kwargs: Any) ->
         auto_class: `AutoModel`, `AutoModelForSequenceClassification`,
             `AutoModelForTokenClassification`.
         **kwargs: passed to `from_pretrained` (e.g. `num_labels`).
+
+    Raises:
+        ValueError: the checkpoint's files cannot be read (the message names the folder).
     """
+    from pickle import UnpicklingError  # what torch.load(weights_only=True) refuses with
+
     import transformers
+    from safetensors import SafetensorError
     device = resolve_device(spec.device)
     dtype = resolve_dtype(spec.dtype, device)
     cls = getattr(transformers, auto_class)
     # One "Loading weights" bar per worker process and model clutters pipeline logs; the
     # log line below says what was loaded.
     transformers.utils.logging.disable_progress_bar()
-    model = cls.from_pretrained(spec.model, revision=spec.revision, dtype=dtype, **kwargs)
+    if os.path.isdir(spec.model):
+        spec.config()  # config.json and weights present and readable, or an error naming them
+    safe = safe_load_kwargs(spec.model)
+    try:
+        model = cls.from_pretrained(spec.model, revision=spec.revision, dtype=dtype,
+                                    trust_remote_code=False, **safe, **kwargs)
+    except (SafetensorError, UnpicklingError) as e:
+        raise ValueError(f"cannot read the weights of {spec.model}: {e}") from e
+    except (OSError, ValueError) as e:
+        raise ValueError(f"cannot load the model in {spec.model}: {e}") from e
     model.eval()
     model.to(device)
     logger.info("loaded %s (%s) on %s as %s", spec.model, auto_class, device, dtype)

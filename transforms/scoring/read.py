@@ -11,7 +11,9 @@ schema (Parquet) or the first rows (JSONL) of the matched files so that a missin
 fails before anything runs.
 
 The iterators (`iter_jsonl`, `iter_csv`, `iter_parquet`) take a binary file object and are
-Beam-free; each yields `(row, line, record_or_error)`.
+Beam-free; each yields `(row, line, record_or_error)`. Files are opened by
+`inputs.read_input`: decompressed by suffix, a file cut short is an error, and every error
+of opening or reading a file (here and in `sniff_columns`) is an `InputFileError` naming it.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import apache_beam as beam
 from apache_beam.io import fileio
 from apache_beam.io.filesystems import FileSystems
 
+from transforms.scoring.inputs import COMPRESSIONS, open_input, read_input
 from transforms.scoring.rows import (
     REASONS,
     ColumnMapping,
@@ -44,7 +47,6 @@ FORMATS = ("jsonl", "csv", "parquet")
 DEAD_LETTER = "dead_letter"
 _EXTENSIONS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".csv": "csv",
                ".parquet": "parquet", ".pq": "parquet"}
-_COMPRESSION_SUFFIXES = (".gz", ".bz2", ".deflate", ".zst", ".lzma", ".xz")
 _CSV_FIELD_LIMIT = 64 * 1024 * 1024
 _PARQUET_BATCH_ROWS = 4096
 _SURROGATE = re.compile("[\udc80-\udcff]")
@@ -70,7 +72,7 @@ def input_format_of(path: str, override: str | None = None) -> str:
             raise ValueError(f"unknown input format {override!r}; available: {list(FORMATS)}")
         return override
     name = path.lower()
-    for suffix in _COMPRESSION_SUFFIXES:
+    for suffix in COMPRESSIONS:
         name = name.removesuffix(suffix)
     for extension, fmt in _EXTENSIONS.items():
         if name.endswith(extension):
@@ -179,7 +181,8 @@ def sniff_columns(file_pattern: str, input_format: str | None = None, max_files:
         (matched file paths, columns present in every file looked into, in first-file order).
 
     Raises:
-        ValueError: nothing matches, a file's format is unknown, or files disagree on format.
+        ValueError: nothing matches, or a file's format is unknown.
+        InputFileError: a file looked into cannot be read (a ValueError too).
     """
     metadata = FileSystems.match([file_pattern])[0].metadata_list
     files = sorted(m.path for m in metadata)
@@ -188,7 +191,7 @@ def sniff_columns(file_pattern: str, input_format: str | None = None, max_files:
     formats = {path: input_format_of(path, input_format) for path in files}
     common: list[str] | None = None
     for path in files[:max_files]:
-        with FileSystems.open(path) as fobj:
+        with open_input(path, seekable=formats[path] == "parquet") as fobj:
             if formats[path] == "csv":
                 columns = csv_header(fobj)
             elif formats[path] == "parquet":
@@ -208,9 +211,11 @@ def sniff_columns(file_pattern: str, input_format: str | None = None, max_files:
 class ReadRowsFn(beam.DoFn):
     """Reads one matched file and validates each record; bad ones go to `dead_letter`."""
 
-    def __init__(self, mapping: ColumnMapping, input_format: str | None = None) -> None:
+    def __init__(self, mapping: ColumnMapping, input_format: str | None = None,
+                 max_text_chars: int | None = None) -> None:
         self._mapping = mapping
         self._input_format = input_format
+        self._max_text_chars = max_text_chars
         self._passed = beam.metrics.Metrics.counter("read", "passed")
         self._filtered = {r: beam.metrics.Metrics.counter("read", f"filtered:{r}")
                           for r in REASONS}
@@ -220,39 +225,42 @@ class ReadRowsFn(beam.DoFn):
         fmt = input_format_of(path, self._input_format)
         text_cells = fmt == "csv"
         logger.info("reading %s as %s", path, fmt)
-        with readable_file.open() as fobj:
-            for row, line, record in _ITERATORS[fmt](fobj):
-                source = RowSource(file=path, row=row, line=line)
-                if isinstance(record, RowError):
-                    self._filtered[record.reason].inc()
-                    yield beam.pvalue.TaggedOutput(
-                        DEAD_LETTER, dead_letter(source, record.reason, record.detail))
-                    continue
-                try:
-                    scoring_row = to_scoring_row(record, self._mapping, source, text_cells)
-                except RowError as e:
-                    self._filtered[e.reason].inc()
-                    row_id, system = partial_metadata(record, self._mapping, text_cells)
-                    logger.debug("dead-lettered %s: %s", source.key, e)
-                    yield beam.pvalue.TaggedOutput(
-                        DEAD_LETTER, dead_letter(source, e.reason, e.detail, row_id, system))
-                    continue
-                self._passed.inc()
-                yield source.key, scoring_row
+        for row, line, record in read_input(path, _ITERATORS[fmt], seekable=fmt == "parquet"):
+            source = RowSource(file=path, row=row, line=line)
+            if isinstance(record, RowError):
+                self._filtered[record.reason].inc()
+                yield beam.pvalue.TaggedOutput(
+                    DEAD_LETTER, dead_letter(source, record.reason, record.detail))
+                continue
+            try:
+                scoring_row = to_scoring_row(record, self._mapping, source, text_cells,
+                                             self._max_text_chars)
+            except RowError as e:
+                self._filtered[e.reason].inc()
+                row_id, system = partial_metadata(record, self._mapping, text_cells)
+                logger.debug("dead-lettered %s: %s", source.key, e)
+                yield beam.pvalue.TaggedOutput(
+                    DEAD_LETTER, dead_letter(source, e.reason, e.detail, row_id, system))
+                continue
+            self._passed.inc()
+            yield source.key, scoring_row
 
 
 class ReadPredictions(beam.PTransform):
     """Reads and validates prediction rows.
 
     Returns a dict: `rows` -> `(row_key, ScoringRow)`, `dead_letter` -> dead-letter dicts.
+    A file that cannot be read to its end (cut short, corrupt, unreadable) fails the run
+    with an `InputFileError` naming it. `max_text_chars`: see `rows.to_scoring_row`.
     """
 
     def __init__(self, file_pattern: str, mapping: ColumnMapping,
-                 input_format: str | None = None) -> None:
+                 input_format: str | None = None, max_text_chars: int | None = None) -> None:
         super().__init__()
         self._file_pattern = file_pattern
         self._mapping = mapping
         self._input_format = input_format
+        self._max_text_chars = max_text_chars
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> dict[str, beam.PCollection]:
         read = (
@@ -260,7 +268,8 @@ class ReadPredictions(beam.PTransform):
             | "MatchInputFiles" >> fileio.MatchFiles(self._file_pattern)
             | "OpenInputFiles" >> fileio.ReadMatches()
             | "ReadAndValidateRows" >> beam.ParDo(
-                ReadRowsFn(self._mapping, self._input_format)).with_outputs(
+                ReadRowsFn(self._mapping, self._input_format,
+                           self._max_text_chars)).with_outputs(
                     DEAD_LETTER, main="rows"))
         rows = read.rows | "SpreadRowsOverWorkers" >> beam.Reshuffle()
         return {"rows": rows, "dead_letter": read[DEAD_LETTER]}

@@ -13,8 +13,18 @@ Rules (see docs/decisions.md):
   `max_references` are kept *before* empty ones are dropped, so position j is always the
   j-th reference column (KPQA scores reference column j as its own corpus). No non-empty
   reference left -> `empty_references`.
-- id and system are kept as strings (an integer id becomes "17"); human is a float; in CSV
-  an empty cell, and anywhere a null or NaN, means "not given".
+- id and system are kept as strings (an integer id becomes "17"); in CSV an empty cell, and
+  anywhere a null or NaN, means "not given".
+- human is a float. Not given (scored, left out of the report, counted as `human_missing`
+  in the summary): null, NaN, or a string that is empty or one of `MISSING_HUMAN` (the
+  strings pandas reads as missing: "n/a", "NA", "null", ...); any other non-number is
+  `non_numeric_human`.
+- Text that UTF-8 cannot encode (a lone surrogate, which JSON's `"\\ud83d"` escape can
+  produce) in the prediction, a reference, the question, the id or the system is
+  `invalid_text`: it would fail Beam's string coder later, far from its row.
+- A prediction, reference, negative reference or question longer than `max_text_chars`
+  characters is `text_too_long` (metric cost grows with text length, ROUGE-L's with the
+  product of two lengths, so one huge row would stall a worker).
 """
 
 from __future__ import annotations
@@ -22,6 +32,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -43,10 +54,20 @@ REASONS = (
     "empty_references",
     "non_string_question",
     "non_numeric_human",
+    "invalid_text",
+    "text_too_long",
     "metric_input_error",
     "inference_failed",
     "missing_score",
 )
+
+
+# Human values that mean "not given" (compared stripped and lower-cased): pandas' default
+# missing-value strings, less the float spellings that float() already reads as NaN.
+MISSING_HUMAN = frozenset({"", "n/a", "na", "#n/a", "#n/a n/a", "#na", "<na>", "null", "none",
+                           "nan", "-nan", "1.#ind", "-1.#ind", "1.#qnan", "-1.#qnan"})
+# Lone surrogates: code points a Python str can hold and UTF-8 cannot encode.
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class RowError(ValueError):
@@ -175,19 +196,48 @@ def _is_missing(value: Any, text_cells: bool) -> bool:
     return text_cells and value == ""
 
 
-def _cell_references(value: Any, column: str, text_cells: bool) -> list[str | None]:
-    """One reference column's value as a list (None entries are missing references)."""
+def check_text(value: str, field: str, max_chars: int | None = None) -> str:
+    """Returns `value` when UTF-8 can encode it and it is at most `max_chars` long.
+
+    Args:
+        value: the text.
+        field: how the dead letter names it, e.g. "'references'[2]".
+        max_chars: the length limit (None: none).
+
+    Raises:
+        RowError: invalid_text (a lone surrogate) or text_too_long.
+    """
+    match = _SURROGATE.search(value)
+    if match:
+        raise RowError("invalid_text", f"{field} holds a lone surrogate "
+                       f"U+{ord(match.group()):04X} at character {match.start()}, which "
+                       "UTF-8 cannot encode")
+    if max_chars is not None and len(value) > max_chars:
+        raise RowError("text_too_long", f"{field} is {len(value):,} characters long, more "
+                       f"than the limit of {max_chars:,} (--max_text_chars)")
+    return value
+
+
+def printable(value: str) -> str:
+    """`value` with any lone surrogate written as its escape (`\\ud83d`), so that it can
+    be written out (a dead letter's id or system)."""
+    return value.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _cell_references(value: Any, column: str, text_cells: bool
+                     ) -> list[tuple[str, str | None]]:
+    """One reference column's values as (field name, value); None values are missing."""
     if _is_missing(value, text_cells):
-        return [None]
+        return [(repr(column), None)]
     if isinstance(value, str):
         if text_cells and value.lstrip().startswith("["):
             try:
                 parsed = json.loads(value)
             except json.JSONDecodeError:
-                return [value]
+                return [(repr(column), value)]
             if isinstance(parsed, list) and all(isinstance(v, str) for v in parsed):
-                return list(parsed)
-        return [value]
+                return [(f"{column!r}[{i}]", v) for i, v in enumerate(parsed)]
+        return [(repr(column), value)]
     if hasattr(value, "tolist"):  # a numpy array, when rows come through pandas
         value = value.tolist()
     if isinstance(value, list | tuple):
@@ -196,21 +246,27 @@ def _cell_references(value: Any, column: str, text_cells: bool) -> list[str | No
             if item is not None and not isinstance(item, str):
                 raise RowError("non_string_reference",
                                f"{column!r} holds a {type(item).__name__}")
-        return items
+        return [(f"{column!r}[{i}]", v) for i, v in enumerate(items)]
     raise RowError("non_string_reference", f"{column!r} holds a {type(value).__name__}")
 
 
+def _checked_texts(values: Sequence[tuple[str, str | None]], max_chars: int | None
+                   ) -> tuple[str, ...]:
+    return tuple(check_text(v, field, max_chars) for field, v in values
+                 if v is not None and v.strip())
+
+
 def _references(record: Mapping[str, Any], columns: Sequence[str], max_references: int | None,
-                text_cells: bool) -> tuple[str, ...]:
+                text_cells: bool, max_chars: int | None) -> tuple[str, ...]:
     present = [c for c in columns if c in record]
     if not present:
         raise RowError("missing_references", f"none of the columns {list(columns)} present")
-    values: list[str | None] = []
+    values: list[tuple[str, str | None]] = []
     for column in present:
         values.extend(_cell_references(record[column], column, text_cells))
     if max_references is not None:
         values = values[:max_references]
-    return tuple(v for v in values if v is not None and v.strip())
+    return _checked_texts(values, max_chars)
 
 
 def _optional_str(value: Any, text_cells: bool) -> str | None:
@@ -224,6 +280,8 @@ def _optional_str(value: Any, text_cells: bool) -> str | None:
 def _human(value: Any, column: str, text_cells: bool) -> float | None:
     if _is_missing(value, text_cells):
         return None
+    if isinstance(value, str) and value.strip().lower() in MISSING_HUMAN:
+        return None
     if isinstance(value, bool):
         return float(value)
     try:
@@ -234,7 +292,7 @@ def _human(value: Any, column: str, text_cells: bool) -> float | None:
 
 
 def to_scoring_row(record: Mapping[str, Any], mapping: ColumnMapping, source: RowSource,
-                   text_cells: bool = False) -> ScoringRow:
+                   text_cells: bool = False, max_text_chars: int | None = None) -> ScoringRow:
     """Validates one input record and builds its `ScoringRow`.
 
     Args:
@@ -242,6 +300,8 @@ def to_scoring_row(record: Mapping[str, Any], mapping: ColumnMapping, source: Ro
         mapping: the resolved column mapping.
         source: where the record came from.
         text_cells: True for CSV, where every cell is a string and "" means missing.
+        max_text_chars: the longest prediction, reference, negative reference or question
+            accepted, in characters (None: no limit).
 
     Returns:
         The row, ready for the metrics.
@@ -259,7 +319,9 @@ def to_scoring_row(record: Mapping[str, Any], mapping: ColumnMapping, source: Ro
                        f"{mapping.prediction!r} holds a {type(prediction).__name__}")
     if not prediction.strip():
         raise RowError("empty_prediction", f"{mapping.prediction!r} is empty")
-    references = _references(record, mapping.references, mapping.max_references, text_cells)
+    check_text(prediction, repr(mapping.prediction), max_text_chars)
+    references = _references(record, mapping.references, mapping.max_references, text_cells,
+                             max_text_chars)
     if not references:
         raise RowError("empty_references", "no non-empty reference")
     question = None
@@ -270,30 +332,42 @@ def to_scoring_row(record: Mapping[str, Any], mapping: ColumnMapping, source: Ro
         elif not isinstance(question, str):
             raise RowError("non_string_question",
                            f"{mapping.question!r} holds a {type(question).__name__}")
+        else:
+            check_text(question, repr(mapping.question), max_text_chars)
     negatives: tuple[str, ...] = ()
     if mapping.negative_references is not None and mapping.negative_references in record:
-        negatives = tuple(
-            v for v in _cell_references(record[mapping.negative_references],
-                                        mapping.negative_references, text_cells)
-            if v is not None and v.strip())
+        negatives = _checked_texts(_cell_references(
+            record[mapping.negative_references], mapping.negative_references, text_cells),
+            max_text_chars)
+    row_id, system = (_optional_text(record, column, text_cells)
+                      for column in (mapping.id, mapping.system))
     return ScoringRow(
         source=source,
         example=QAExample(prediction=prediction, references=references, question=question,
                           negative_references=negatives),
-        id=_optional_str(record.get(mapping.id), text_cells) if mapping.id else None,
-        system=_optional_str(record.get(mapping.system), text_cells) if mapping.system else None,
+        id=row_id, system=system,
         human=_human(record.get(mapping.human), mapping.human, text_cells)
         if mapping.human else None,
     )
 
 
+def _optional_text(record: Mapping[str, Any], column: str | None, text_cells: bool
+                   ) -> str | None:
+    """An id or system value as a string (None: no column, or no value); invalid_text when
+    UTF-8 cannot encode it."""
+    value = _optional_str(record.get(column), text_cells) if column else None
+    return None if value is None else check_text(value, repr(column))
+
+
 def partial_metadata(record: Mapping[str, Any] | None, mapping: ColumnMapping,
                      text_cells: bool = False) -> tuple[str | None, str | None]:
-    """The (id, system) of a record that failed validation, as far as they can be read."""
+    """The (id, system) of a record that failed validation, as far as they can be read; a
+    lone surrogate in either is written as its escape (see `printable`)."""
     if not isinstance(record, Mapping):
         return None, None
-    row_id = _optional_str(record.get(mapping.id), text_cells) if mapping.id else None
-    system = _optional_str(record.get(mapping.system), text_cells) if mapping.system else None
+    values = (_optional_str(record.get(column), text_cells) if column else None
+              for column in (mapping.id, mapping.system))
+    row_id, system = (None if v is None else printable(v) for v in values)
     return row_id, system
 
 

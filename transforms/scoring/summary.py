@@ -8,7 +8,11 @@ The summary dict (written as PREFIX.summary.json):
 
     {"overall": BLOCK, "systems": {name: BLOCK, ...}, "without_system": BLOCK | absent}
     BLOCK = {"in", "scored", "dead_lettered", "dead_lettered_by_reason": {reason: n},
-             "metrics": {column: {"count", "mean"}}}
+             "human_missing" (only when a human column is read), "metrics": {column:
+             {"count", "mean"}}}
+
+`human_missing` counts the scored rows without a human value (empty, "n/a", null, NaN...):
+they are scored, and left out of the agreement statistics of the report.
 
 `in == scored + dead_lettered` in every block, and `overall` is the sum of `systems` and
 `without_system` (rows whose system is unknown: a null system, or a line too broken to read
@@ -43,11 +47,12 @@ def _add_exact(partials: list[float], x: float) -> None:
 
 
 def _new_block() -> dict[str, Any]:
-    return {"scored": 0, "dead": {}, "sums": {}, "counts": {}}
+    return {"scored": 0, "human_missing": 0, "dead": {}, "sums": {}, "counts": {}}
 
 
 def _merge_block(into: dict[str, Any], other: Mapping[str, Any]) -> None:
     into["scored"] += other["scored"]
+    into["human_missing"] += other["human_missing"]
     for reason, n in other["dead"].items():
         into["dead"][reason] = into["dead"].get(reason, 0) + n
     for column, partials in other["sums"].items():
@@ -62,14 +67,21 @@ def summary_event(record: Mapping[str, Any], metric_columns: Sequence[str]) -> t
     """A scored or dead-letter record reduced to what the summary needs."""
     if "reason" in record:
         return _DEAD, record.get("system"), record["reason"]
-    return _SCORED, record.get("system"), tuple(record.get(c) for c in metric_columns)
+    return _SCORED, record.get("system"), (tuple(record.get(c) for c in metric_columns),
+                                           record.get("human") is None)
 
 
 class SummaryCombineFn(beam.CombineFn):
-    """Combines summary events into per-system blocks (see the module docstring)."""
+    """Combines summary events into per-system blocks (see the module docstring).
 
-    def __init__(self, metric_columns: Sequence[str]) -> None:
+    Args:
+        metric_columns: the metric columns, in output order.
+        with_human: a human column is read (the blocks then say `human_missing`).
+    """
+
+    def __init__(self, metric_columns: Sequence[str], with_human: bool = False) -> None:
         self._columns = tuple(metric_columns)
+        self._with_human = with_human
 
     def create_accumulator(self) -> dict[str | None, dict[str, Any]]:
         return {}
@@ -80,8 +92,10 @@ class SummaryCombineFn(beam.CombineFn):
         if kind == _DEAD:
             block["dead"][payload] = block["dead"].get(payload, 0) + 1
             return accumulator
+        values, human_missing = payload
         block["scored"] += 1
-        for column, value in zip(self._columns, payload, strict=True):
+        block["human_missing"] += human_missing
+        for column, value in zip(self._columns, values, strict=True):
             if value is None or math.isnan(value):
                 continue
             _add_exact(block["sums"].setdefault(column, []), value)
@@ -96,28 +110,32 @@ class SummaryCombineFn(beam.CombineFn):
         return merged
 
     def extract_output(self, accumulator: dict) -> dict[str, Any]:
-        return summarize_blocks(accumulator, self._columns)
+        return summarize_blocks(accumulator, self._columns, self._with_human)
 
 
-def _render_block(block: Mapping[str, Any], columns: Sequence[str]) -> dict[str, Any]:
+def _render_block(block: Mapping[str, Any], columns: Sequence[str],
+                  with_human: bool) -> dict[str, Any]:
     dead = sum(block["dead"].values())
     metrics = {}
     for column in columns:
         count = block["counts"].get(column, 0)
         mean = math.fsum(block["sums"][column]) / count if count else None
         metrics[column] = {"count": count, "mean": mean}
-    return {"in": block["scored"] + dead, "scored": block["scored"], "dead_lettered": dead,
-            "dead_lettered_by_reason": dict(sorted(block["dead"].items())),
-            "metrics": metrics}
+    rendered = {"in": block["scored"] + dead, "scored": block["scored"], "dead_lettered": dead,
+                "dead_lettered_by_reason": dict(sorted(block["dead"].items()))}
+    if with_human:
+        rendered["human_missing"] = block["human_missing"]
+    return {**rendered, "metrics": metrics}
 
 
 def summarize_blocks(blocks: Mapping[str | None, Mapping[str, Any]],
-                     columns: Sequence[str]) -> dict[str, Any]:
+                     columns: Sequence[str], with_human: bool = False) -> dict[str, Any]:
     """Turns per-system accumulator blocks into the summary dict.
 
     Args:
         blocks: system (None: unknown) -> accumulator block.
         columns: the metric columns, in output order.
+        with_human: a human column is read: every block says `human_missing`.
 
     Returns:
         The summary dict described in the module docstring.
@@ -126,25 +144,28 @@ def summarize_blocks(blocks: Mapping[str | None, Mapping[str, Any]],
     for block in blocks.values():
         _merge_block(overall, block)
     summary: dict[str, Any] = {
-        "overall": _render_block(overall, columns),
-        "systems": {system: _render_block(blocks[system], columns)
+        "overall": _render_block(overall, columns, with_human),
+        "systems": {system: _render_block(blocks[system], columns, with_human)
                     for system in sorted(s for s in blocks if s is not None)},
     }
     if None in blocks and summary["systems"]:
-        summary["without_system"] = _render_block(blocks[None], columns)
+        summary["without_system"] = _render_block(blocks[None], columns, with_human)
     return summary
 
 
 class SummarizeScores(beam.PTransform):
-    """(scored records, dead-letter records) -> one summary dict."""
+    """(scored records, dead-letter records) -> one summary dict (`with_human`: a human
+    column is read, so the blocks count `human_missing`)."""
 
-    def __init__(self, metric_columns: Sequence[str]) -> None:
+    def __init__(self, metric_columns: Sequence[str], with_human: bool = False) -> None:
         super().__init__()
         self._columns = tuple(metric_columns)
+        self._with_human = with_human
 
     def expand(self, records: tuple[beam.PCollection, beam.PCollection]) -> beam.PCollection:
         return (
             records
             | "MergeScoredAndDeadLetters" >> beam.Flatten()
             | "ToSummaryEvents" >> beam.Map(summary_event, self._columns)
-            | "CombineSummary" >> beam.CombineGlobally(SummaryCombineFn(self._columns)))
+            | "CombineSummary" >> beam.CombineGlobally(
+                SummaryCombineFn(self._columns, self._with_human)))

@@ -229,12 +229,16 @@ class Trainer:
     # -- model and evaluation -------------------------------------------------------
 
     def load_model(self, path: str, fresh: bool) -> Any:
-        """Loads a checkpoint in fp32 on the run's device (fresh: with the task's head)."""
+        """Loads a checkpoint in fp32 on the run's device (fresh: with the task's head).
+
+        No code that came with the checkpoint runs (see `loading.safe_load_kwargs`).
+        """
         import torch
         import transformers
         cls = getattr(transformers, self.task.auto_class)
         kwargs = self.task.model_kwargs() if fresh else {}
-        model = cls.from_pretrained(path, dtype=torch.float32, **kwargs)
+        model = cls.from_pretrained(path, dtype=torch.float32, trust_remote_code=False,
+                                    **loading.safe_load_kwargs(path), **kwargs)
         self.task.prepare_model(model)
         return model.to(self.device)
 

@@ -15,7 +15,13 @@ import apache_beam as beam
 from apache_beam.transforms.window import GlobalWindow
 
 from transforms.counting import CountedParDo, CountingDoFn, in_global_window
-from transforms.wiki.links import RawLink, clean_link_text, has_visible_text, normalize_title
+from transforms.wiki.links import (
+    RawLink,
+    WikitextParseError,
+    clean_link_text,
+    has_visible_text,
+    normalize_title,
+)
 
 TITLE_CHARACTER_RULES = (("#", "filtered:title_has_hash"),
                          (":", "filtered:title_has_colon"),
@@ -24,6 +30,11 @@ TITLE_CHARACTER_RULES = (("#", "filtered:title_has_hash"),
 # flush, rather than one element per title: a few thousand elements per bundle instead of
 # one per distinct title, and ample keys to spread the merge over any number of workers.
 TALLY_SHARDS = 1024
+
+
+# Longest raw link text that is cleaned (real link texts with a valid title: at most 95
+# characters on both bundled samples).
+MAX_LINK_TEXT_CHARS = 1_000
 
 
 def tally_shard(title: str, shards: int = TALLY_SHARDS) -> int:
@@ -44,7 +55,10 @@ def classify_link(link: RawLink) -> tuple[str, str] | str:
     """(title, link text) for a link that passes the filters, else the reason it fails.
 
     A link whose cleaned text is empty (markup only) is dropped first, as part of link
-    extraction: it counts as no incoming link (docs/decisions.md).
+    extraction: it counts as no incoming link (docs/decisions.md). A text over
+    `MAX_LINK_TEXT_CHARS` is not cleaned at all (`long_text`): the parser is quadratic on
+    some markup, and no entity name is that long. A text the parser fails on is
+    `text_parser_error`. Both count as the title's rejection when the title fails too.
     """
     title = normalize_title(link.target)
     rejected = _title_rejection(title)
@@ -52,7 +66,12 @@ def classify_link(link: RawLink) -> tuple[str, str] | str:
         # The text is not needed, only whether it is empty: most rejected links are
         # `[[File:...|caption]]`, whose caption would otherwise be parsed for nothing.
         return rejected
-    text = clean_link_text(link)
+    if len(link.target if link.text is None else link.text) > MAX_LINK_TEXT_CHARS:
+        return rejected or "filtered:long_text"
+    try:
+        text = clean_link_text(link)
+    except WikitextParseError:
+        return rejected or "filtered:text_parser_error"
     if not text:
         return "filtered:empty_text"
     return (title, text) if rejected is None else rejected
@@ -82,7 +101,8 @@ class FilterLinksFn(CountingDoFn):
     def __init__(self, max_pending_titles: int = 50_000, cache_size: int = 50_000,
                  shards: int = TALLY_SHARDS):
         super().__init__("filter_links", [
-            "passed", "filtered:empty_text", "filtered:invalid_title",
+            "passed", "filtered:empty_text", "filtered:long_text",
+            "filtered:text_parser_error", "filtered:invalid_title",
             *(r for _, r in TITLE_CHARACTER_RULES)])
         if max_pending_titles < 1 or cache_size < 1 or shards < 1:
             raise ValueError("max_pending_titles, cache_size and shards must be positive")

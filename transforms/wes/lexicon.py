@@ -15,7 +15,9 @@ Run `python -m transforms.wes.lexicon --ensure` once to prepare the data (the Ma
 it also (re)writes the lexicon cache (`cache_path()`), from which later processes load
 the decision data in a fraction of a second. A cache whose source files changed is
 rebuilt by the next process that loads it; after installing other NLTK data, run
-`--ensure` again.
+`--ensure` again. The cache is JSON, so a file planted where `QA_EVAL_NLTK_DATA` points
+is at worst unreadable (then rebuilt), never code that runs; the pickle of earlier
+versions (`LEGACY_CACHE_NAMES`) is never opened, and removed when the JSON cache is written.
 """
 
 from __future__ import annotations
@@ -24,9 +26,9 @@ import argparse
 import dataclasses
 import functools
 import gzip
+import json
 import logging
 import os
-import pickle
 import re
 import shutil
 import sys
@@ -87,8 +89,10 @@ def lexnames_from_man_page(man_page: Path = DEBIAN_LEXNAMES_MAN) -> str:
 # Written last by build_from_debian; bump it when the assembled layout changes so that
 # older, incomplete builds are rebuilt instead of trusted.
 BUILD_MARKER = ".qa_eval_lexicon_v2"
-# The decision data of `Lexicon`, pickled (`load_lexicon_data`); bump with LexiconData.
-CACHE_NAME = ".qa_eval_lexicon_cache_v1.pickle"
+# The decision data of `Lexicon`, as JSON (`load_lexicon_data`); bump with LexiconData.
+CACHE_NAME = ".qa_eval_lexicon_cache_v2.json"
+# Caches of earlier versions: pickles, never loaded (unpickling can run code).
+LEGACY_CACHE_NAMES = (".qa_eval_lexicon_cache_v1.pickle",)
 _SS_TYPE_NUMBER = {"n": 1, "v": 2, "a": 3, "r": 4, "s": 5}
 _ADJ_MARKER = re.compile(r"\((?:a|p|ip)\)$")
 
@@ -297,30 +301,66 @@ def cache_path() -> Path:
     return Path(os.environ.get("QA_EVAL_NLTK_DATA", _default_build_dir())) / CACHE_NAME
 
 
+def _to_json(data: LexiconData) -> dict:
+    return {"format": CACHE_NAME, "words": sorted(data.words),
+            "noun_lemmas": sorted(data.noun_lemmas),
+            "noun_exceptions": {k: list(v) for k, v in data.noun_exceptions.items()},
+            "noun_substitutions": [list(r) for r in data.noun_substitutions],
+            "sources": [list(s) for s in data.sources]}
+
+
+def _from_json(obj) -> LexiconData:
+    """LexiconData from the cache's JSON (containers checked; JSON holds no code).
+
+    Raises:
+        ValueError: not a lexicon cache of this version.
+    """
+    if not isinstance(obj, dict) or obj.get("format") != CACHE_NAME:
+        raise ValueError("not a lexicon cache of this version")
+    if not all(isinstance(obj.get(k), list) for k in ("words", "noun_lemmas")):
+        raise ValueError("malformed lexicon cache (words)")
+    try:
+        data = LexiconData(
+            words=frozenset(obj["words"]), noun_lemmas=frozenset(obj["noun_lemmas"]),
+            noun_exceptions={k: tuple(v) for k, v in obj["noun_exceptions"].items()},
+            noun_substitutions=tuple((old, new) for old, new in obj["noun_substitutions"]),
+            sources=tuple((path, size, mtime) for path, size, mtime in obj["sources"]))
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise ValueError(f"malformed lexicon cache ({type(e).__name__}: {e})") from e
+    if not all(isinstance(path, str) for path, _, _ in data.sources):
+        raise ValueError("malformed lexicon cache (sources)")
+    return data
+
+
 def load_lexicon_data(path: Path | None = None, refresh: bool = False) -> LexiconData:
     """The lexicon data from the cache when its sources are unchanged, else from NLTK
     (then written to the cache for the next process; a cache that cannot be written is
-    only logged)."""
+    only logged). The cache is JSON; a pickle cache of an earlier version beside it is
+    never opened (it is deleted when the new cache is written)."""
     path = path or cache_path()
     if not refresh:
         try:
-            with open(path, "rb") as f:
-                # Plain containers only, so the file does not depend on module paths.
-                data = LexiconData(**pickle.load(f))
+            with open(path, encoding="utf-8") as f:
+                data = _from_json(json.load(f))
             if _sources_unchanged(data.sources):
                 return data
             logger.info("lexicon cache %s is stale; rebuilding it", path)
         except FileNotFoundError:
             pass
-        except Exception as e:  # a truncated or foreign file: rebuilt below
+        except (OSError, UnicodeDecodeError, ValueError) as e:  # truncated or foreign: rebuilt
             logger.warning("ignoring unreadable lexicon cache %s (%s)", path, e)
     data = read_lexicon_data()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        with open(tmp, "wb") as f:
-            pickle.dump(dataclasses.asdict(data), f, protocol=pickle.HIGHEST_PROTOCOL)
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(_to_json(data), f, ensure_ascii=False, separators=(",", ":"))
         os.replace(tmp, path)
+        for name in LEGACY_CACHE_NAMES:
+            legacy = path.with_name(name)
+            if legacy.exists():
+                legacy.unlink()
+                logger.info("removed the old pickle lexicon cache %s", legacy)
     except OSError as e:
         logger.info("lexicon cache not written to %s (%s)", path, e)
     return data

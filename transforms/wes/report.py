@@ -1,8 +1,9 @@
 """`WriteStats`: the run's own counts -> `stats.json` and `dataset_card.md`.
 
-Written by the last step of the pipeline, after every shard is finalized (the written
-file names are a side input), so a run that failed never leaves them: their presence is
-what marks an output directory complete.
+Written once every shard is written and named (their names are a side input), under
+temporary names; `PublishRun` (transforms/wes/write.py) moves them in last, `stats.json`
+after everything else, so a run that failed never leaves them: the presence of
+`stats.json` is what marks an output directory complete.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ STAGES = (
     ("pages outside namespace 0", "read_dump/filtered:namespace"),
     ("redirect pages (not link sources)", "read_dump/redirects"),
     ("article pages", "read_dump/articles"),
+    ("pages skipped: not a valid page", "read_dump/filtered:bad_page"),
     ("files with read errors (skipped)", "read_dump/filtered:bad_file"),
     ("pages parsed on the fast path", "extract_links/pages:fast_path"),
     ("pages parsed whole (fallback)", "extract_links/pages:full_parse"),
@@ -35,6 +37,8 @@ STAGES = (
     ("pages skipped: too large", "extract_links/filtered:page_too_large"),
     ("links extracted", "extract_links/links"),
     ("links dropped: empty link text", "filter_links/filtered:empty_text"),
+    ("links dropped: text over 1,000 characters", "filter_links/filtered:long_text"),
+    ("links dropped: parser error in the text", "filter_links/filtered:text_parser_error"),
     ("links dropped: invalid title", "filter_links/filtered:invalid_title"),
     ("links dropped: '#' in title", "filter_links/filtered:title_has_hash"),
     ("links dropped: ':' in title", "filter_links/filtered:title_has_colon"),
@@ -135,36 +139,33 @@ def render_dataset_card(stats: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _write_atomically(path: str, content: str) -> None:
-    tmp = f"{path}.tmp"
-    with FileSystems.create(tmp) as f:
-        f.write(content.encode("utf-8"))
-    if FileSystems.exists(path):
-        FileSystems.delete([path])
-    FileSystems.rename([tmp], [path])
-
-
 class WriteStatsFn(beam.DoFn):
-    """Writes stats.json and the dataset card once every shard is written."""
+    """Writes stats.json and the dataset card to the run's temporary folder once every
+    shard is written; yields their (temporary, final) paths, stats.json last."""
 
-    def __init__(self, output_dir: str, config: Mapping[str, Any]):
+    def __init__(self, output_dir: str, temp_dir: str, config: Mapping[str, Any]):
         self._dir = output_dir
+        self._temp_dir = temp_dir
         self._config = dict(config)
 
     def process(self, counts, files, bad_files):
-        stats = build_stats(counts, self._config, files, bad_files)
-        _write_atomically(FileSystems.join(self._dir, CARD_FILE), render_dataset_card(stats))
-        _write_atomically(FileSystems.join(self._dir, STATS_FILE),
-                          json.dumps(stats, indent=2, ensure_ascii=False) + "\n")
-        yield FileSystems.join(self._dir, STATS_FILE)
+        stats = build_stats(counts, self._config, [final for _, final in files], bad_files)
+        for name, content in (
+                (CARD_FILE, render_dataset_card(stats)),
+                (STATS_FILE, json.dumps(stats, indent=2, ensure_ascii=False) + "\n")):
+            temp = FileSystems.join(self._temp_dir, name)
+            with FileSystems.create(temp) as f:
+                f.write(content.encode("utf-8"))
+            yield temp, FileSystems.join(self._dir, name)
 
 
 class WriteStats(beam.PTransform):
-    """{"counts": one stats dict, "files", "bad_files"} -> the stats.json path."""
+    """{"counts": one stats dict, "files": (temporary, final) shard paths, "bad_files"} ->
+    (temporary, final) paths of the dataset card and stats.json."""
 
-    def __init__(self, output_dir: str, config: Mapping[str, Any]):
+    def __init__(self, output_dir: str, temp_dir: str, config: Mapping[str, Any]):
         super().__init__()
-        self._fn = WriteStatsFn(output_dir, config)
+        self._fn = WriteStatsFn(output_dir, temp_dir, config)
 
     def expand(self, inputs):
         return inputs["counts"] | "WriteStatsAndCard" >> beam.ParDo(

@@ -3,20 +3,22 @@
 
 Memory stays bounded by the largest page: elements are cleared as soon as a page has been
 yielded. Any decompression or XML error is raised as `DumpReadError` naming the file and
-how far reading got, never swallowed: a truncated dump must not look like a short one.
+how far reading got, never swallowed: a truncated dump must not look like a short one. A
+page that is well-formed XML but not a valid page (no `<title>`, a `<ns>` or `<id>` that
+is not a number) is no damage to the file: it is logged, reported to the caller's
+`on_bad_page`, and skipped, and the pages after it are read.
 """
 
 from __future__ import annotations
 
 import bz2
 import dataclasses
-import io
 import logging
 import lzma
 import re
 import xml.etree.ElementTree as ET
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import IO
 
 from transforms.wiki.decompress import open_dump
@@ -47,6 +49,15 @@ class DumpReadError(RuntimeError):
     """A dump file could not be read to its end (truncated, corrupt, not XML, empty)."""
 
 
+class BadPageError(Exception):
+    """A `<page>` element that is well-formed XML but not a valid page; the pages around
+    it are read as usual."""
+
+
+# Called with a message naming a skipped bad page and where it is (see `iter_pages`).
+BadPageCallback = Callable[[str], None]
+
+
 # Errors the decompressors and the XML parser raise on broken input.
 _READ_ERRORS = (EOFError, OSError, ET.ParseError, zlib.error, lzma.LZMAError, ValueError)
 
@@ -62,18 +73,32 @@ def _child_text(elem: ET.Element, name: str) -> str | None:
     return None
 
 
+def _number(text: str | None, tag: str, problems: list[str]) -> int | None:
+    try:
+        return int(text or 0)
+    except ValueError:
+        problems.append(f"<{tag}> is not a number: {text[:40]!r}")
+        return None
+
+
 def _page_from_element(elem: ET.Element) -> Page:
+    """The page of a `<page>` element.
+
+    Raises:
+        BadPageError: no `<title>`, or an `<ns>` or `<id>` that is not a number.
+    """
     title = ns = page_id = None
     redirect = None
     latest: tuple[str, int, str] | None = None
+    problems: list[str] = []
     for order, child in enumerate(elem):
         tag = _local(child.tag)
         if tag == "title":
             title = child.text or ""
         elif tag == "ns":
-            ns = int(child.text or 0)
+            ns = _number(child.text, tag, problems)
         elif tag == "id":
-            page_id = int(child.text or 0)
+            page_id = _number(child.text, tag, problems)
         elif tag == "redirect":
             redirect = child.get("title", "")
         elif tag == "revision":
@@ -82,7 +107,9 @@ def _page_from_element(elem: ET.Element) -> Page:
             if latest is None or key[:2] >= latest[:2]:
                 latest = key
     if title is None:
-        raise ValueError(f"<page> without <title> (id {page_id})")
+        problems.insert(0, "no <title>")
+    if problems:
+        raise BadPageError("; ".join(problems))
     return Page(
         title=title,
         namespace=ns if ns is not None else 0,
@@ -92,17 +119,32 @@ def _page_from_element(elem: ET.Element) -> Page:
     )
 
 
-def iter_pages(stream: IO[bytes], name: str) -> Iterator[Page]:
+def _bad_page_message(name: str, position: int, elem: ET.Element, reason: str) -> str:
+    """Names a bad page by whatever it has: its position in `name`, title and id."""
+    known = [f"{tag} {text.strip()[:200]!r}" for tag in ("title", "id")
+             if (text := _child_text(elem, tag))]
+    return (f"{name}: page {position} ({', '.join(known) or 'no title or id'}) "
+            f"is not a valid page, skipped: {reason}")
+
+
+def iter_pages(stream: IO[bytes], name: str,
+               on_bad_page: BadPageCallback | None = None) -> Iterator[Page]:
     """Yields every `<page>` of a (decompressed) dump stream, in order.
+
+    A page that is not valid (see `BadPageError`) is logged and skipped, and
+    `on_bad_page` (when given) is called with the message, which names the page by its
+    position in the stream (1 = the first `<page>`), and its title and id where it has
+    them; reading goes on with the next page.
 
     Args:
         stream: a binary stream of XML (already decompressed, see `open_dump`).
         name: the file name, for error messages.
+        on_bad_page: called once per page skipped as bad, e.g. to count it.
 
     Raises:
         DumpReadError: the stream is empty, truncated, corrupt or not a MediaWiki dump.
     """
-    pages = 0
+    pages = 0  # complete <page> elements, bad ones included
     root = None
     try:
         for event, elem in ET.iterparse(stream, events=("start", "end")):
@@ -113,9 +155,16 @@ def iter_pages(stream: IO[bytes], name: str) -> Iterator[Page]:
                         f"{name}: not a MediaWiki XML dump (root element <{_local(root.tag)}>)")
                 continue
             if event == "end" and _local(elem.tag) == "page":
-                page = _page_from_element(elem)
                 pages += 1
-                yield page
+                try:
+                    page = _page_from_element(elem)
+                except BadPageError as e:
+                    message = _bad_page_message(name, pages, elem, str(e))
+                    logger.warning("%s", message)
+                    if on_bad_page is not None:
+                        on_bad_page(message)
+                else:
+                    yield page
                 # Drop the page subtree; the root keeps no reference to finished pages.
                 root.clear()
     except DumpReadError:
@@ -129,10 +178,11 @@ def iter_pages(stream: IO[bytes], name: str) -> Iterator[Page]:
         raise DumpReadError(f"{name}: empty file")
 
 
-def iter_dump_file(path: str, fileobj: IO[bytes]) -> Iterator[Page]:
+def iter_dump_file(path: str, fileobj: IO[bytes],
+                   on_bad_page: BadPageCallback | None = None) -> Iterator[Page]:
     """`iter_pages` over a raw (possibly compressed) file object named `path`."""
     with open_dump(fileobj, path) as stream:
-        yield from iter_pages(stream, path)
+        yield from iter_pages(stream, path, on_bad_page)
 
 
 # Intra-file parallelism for Wikipedia's multistream dumps: the index
@@ -205,31 +255,3 @@ def check_cuts(fileobj: IO[bytes], name: str, ranges: list[tuple[int, int]]) -> 
         if not _BZ2_MAGIC.match(fileobj.read(4)):
             raise DumpReadError(f"{name}: byte {start} (from its index) does not start a "
                                 "bz2 stream: the index does not match the file")
-
-
-def iter_range_pages(fileobj: IO[bytes], name: str, start: int, end: int) -> Iterator[Page]:
-    """The pages of the whole bz2 streams in bytes [start, end) of a multistream dump.
-
-    The range's XML is a run of `<page>` elements (plus the header when it starts the
-    file, the footer when it ends it); it is read under a `<mediawiki>` root. Memory is
-    bounded by the range's decompressed size.
-
-    Raises:
-        DumpReadError: the range is cut short, is not whole bz2 streams, or its XML is
-            broken (naming the file and the byte range).
-    """
-    where = f"{name} bytes {start}-{end}"
-    fileobj.seek(start)
-    data = fileobj.read(end - start)
-    if len(data) != end - start:
-        raise DumpReadError(f"{where}: the file ends after {start + len(data)} bytes")
-    try:
-        xml = bz2.decompress(data)
-    except _READ_ERRORS as e:
-        raise DumpReadError(f"{where}: not whole bz2 streams ({type(e).__name__}: {e})") from e
-    del data
-    if start > 0:
-        xml = b"<mediawiki>" + xml
-    if not xml.rstrip().endswith(b"</mediawiki>"):
-        xml += b"</mediawiki>"
-    yield from iter_pages(io.BytesIO(xml), where)

@@ -2,7 +2,10 @@
 
 `mwparserfromhell`'s C tokenizer holds the GIL, so a thread cannot interrupt it; the
 guarded call runs in a child process that is killed when the limit passes. The child is
-started on first use and reused, so only pages that take the guarded path pay for it.
+started on first use and reused, so only pages that take the guarded path pay for it. A
+child that dies during a call is replaced and the call raises `CallCrashed`, so that a page
+that crashes the parser costs that page only; unless a fresh child cannot run at all,
+which is no fault of the page and raises.
 """
 
 from __future__ import annotations
@@ -18,6 +21,15 @@ logger = logging.getLogger(__name__)
 
 class CallTimedOut(TimeoutError):
     """The guarded call did not finish within its time limit."""
+
+
+class CallCrashed(RuntimeError):
+    """The child process died during the guarded call (a crash in the parser's C code, or
+    killed by the system, e.g. for memory)."""
+
+
+def _alive() -> bool:
+    return True
 
 
 class TimeLimitedCaller:
@@ -50,6 +62,9 @@ class TimeLimitedCaller:
 
         Raises:
             CallTimedOut: the call took longer than the limit (the child is killed).
+            CallCrashed: the child died during the call (a fresh one serves the next).
+            RuntimeError: the child died, and a fresh one cannot run a trivial call
+                either: the fault is not the call's, and must not be blamed on it.
         """
         future = self._executor().submit(fn, *args)
         try:
@@ -57,9 +72,19 @@ class TimeLimitedCaller:
         except concurrent.futures.TimeoutError as e:
             self.close(kill=True)
             raise CallTimedOut(f"call did not finish within {self._timeout_s} s") from e
-        except concurrent.futures.process.BrokenProcessPool:
+        except concurrent.futures.process.BrokenProcessPool as e:
             self.close(kill=True)
-            raise
+            self._check_a_child_runs()
+            raise CallCrashed(f"the child process died during the call: {e}") from e
+
+    def _check_a_child_runs(self, timeout_s: float = 120.0) -> None:
+        try:
+            self._executor().submit(_alive).result(timeout=timeout_s)
+        except (concurrent.futures.TimeoutError,
+                concurrent.futures.process.BrokenProcessPool) as e:
+            self.close(kill=True)
+            raise RuntimeError(
+                "the time guard's child process cannot run a trivial call") from e
 
     def close(self, kill: bool = False) -> None:
         """Stops the child process (killing it when `kill`)."""

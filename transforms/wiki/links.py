@@ -16,6 +16,14 @@ page is prose, and most links are plain `[[Target]]` or `[[Target|text]]`. So:
 
 `extract_links_full` is the plain full parse, kept as the fallback and as the baseline
 the benchmark and tests compare against.
+
+Hostile wikitext must cost a page, never a run. Everything done to a whole page here is
+linear in its length (the masking finds each closing tag once, the scan is one regex pass
+without backtracking across brackets); the parser only ever sees a span (at most
+`MAX_SPAN_CHARS`, with a time limit over all the spans of a page) or the whole page in
+the caller's `full_parse`, which the pipeline runs in a killable child process. Whatever
+the parser raises on a text (its `ParserError`, or `RecursionError` on nesting thousands
+of levels deep) comes out as `WikitextParseError`.
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 import html
 import re
+import time
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -32,8 +41,9 @@ from mwparserfromhell.parser import ParserError
 
 __all__ = [
     "ExtractionResult",
-    "ParserError",
+    "ExtractionTimedOut",
     "RawLink",
+    "WikitextParseError",
     "clean_link_text",
     "extract_links",
     "extract_links_full",
@@ -54,6 +64,24 @@ class RawLink(NamedTuple):
     text: str | None
 
 
+class WikitextParseError(Exception):
+    """`mwparserfromhell` failed on a text: its own `ParserError`, or a `RecursionError`
+    from its tree builder or tree walk on markup nested thousands of levels deep."""
+
+
+class ExtractionTimedOut(TimeoutError):
+    """The spans of a page took longer to parse than the page's time limit."""
+
+
+# What `mwparserfromhell` raises on a text it cannot handle. Its C tokenizer caps nesting
+# at 100 levels, but its Python builder (and `filter`, `str` on the tree) recurse several
+# frames per level, so deeply nested templates exhaust the interpreter's recursion limit.
+# ValueError is Python's error for bad input: the parser is not known to raise it, but
+# should it on some text, that text costs its page, not the run. MemoryError is not
+# caught: it says nothing about the page and is the worker's to handle.
+_PARSER_FAILURES = (ParserError, RecursionError, ValueError)
+
+
 @dataclasses.dataclass(frozen=True)
 class ExtractionResult:
     """The links of one page and which path produced them ("fast" or "full")."""
@@ -62,11 +90,15 @@ class ExtractionResult:
     path: str
 
 
-_TAGS = "|".join(sorted(PARSER_BLACKLIST))
-# A comment, or a blacklisted tag with its content, or a self-closing one.
-_OPAQUE = re.compile(
-    rf"<!--.*?-->|<({_TAGS})(?:\s[^<>]*)?(?:/>|>.*?</\1\s*>)", re.DOTALL | re.IGNORECASE)
-_OPAQUE_OPEN = re.compile(rf"<({_TAGS})(?:\s[^<>]*)?>", re.IGNORECASE)
+# The blacklisted tags, longest name first: none is a prefix of another today, and if one
+# ever were, only the longer could be followed by what a tag needs next. One group per
+# name, so that the name is known whatever case (or case-folded letter) was written.
+_TAG_NAMES = sorted(PARSER_BLACKLIST, key=lambda t: (-len(t), t))
+_TAG_NAME = re.compile("<(?:" + "|".join(f"({t})" for t in _TAG_NAMES) + ")", re.IGNORECASE)
+_TAG_CLOSE = {tag: re.compile(rf"</{tag}\s*>", re.IGNORECASE) for tag in PARSER_BLACKLIST}
+_ATTRIBUTES_END = re.compile("[<>]")
+# An opening tag left in the masked page (one pass, no backtracking beyond a tag).
+_OPAQUE_OPEN = re.compile(rf"<({'|'.join(_TAG_NAMES)})(?:\s[^<>]*)?>", re.IGNORECASE)
 # A span read without the parser: a title of ordinary characters, optionally a pipe and
 # a text without anything the parser would treat as markup. `'` is markup only doubled
 # (checked apart), `&` only starts an entity, which leaves the source text as it is, and
@@ -86,15 +118,95 @@ _URL_SCHEME = re.compile(r"\s*(?:[a-z][a-z0-9+.\-]*:)?//", re.IGNORECASE)
 _SCHEME_PREFIX = re.compile(r"([A-Za-z0-9+.\-]*):")
 MAX_SPAN_CHARS = 8192
 
+_UNCLOSED = -1
+
 
 def _mask_opaque(text: str) -> str | None:
-    """Replaces opaque regions by spaces (offsets kept); None when one is left unclosed."""
+    """Replaces opaque regions by spaces (offsets kept); None when one is left unclosed.
+
+    An opaque region is a comment (`<!--` to the first `-->`; an unclosed one is left
+    as text, as the parser does) or a blacklisted tag with its content up to the first
+    closing tag of the same name, or a self-closing one; regions are taken left to right.
+    This is the substitution of the regex
+    `<!--.*?-->|<(TAG)(?:\\s[^<>]*)?(?:/>|>.*?</\\1\\s*>)` (DOTALL, IGNORECASE), then None
+    when `_OPAQUE_OPEN` finds an opener left, done in time linear in the page: the regex
+    searched the rest of the page again for every unclosed tag or comment (62 s for 40,000
+    unclosed `<nowiki>`). Here a failed search for a closer stands for every later opener
+    of that name, and an opener without a closer ends the masking at once.
+    """
     if "<" not in text:
         return text
-    masked = _OPAQUE.sub(lambda m: " " * (m.end() - m.start()), text)
-    if _OPAQUE_OPEN.search(masked):
+    pieces: list[str] = []
+    copied = 0  # text[:copied] is in pieces
+    no_closer_from: dict[str, int] = {}  # closer -> a position after which there is none
+    i = text.find("<")
+    while i >= 0:
+        if text.startswith("<!--", i):
+            end = _closer_end(text, "-->", i + 4, no_closer_from)
+        else:
+            end = _opaque_tag_end(text, i, no_closer_from)
+            if end == _UNCLOSED:
+                return None
+        if end is None:
+            i = text.find("<", i + 1)
+            continue
+        pieces.append(text[copied:i])
+        pieces.append(" " * (end - i))
+        copied = end
+        i = text.find("<", end)
+    if not pieces:
+        return text
+    pieces.append(text[copied:])
+    masked = "".join(pieces)
+    # Every opener in `text` was closed or returned None above, but masking can make one:
+    # `<math` and a masked comment after it read as `<math   ...>`.
+    return None if _OPAQUE_OPEN.search(masked) else masked
+
+
+def _closer_end(text: str, closer: str, start: int, no_closer_from: dict[str, int]) -> int | None:
+    """The end of the first `closer` (a comment's `-->` or a tag name, for its closing
+    tag) at or after `start`, or None; remembers a failed search, as a later one from
+    further on would fail as well."""
+    if no_closer_from.get(closer, len(text) + 1) <= start:
         return None
-    return masked
+    if closer == "-->":
+        found = text.find(closer, start)
+        end = None if found < 0 else found + 3
+    else:
+        m = _TAG_CLOSE[closer].search(text, start)
+        end = None if m is None else m.end()
+    if end is None:
+        no_closer_from[closer] = start
+    return end
+
+
+def _opaque_tag_end(text: str, i: int, no_closer_from: dict[str, int]) -> int | None:
+    """Where the opaque region of a blacklisted tag opening at `i` ends; None when no
+    tag opens there, `_UNCLOSED` when one opens and is never closed.
+
+    The cases of the regex `<(TAG)(?:\\s[^<>]*)?(?:/>|>.*?</\\1\\s*>)` in the order it
+    tries them: attributes run to the next `<` or `>`; a `>` there opens content that
+    needs its closing tag, and failing that `/>` at its end closes the tag.
+    """
+    m = _TAG_NAME.match(text, i)
+    if m is None:
+        return None
+    tag, k = _TAG_NAMES[m.lastindex - 1], m.end()
+    if k < len(text) and text[k].isspace():
+        a = _ATTRIBUTES_END.search(text, k + 1)
+        if a is None or a.group() == "<":
+            return None
+        r = a.start()  # the `>`
+        end = _closer_end(text, tag, r + 1, no_closer_from)
+        if end is not None:
+            return end
+        return r + 1 if text[r - 1] == "/" else _UNCLOSED
+    if text.startswith("/>", k):
+        return k + 2
+    if text.startswith(">", k):
+        end = _closer_end(text, tag, k + 1, no_closer_from)
+        return _UNCLOSED if end is None else end
+    return None
 
 
 def _could_be_markup(span: str, title: str) -> bool:
@@ -108,24 +220,36 @@ def _could_be_markup(span: str, title: str) -> bool:
     return False
 
 
-def _links_of(wikicode: mwparserfromhell.wikicode.Wikicode) -> list[RawLink]:
-    return [
-        RawLink(str(link.title), None if link.text is None else str(link.text))
-        for link in wikicode.filter_wikilinks(recursive=True)
-    ]
+def _parse_links(text: str) -> list[RawLink]:
+    """Every wikilink of `text` by a recursive `mwparserfromhell` parse.
+
+    Raises:
+        WikitextParseError: the parser failed on this text.
+    """
+    try:
+        return [
+            RawLink(str(link.title), None if link.text is None else str(link.text))
+            for link in mwparserfromhell.parse(text).filter_wikilinks(recursive=True)
+        ]
+    except _PARSER_FAILURES as e:
+        # Raised anew, not chained: a RecursionError's traceback is a thousand frames,
+        # and this error crosses a process boundary in the pipeline.
+        raise WikitextParseError(f"{type(e).__name__}: {e}") from None
 
 
 def extract_links_full(text: str) -> list[RawLink]:
     """Every wikilink of a page by a full recursive `mwparserfromhell` parse.
 
     Raises:
-        ParserError: the parser failed on this text.
+        WikitextParseError: the parser failed on this text.
     """
-    return _links_of(mwparserfromhell.parse(text))
+    return _parse_links(text)
 
 
 def extract_links(
-    text: str, full_parse: Callable[[str], list[RawLink]] = extract_links_full
+    text: str,
+    full_parse: Callable[[str], list[RawLink]] = extract_links_full,
+    time_limit_s: float | None = None,
 ) -> ExtractionResult:
     """Every wikilink of a page, as `extract_links_full` finds them, but faster.
 
@@ -133,20 +257,25 @@ def extract_links(
         text: the page's wikitext.
         full_parse: the whole-page parse for pages the fast path cannot trust (the
             pipeline passes a time-limited one).
+        time_limit_s: a limit on the parses of the page's spans, all together (None: no
+            limit). A span is short, but a page may hold thousands of spans that each
+            take the parser a second; the limit is checked between spans.
 
     Raises:
-        ParserError: the parser failed on this text (on a span or the whole page).
+        WikitextParseError: the parser failed on this text (on a span or the whole page).
+        ExtractionTimedOut: the spans took longer than `time_limit_s` to parse.
     """
     if "[[" not in text:
         return ExtractionResult((), "fast")
+    deadline = None if time_limit_s is None else time.monotonic() + time_limit_s
     masked = _mask_opaque(text)
-    links = None if masked is None else _scan_links(text, masked)
+    links = None if masked is None else _scan_links(text, masked, deadline)
     if links is None:
         return ExtractionResult(tuple(full_parse(text)), "full")
     return ExtractionResult(tuple(links), "fast")
 
 
-def _scan_links(text: str, masked: str) -> list[RawLink] | None:
+def _scan_links(text: str, masked: str, deadline: float | None = None) -> list[RawLink] | None:
     """The links of every top-level `[[...]]` span of `masked` (brackets counted), read
     from `text`; None when brackets do not balance or a span is too long to be a link.
 
@@ -154,6 +283,11 @@ def _scan_links(text: str, masked: str) -> list[RawLink] | None:
     top level is read directly; the brackets delimit the other spans (with the plain
     spans inside them), which are read by `_read_span` once the whole page has been found
     sound, so that a page sent to the full parse has had no span parsed first.
+
+    Raises:
+        WikitextParseError: the parser failed on a span.
+        ExtractionTimedOut: `deadline` (a `time.monotonic()` value) passed before the
+            last span was read.
     """
     links: list[RawLink | None] = []
     deferred: list[tuple[int, int, int, list[re.Match], bool]] = []
@@ -196,7 +330,10 @@ def _scan_links(text: str, masked: str) -> list[RawLink] | None:
         return links
     out: list[RawLink] = []
     done = 0
-    for index, s, e, spans_inside, nested in deferred:
+    for n, (index, s, e, spans_inside, nested) in enumerate(deferred):
+        if deadline is not None and time.monotonic() > deadline:
+            raise ExtractionTimedOut(
+                f"time limit passed after reading {n} of {len(deferred)} spans")
         out.extend(links[done:index])
         out.extend(_read_span(text, masked, s, e, spans_inside, nested))
         done = index + 1
@@ -216,34 +353,45 @@ def _read_span(text: str, masked: str, start: int, end: int, inner: list[re.Matc
     """
     # A bracket right before the span changes how the parser reads it ("[[[x]]]").
     if start and masked[start - 1] == "[":
-        return _parse_span(text[start - 1:end])
+        return _parse_links(text[start - 1:end])
     span = text[start:end]
     if deep or not inner or "''" in span or (masked is not text
                                             and span != masked[start:end]):
-        return _parse_span(span)
+        return _parse_links(span)
     outer = _CAPTIONED.fullmatch(span)
     if outer is None or _could_be_markup(span, outer.group(1)):
-        return _parse_span(span)
+        return _parse_links(span)
     pos = start + outer.start(2)
     for m in inner:
         if not _PLAIN_CAPTION.fullmatch(text, pos, m.start()) or _could_be_markup(
                 m.group(), m.group(1)):
-            return _parse_span(span)
+            return _parse_links(span)
         pos = m.end()
     if not _PLAIN_CAPTION.fullmatch(text, pos, start + outer.end(2)):
-        return _parse_span(span)
+        return _parse_links(span)
     return [RawLink(outer.group(1), outer.group(2)),
             *(RawLink(m.group(1), m.group(2)) for m in inner)]
-
-
-def _parse_span(span: str) -> list[RawLink]:
-    return _links_of(mwparserfromhell.parse(span))
 
 
 _WHITESPACE = re.compile(r"\s+")
 # MediaWiki's illegal title characters (after comments are removed); '#' is a fragment.
 _ILLEGAL_TITLE = re.compile(r"[<>\[\]{}|\x00-\x1f\x7f\ufffd]")
-_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
+
+
+def _remove_comments(text: str) -> str:
+    """`text` without its comments (`<!--` to the first `-->`, left to right), as the
+    regex `<!--.*?-->` would remove them but in linear time: the regex searches the rest
+    of the text again for each `<!--` after the last `-->`."""
+    pieces = []
+    pos = 0
+    while (start := text.find("<!--", pos)) >= 0:
+        end = text.find("-->", start + 4)
+        if end < 0:
+            break
+        pieces.append(text[pos:start])
+        pos = end + 3
+    pieces.append(text[pos:])
+    return "".join(pieces)
 
 
 def normalize_title(target: str) -> str | None:
@@ -253,7 +401,7 @@ def normalize_title(target: str) -> str | None:
     is collapsed and trimmed, and the first character is upper-cased.
     """
     if "<!--" in target:
-        target = _COMMENT.sub("", target)
+        target = _remove_comments(target)
     if "&" in target:
         target = html.unescape(target)
     target = _WHITESPACE.sub(" ", target.replace("_", " ")).strip()
@@ -266,12 +414,20 @@ def normalize_title(target: str) -> str | None:
 
 def clean_link_text(link: RawLink) -> str:
     """The displayed text of a link: markup stripped, entities unescaped, whitespace
-    collapsed; "" when nothing is left. `[[Target]]` gives Target as written."""
+    collapsed; "" when nothing is left. `[[Target]]` gives Target as written.
+
+    Raises:
+        WikitextParseError: the parser fails on the text (markup nested thousands deep);
+            `filters.classify_link` counts such a link.
+    """
     raw = link.target if link.text is None else link.text
     if _NEEDS_PARSE.search(raw):
         # Entities are left as written here and unescaped once below: normalising them
         # here too would decode "&amp;lt;" twice.
-        raw = mwparserfromhell.parse(raw).strip_code(normalize=False, collapse=True)
+        try:
+            raw = mwparserfromhell.parse(raw).strip_code(normalize=False, collapse=True)
+        except _PARSER_FAILURES as e:
+            raise WikitextParseError(f"link text: {type(e).__name__}: {e}") from e
     if "&" in raw:
         raw = html.unescape(raw)
     return _WHITESPACE.sub(" ", raw).strip()

@@ -5,7 +5,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from typing import IO
 
 import apache_beam as beam
 from apache_beam.io import fileio
@@ -13,11 +14,14 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from transforms.counting import STATS_TAG, CountingDoFn, StatKey
+from transforms.wiki.decompress import open_range
 from transforms.wiki.dump import (
+    BadPageCallback,
     DumpReadError,
+    Page,
     check_cuts,
     iter_dump_file,
-    iter_range_pages,
+    iter_pages,
     multistream_index_path,
     split_ranges,
     stream_offsets,
@@ -42,6 +46,54 @@ def match_inputs(patterns: Sequence[str]) -> list[str]:
             raise ValueError(f"--input pattern {pattern!r} matches no file")
         paths.extend(sorted(m.path for m in results))
     return paths
+
+
+_ROOT_OPEN = b"<mediawiki>"
+_ROOT_CLOSE = b"</mediawiki>"
+
+
+class _RangeDocument:
+    """The XML of a byte range as one document for the parser: the range's `<page>`
+    elements under a `<mediawiki>` root, opened unless the range starts the file (which
+    holds the dump's header), closed unless it ends with the dump's footer."""
+
+    _TAIL = 4096  # the bytes kept to see whether the footer ends the range
+
+    def __init__(self, stream: IO[bytes], opens_root: bool) -> None:
+        self._stream = stream
+        self._pending = _ROOT_OPEN if opens_root else b""
+        self._tail = b""
+        self._ended = False
+
+    def read(self, size: int = -1) -> bytes:
+        if self._pending:
+            out, self._pending = self._pending, b""
+            return out
+        if self._ended:
+            return b""
+        data = self._stream.read(size)
+        if data:
+            self._tail = (self._tail + data)[-self._TAIL:]
+            return data
+        self._ended = True
+        return b"" if self._tail.rstrip().endswith(_ROOT_CLOSE) else _ROOT_CLOSE
+
+
+def read_range_pages(fileobj: IO[bytes], name: str, start: int, end: int,
+                     on_bad_page: BadPageCallback | None = None) -> Iterator[Page]:
+    """The pages of the whole bz2 streams in bytes [start, end) of a multistream dump,
+    decompressed ahead in a thread (see `open_range`); memory is bounded by the largest
+    page, as for a whole file. Bad pages as in `iter_pages` (their position counted from
+    the range's first page, named by the range).
+
+    Raises:
+        DumpReadError: the range is cut short, holds a damaged stream (any of its streams,
+            not only the first) or bytes that are not a stream, or its XML is broken;
+            naming the file and the byte range.
+    """
+    where = f"{name} bytes {start}-{end}"
+    with open_range(fileobj, start, end) as stream:
+        yield from iter_pages(_RangeDocument(stream, opens_root=start > 0), where, on_bad_page)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,8 +152,12 @@ class ReadDumpFn(CountingDoFn):
     def __init__(self, skip_bad_files: bool):
         super().__init__("read_dump", [
             "files", "pages", "articles", "filtered:namespace", "redirects",
-            "filtered:bad_file"])
+            "filtered:bad_page", "filtered:bad_file"])
         self._skip_bad_files = skip_bad_files
+
+    def count_bad_page(self, message: str) -> None:
+        """Counts a page that `dump.iter_pages` skipped (and logged) as not valid."""
+        self.count("filtered:bad_page")
 
     def process(self, part: DumpRange):
         if not part.start:
@@ -112,9 +168,12 @@ class ReadDumpFn(CountingDoFn):
                     part.path, compression_type=CompressionTypes.UNCOMPRESSED))
                 # Closed before the file, whatever happens downstream: the reader's
                 # prefetch thread stops before its file goes away.
+                # dump.py logs each bad page by name; here it is counted.
+                bad_page = self.count_bad_page
                 pages = stack.enter_context(contextlib.closing(
-                    iter_dump_file(part.path, raw) if part.start is None
-                    else iter_range_pages(raw, part.path, part.start, part.end)))
+                    iter_dump_file(part.path, raw, on_bad_page=bad_page)
+                    if part.start is None
+                    else read_range_pages(raw, part.path, part.start, part.end, bad_page)))
                 for page in pages:
                     self.count("pages")
                     if page.namespace != 0:
