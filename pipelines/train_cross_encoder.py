@@ -18,7 +18,8 @@ transforms/training/pair_data.py); an interrupted run continues with `--resume`:
     python -m pipelines.train_cross_encoder --format bem --input data/bem --output models/bem --resume
 
 Outputs (`--output`): the best checkpoint by the dev metric (a Hugging Face
-`*ForSequenceClassification` folder, loadable by path), `model_card.md`, `metrics.json`,
+`*ForSequenceClassification` folder, loadable by path; for 0/1 targets its `config.json`
+holds the decision threshold chosen on dev), `model_card.md`, `metrics.json`,
 and `last/` for `--resume`. Training runs on CUDA with bf16/fp16 autocast when present,
 else on CPU.
 """
@@ -74,6 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
                    choices=("auto", *sorted(set(BINARY_METRICS + GRADED_METRICS))),
                    help="dev metric that picks the best checkpoint (auto: auroc for 0/1 "
                         "targets, spearman for graded)")
+    g.add_argument("--threshold_objective", default="accuracy", choices=("accuracy", "f1"),
+                   help="binary targets: the decision threshold saved with the checkpoint "
+                        "maximises this on the dev split (default accuracy)")
     add_train_args(parser)
     return parser
 
@@ -92,7 +96,7 @@ def run(argv: Sequence[str] | None = None,
         init_checkpoint=args.init_checkpoint, max_length=args.max_length,
         max_train_rows=args.max_train_rows, max_dev_rows=args.max_dev_rows,
         max_test_rows=args.max_test_rows, skip_test=args.skip_test,
-        best_metric=args.best_metric)
+        best_metric=args.best_metric, threshold_objective=args.threshold_objective)
     return train_cross_encoder(data, train_config(args), on_step=on_step)
 
 

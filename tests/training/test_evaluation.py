@@ -70,3 +70,35 @@ def test_improved():
     assert improved("auroc", 0.7, None) and improved("auroc", 0.7, 0.6)
     assert not improved("auroc", 0.6, 0.6) and not improved("auroc", math.nan, 0.1)
     assert improved("loss", 0.3, 0.4) and not improved("loss", 0.5, 0.4)
+
+
+@pytest.mark.parametrize(("labels", "scores", "objective", "threshold", "value"), [
+    # Separable: the midpoint between the classes.
+    ([0, 0, 1, 1], [0.1, 0.2, 0.3, 0.4], "accuracy", 0.25, 1.0),
+    # 0.15 and 0.35 both give 3/4: the one nearer 0.5 wins.
+    ([0, 1, 0, 1], [0.1, 0.2, 0.3, 0.4], "accuracy", 0.35, 0.75),
+    # One class only: every row predicted 1 (just below the lowest score).
+    ([1, 1, 1], [0.1, 0.2, 0.3], "accuracy", 0.1 - 1e-6, 1.0),
+    # Tied scores stay together: 0.6 holds one 0 and one 1.
+    ([0, 0, 1, 1, 1], [0.2, 0.6, 0.6, 0.9, 0.9], "accuracy", 0.4, 0.8),
+    # F1 prefers predicting the positives generously: 2*3/(3+4) at 0.4 vs 2*2/(3+2) at 0.75.
+    ([0, 0, 1, 1, 1], [0.2, 0.6, 0.6, 0.9, 0.9], "f1", 0.4, 6 / 7),
+])
+def test_choose_threshold(labels, scores, objective, threshold, value):
+    from transforms.training.evaluation import choose_threshold, value_at
+
+    choice = choose_threshold(labels, scores, objective)
+    assert choice.threshold == pytest.approx(threshold)
+    assert choice.value == pytest.approx(value)
+    assert value_at(objective, labels, scores, choice.threshold) == pytest.approx(value)
+
+
+def test_choose_threshold_rejects_bad_input():
+    from transforms.training.evaluation import choose_threshold
+
+    with pytest.raises(ValueError, match="objective must be one of"):
+        choose_threshold([0, 1], [0.1, 0.2], "auroc")
+    with pytest.raises(ValueError, match="as many labels as scores"):
+        choose_threshold([0, 1], [0.1])
+    with pytest.raises(ValueError, match="at least one"):
+        choose_threshold([], [])

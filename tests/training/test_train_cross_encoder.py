@@ -70,6 +70,14 @@ def test_wes_from_mined_shards(wes_corpus, tmp_path):
     config = json.loads((out / "config.json").read_text())
     assert config["architectures"] == ["BertForSequenceClassification"]
     assert len(config["id2label"]) == 1
+    # The decision threshold chosen on dev is saved with the checkpoint and reported.
+    calibration = info["calibration"]
+    assert config["qa_eval_decision_threshold"] == calibration["threshold"]
+    assert config["qa_eval_decision_threshold_source"]["split"] == "dev"
+    assert calibration["split_rows"] == 64 and calibration["objective"] == "accuracy"
+    assert calibration["value"] >= calibration["value_at_0.5"]
+    assert 0 <= info["test"]["accuracy_at_threshold"] <= 1
+    assert "## Decision threshold" in (out / "model_card.md").read_text()
     metric = WESMetric(model=str(out))
     assert metric.signature()["wes"].startswith(f"wes|v:1.0|model:{out}|")
     assert 0 < metric.score_batch([QAExample("Anarchism", ("Anarchy",))], {})[0]["wes"] < 1

@@ -20,7 +20,8 @@ from transforms.training.loop import TrainConfig, TrainResult
 def run_info(*, title: str, task: str, model: str, init_checkpoint: str | None,
              data: Mapping[str, Any], layout: str, config: TrainConfig,
              extra_hparams: Mapping[str, Any], result: TrainResult,
-             test: Mapping[str, float] | None, usage: str) -> dict[str, Any]:
+             test: Mapping[str, float] | None, usage: str,
+             calibration: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Everything the card and metrics.json report, as one JSON-ready dict."""
     hparams = {k: v for k, v in vars(config).items()
                if k not in ("output_dir", "progress", "resume", "overwrite")}
@@ -41,6 +42,7 @@ def run_info(*, title: str, task: str, model: str, init_checkpoint: str | None,
                  "step": result.best_step},
         "dev_history": result.history,
         "test": dict(test) if test else None,
+        "calibration": dict(calibration) if calibration else None,
         "loss_curve": [list(p) for p in result.loss_curve],
         "usage": usage,
     }
@@ -87,6 +89,15 @@ def render_card(info: Mapping[str, Any]) -> str:
     lines += [f"Best checkpoint (saved in this folder): step {_fmt(best['step'])}, "
               f"{best['metric']} = {_fmt(best['value'])}.", ""]
     lines += _table(info["dev_history"]) + [""]
+    if info.get("calibration"):
+        c = info["calibration"]
+        lines += ["## Decision threshold", "",
+                  f"A score >= {c['threshold']:.4f} means \"correct\": the threshold that "
+                  f"maximises {c['objective']} on the {c['split']} split "
+                  f"({c['split_rows']} rows: {c['objective']} {_fmt(c['value'])}, against "
+                  f"{_fmt(c['value_at_0.5'])} at 0.5). It is saved in `config.json` as "
+                  f"`{c['config_key']}`; `qa-score`'s report uses it for accuracy, and the "
+                  "metric's signature names it.", ""]
     if info["test"]:
         lines += ["## Test results (best checkpoint)", ""] + _pairs(info["test"]) + [""]
     lines += ["## Use", "", info["usage"], "",

@@ -24,7 +24,15 @@ from transforms.inference import loading
 from transforms.metrics import layouts
 from transforms.training import card, checkpoint, pair_data
 from transforms.training.batching import Features
-from transforms.training.evaluation import binary_metrics, graded_metrics, is_binary
+from transforms.training.evaluation import (
+    THRESHOLD_OBJECTIVES,
+    accuracy_at,
+    binary_metrics,
+    choose_threshold,
+    graded_metrics,
+    is_binary,
+    value_at,
+)
 from transforms.training.loop import TrainConfig, Trainer
 
 logger = logging.getLogger(__name__)
@@ -32,6 +40,8 @@ logger = logging.getLogger(__name__)
 # EVOUNA rows (answer, gold, question): median 38 tokens, 99th percentile 166, longest 333.
 DEFAULT_MAX_LENGTH = {"wes": 64, "stsb": 128, "square": 256, "bem": 128, "evouna": 192}
 BINARY_METRICS = ("auroc", "accuracy", "loss")
+# The key of the decision threshold in a binary checkpoint's config.json.
+THRESHOLD_KEY = "qa_eval_decision_threshold"
 GRADED_METRICS = ("spearman", "pearson", "loss")
 _SIGMOID = "torch.nn.modules.activation.Sigmoid"
 _METRIC_CLASS = {"wes": "WESMetric", "stsb": "SASMetric", "square": "SQuArEMetric",
@@ -53,6 +63,8 @@ class CrossEncoderData:
         skip_test: do not evaluate the test split at the end.
         best_metric: the dev metric that picks the best checkpoint (auto: AUROC for 0/1
             targets, Spearman for graded ones).
+        threshold_objective: what the decision threshold of a binary model maximises on
+            the dev split ("accuracy" or "f1").
     """
 
     format: str
@@ -68,12 +80,16 @@ class CrossEncoderData:
     max_test_rows: int | None = None
     skip_test: bool = False
     best_metric: str = "auto"
+    threshold_objective: str = "accuracy"
 
     def __post_init__(self) -> None:
         if self.format not in pair_data.FORMATS:
             raise ValueError(f"format must be one of {pair_data.FORMATS}, got {self.format!r}")
         if self.max_length is not None and self.max_length < 8:
             raise ValueError(f"max_length must be >= 8, got {self.max_length}")
+        if self.threshold_objective not in THRESHOLD_OBJECTIVES:
+            raise ValueError(f"threshold_objective must be one of {THRESHOLD_OBJECTIVES}, "
+                             f"got {self.threshold_objective!r}")
         for name in ("max_train_rows", "max_dev_rows", "max_test_rows"):
             value = getattr(self, name)
             if value is not None and value < 1:
@@ -125,6 +141,39 @@ class CrossEncoderTask:
         scores = 1 / (1 + np.exp(-logits))
         quality = binary_metrics(labels, scores) if self.binary else graded_metrics(labels, scores)
         return {**quality, "loss": float(bce.mean())}
+
+
+def _sigmoid(logits: Sequence[Any]) -> np.ndarray:
+    return 1 / (1 + np.exp(-np.asarray(logits, dtype=np.float64)))
+
+
+def calibrate(trainer: Trainer, checkpoint_dir: str, dev: Sequence[Features],
+              objective: str) -> dict[str, Any]:
+    """Chooses the best checkpoint's decision threshold on the dev rows and saves it in
+    the checkpoint's config.json (`THRESHOLD_KEY`), where the scorer reads it.
+
+    Returns:
+        What the model card reports: threshold, objective, its dev value and at 0.5.
+    """
+    labels = [r.label for r in dev]
+    scores = _sigmoid(trainer.predict_checkpoint(checkpoint_dir, dev))
+    choice = choose_threshold(labels, scores, objective)
+    at_half = value_at(objective, labels, scores, 0.5)
+    info = {"threshold": round(choice.threshold, 6), "objective": objective,
+            "split": "dev", "split_rows": len(dev), "value": choice.value,
+            "value_at_0.5": at_half, "config_key": THRESHOLD_KEY}
+    path = os.path.join(checkpoint_dir, "config.json")
+    with open(path, encoding="utf-8") as f:
+        config = json.load(f)
+    config[THRESHOLD_KEY] = info["threshold"]
+    config[f"{THRESHOLD_KEY}_source"] = {k: v for k, v in info.items() if k != "config_key"}
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(config, f, indent=2, sort_keys=True)
+    os.replace(tmp, path)
+    logger.info("decision threshold %.4f (dev %s %.4f; %.4f at 0.5), saved in %s",
+                choice.threshold, objective, choice.value, at_half, path)
+    return info
 
 
 def rows_digest(rows: Sequence[Features]) -> str:
@@ -211,9 +260,18 @@ def train_cross_encoder(data: CrossEncoderData, config: TrainConfig,
     logger.info("training a cross-encoder on %s: %s rows, %d steps", data.format,
                 fingerprint["rows"], trainer.total_steps)
     result = trainer.fit(on_step)
+    calibration = None
+    if binary and result.best_step is not None:
+        calibration = calibrate(trainer, config.output_dir, encoded["dev"],
+                                data.threshold_objective)
     test = None
     if encoded["test"] and not data.skip_test and result.best_step is not None:
-        test = trainer.evaluate_checkpoint(config.output_dir, encoded["test"])
+        outputs = trainer.predict_checkpoint(config.output_dir, encoded["test"])
+        test = task.metrics(encoded["test"], outputs)
+        if calibration is not None:
+            test["accuracy_at_threshold"] = accuracy_at(
+                [r.label for r in encoded["test"]], _sigmoid(outputs),
+                calibration["threshold"])
         logger.info("test (best checkpoint): %s", test)
     family = {"wes": "wes", "stsb": "sas", "square": "square", "bem": "bem",
               "evouna": "bem"}[data.format]
@@ -233,7 +291,7 @@ def train_cross_encoder(data: CrossEncoderData, config: TrainConfig,
                f"{max_length} tokens; one logit, sigmoid = score",
         config=config, extra_hparams={"max_length": max_length, "best_metric": best,
                                       "loss": "BCE with logits"},
-        result=result, test=test,
+        result=result, test=test, calibration=calibration,
         usage=(f"Score with it: the `model` option of the `{family}` metric of "
                f"`python -m pipelines.score_predictions` (`{_METRIC_CLASS[data.format]}"
                f"(model=\"{config.output_dir}\")` in transforms/metrics/model_metrics.py); "

@@ -250,6 +250,10 @@ class Trainer:
 
     def evaluate(self, model: Any, rows: Sequence[Features]) -> dict[str, float]:
         """Metrics of `model` on `rows` (eval mode, length-sorted batches)."""
+        return self.task.metrics(rows, self.predict(model, rows))
+
+    def predict(self, model: Any, rows: Sequence[Features]) -> list[Any]:
+        """The task's outputs of `model` for `rows`, in row order."""
         import torch
         model.eval()
         outputs: list[Any] = [None] * len(rows)
@@ -260,13 +264,17 @@ class Trainer:
             with torch.inference_mode(), self._autocast():
                 for i, out in zip(positions, self.task.outputs(model, batch)):
                     outputs[i] = out
-        return self.task.metrics(rows, outputs)
+        return outputs
 
     def evaluate_checkpoint(self, path: str, rows: Sequence[Features]) -> dict[str, float]:
         """Loads a saved checkpoint (e.g. the best one) and evaluates it on `rows`."""
+        return self.task.metrics(rows, self.predict_checkpoint(path, rows))
+
+    def predict_checkpoint(self, path: str, rows: Sequence[Features]) -> list[Any]:
+        """Loads a saved checkpoint (e.g. the best one) and returns its outputs on `rows`."""
         if self.device is None:
             self._setup_device()
-        return self.evaluate(self.load_model(path, fresh=False), rows)
+        return self.predict(self.load_model(path, fresh=False), rows)
 
     def _setup_device(self) -> None:
         import torch
