@@ -40,8 +40,9 @@ import sys
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions
 
-from transforms.counting import SumStats
-from transforms.io_options import InputOutputOptions
+from transforms.io.counting import SumStats
+from transforms.io.options import InputOutputOptions
+from transforms.io.publish import PublishRun, check_output_dir, new_temp_dir
 from transforms.wes.clusters import BuildClusters
 from transforms.wes.corpus import BuildCorpus, DropBelowAllThresholds, corpus_name
 from transforms.wes.filters import FilterLinks
@@ -49,12 +50,10 @@ from transforms.wes.report import STATS_FILE, WriteStats
 from transforms.wes.sampling import parse_splits
 from transforms.wes.write import (
     REDIRECT_SCHEMA,
-    PublishRun,
     WriteParquetShards,
-    check_output_dir,
     corpus_outputs,
-    new_temp_dir,
     redirect_row,
+    run_files,
 )
 from transforms.wiki.extract import ExtractLinks
 from transforms.wiki.read import ReadPages, match_inputs
@@ -118,7 +117,7 @@ def run(argv=None, save_main_session=True, test_pipeline=None):
     thresholds = _thresholds(opts.min_incoming_links)
     fractions = parse_splits(opts.splits)
     paths = match_inputs([p.strip() for p in io.input.split(",") if p.strip()])
-    check_output_dir(io.output, overwrite=opts.overwrite)
+    check_output_dir(io.output, opts.overwrite, run_files)
     temp_dir = new_temp_dir(io.output)
     config = {
         "inputs": paths, "min_incoming_links": thresholds, "seed": opts.seed,
@@ -166,7 +165,8 @@ def run(argv=None, save_main_session=True, test_pipeline=None):
             "bad_files": dump["bad_files"],
         } | "WriteStats" >> WriteStats(io.output, temp_dir, config)
         _ = ((shards, report) | "FlattenRunFiles" >> beam.Flatten()
-             | "PublishRun" >> PublishRun(io.output, temp_dir, STATS_FILE, opts.overwrite))
+             | "PublishRun" >> PublishRun(io.output, temp_dir, STATS_FILE, opts.overwrite,
+                                             run_files))
     return p.result
 
 

@@ -55,7 +55,7 @@ from apache_beam.options.pipeline_options import (
 )
 
 from transforms.inference.run_model_metrics import RunModelMetrics
-from transforms.io_options import InputOutputOptions
+from transforms.io.options import InputOutputOptions
 from transforms.scoring.config import DEFAULT_MAX_TEXT_CHARS, MODEL_FLAGS, build_config
 from transforms.scoring.join import ROWS, JoinScores
 from transforms.scoring.read import FORMATS, ReadPredictions

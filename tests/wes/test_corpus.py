@@ -8,7 +8,7 @@ import apache_beam as beam
 import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
 
-from transforms.counting import SumStats
+from transforms.io.counting import SumStats
 from transforms.wes.clusters import TitleLinks
 from transforms.wes.corpus import BuildCorpus, DropBelowAllThresholds
 

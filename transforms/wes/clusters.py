@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 import apache_beam as beam
 
-from transforms.counting import STATS_TAG, CountingDoFn, StatKey
+from transforms.io.counting import STATS_TAG, CountingDoFn, StatKey
 from transforms.wes.filters import TITLE_CHARACTER_RULES
 from transforms.wiki.dump import Page
 from transforms.wiki.links import normalize_title

@@ -14,7 +14,7 @@ import zlib
 import apache_beam as beam
 from apache_beam.transforms.window import GlobalWindow
 
-from transforms.counting import CountedParDo, CountingDoFn, in_global_window
+from transforms.io.counting import CountedParDo, CountingDoFn, in_global_window
 from transforms.wiki.links import (
     RawLink,
     WikitextParseError,

@@ -20,7 +20,7 @@ import logging
 
 import apache_beam as beam
 
-from transforms.counting import STATS_TAG, CountingDoFn, StatKey
+from transforms.io.counting import STATS_TAG, CountingDoFn, StatKey
 from transforms.wes.sampling import (
     SPLIT_NAMES,
     donor_offer,
