@@ -46,13 +46,13 @@ from transforms.io.publish import PublishRun, check_output_dir, new_temp_dir
 from transforms.wes.clusters import BuildClusters
 from transforms.wes.corpus import BuildCorpus, DropBelowAllThresholds, corpus_name
 from transforms.wes.filters import FilterLinks
+from transforms.wes.redirects import REDIRECTS_DESTINATION, keyed_redirect_rows
 from transforms.wes.report import STATS_FILE, WriteStats
 from transforms.wes.sampling import parse_splits
 from transforms.wes.write import (
     REDIRECT_SCHEMA,
     WriteParquetShards,
     corpus_outputs,
-    redirect_row,
     run_files,
 )
 from transforms.wiki.extract import ExtractLinks
@@ -147,9 +147,8 @@ def run(argv=None, save_main_session=True, test_pipeline=None):
         kept = clusters["clusters"] | "DropBelowAllThresholds" >> below_all
         stats = [dump["stats"], links["stats"], pairs["stats"], clusters["stats"],
                  kept["stats"]]
-        outputs = [dump["redirects"] | "RedirectRows" >> beam.FlatMap(
-            lambda page: (("redirects", row) for row in redirect_row(page)))]
-        schemas = {"redirects": REDIRECT_SCHEMA}
+        outputs = [dump["redirects"] | "RedirectRows" >> beam.FlatMap(keyed_redirect_rows)]
+        schemas = {REDIRECTS_DESTINATION: REDIRECT_SCHEMA}
         for k in thresholds:
             name = corpus_name(k)
             corpus = kept["clusters"] | f"BuildCorpus[{name}]" >> corpora[k]

@@ -76,7 +76,7 @@ def check_output_dir(output_dir: str, overwrite: bool,
 
 def _make_parent_dirs(path: str) -> None:
     parent = FileSystems.split(path)[0]
-    if not FileSystems.exists(parent):
+    if parent and not FileSystems.exists(parent):
         try:
             FileSystems.mkdirs(parent)  # a no-op on object stores
         except OSError:
@@ -90,6 +90,8 @@ def _move(source: str, destination: str) -> None:
 
 
 def _relative(path: str, root: str) -> str:
+    if not root:  # paths relative to the working directory, e.g. a scoring prefix "run"
+        return path
     base = root.rstrip("/") + "/"
     if not path.startswith(base):
         raise ValueError(f"{path} is not under {root}")

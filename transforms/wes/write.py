@@ -31,9 +31,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from transforms.io.counting import in_global_window
 from transforms.io.publish import new_temp_dir
-from transforms.wes.clusters import redirect_pair
 from transforms.wes.sampling import SPLIT_NAMES
-from transforms.wiki.dump import Page
 
 logger = logging.getLogger(__name__)
 
@@ -69,13 +67,6 @@ def run_files(output_dir: str) -> list[str]:
     """The files of a run in `output_dir` (complete or not), each once, sorted."""
     patterns = [FileSystems.join(output_dir, f) for f in RUN_FILES]
     return sorted({m.path for r in FileSystems.match(patterns) for m in r.metadata_list})
-
-
-def redirect_row(page: Page):
-    """The redirects output row of a redirect page (none when a title is invalid)."""
-    pair = redirect_pair(page)
-    if pair is not None:
-        yield {"title": pair[0], "target": pair[1]}
 
 
 class _ShardWriter:
