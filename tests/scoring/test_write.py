@@ -7,8 +7,8 @@ import math
 import pytest
 from apache_beam.io.filesystems import FileSystems
 
+from transforms.scoring.outputs import OutputPaths
 from transforms.scoring.write import (
-    OutputPaths,
     finalize,
     output_row,
     scores_schema,

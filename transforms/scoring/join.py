@@ -1,10 +1,12 @@
 """Joining the scoring branches back onto their rows by row key.
 
-Every scoring branch (the in-process lexical `ScoreMetrics`, and later one `RunInference`
-branch per model-backed metric) emits `(row_key, ScoreResult)`. `JoinScores` runs one
-`CoGroupByKey` over the validated rows and all branches and emits, per row, either one
-scored record (every branch gave scores) or one dead-letter record (some branch rejected
-the row, or gave it nothing). A row is never half-scored in the output.
+Every scoring branch emits `(row_key, ScoreResult)`: the in-process lexical metrics
+(`score.ScoreMetrics`) and, when model-backed metrics are requested, `RunModelMetrics`
+(one `RunInference` over whole rows for every model, each row's outputs folded in the
+same stage). `JoinScores` runs one `CoGroupByKey` over the validated rows (`ROWS`) and
+those branches and emits, per row, either one scored record (every branch gave scores)
+or one dead-letter record (some branch rejected the row, or gave it nothing). A row is
+never half-scored in the output.
 """
 
 from __future__ import annotations

@@ -23,7 +23,6 @@ the fixed names (the scoring itself stays parallel).
 
 from __future__ import annotations
 
-import dataclasses
 import io
 import json
 import logging
@@ -37,73 +36,10 @@ from apache_beam.io.filesystems import FileSystems
 
 from transforms.io.publish import replace_outputs
 from transforms.scoring import report as report_lib
+from transforms.scoring.outputs import OutputPaths
+from transforms.scoring.report_spec import ReportSpec
 
 logger = logging.getLogger(__name__)
-
-OUTPUT_FORMATS = ("parquet", "jsonl")
-
-
-@dataclasses.dataclass(frozen=True)
-class OutputPaths:
-    """Final and temporary names of every output of one run."""
-
-    prefix: str
-    output_format: str
-    run_id: str
-
-    def __post_init__(self) -> None:
-        if self.output_format not in OUTPUT_FORMATS:
-            raise ValueError(
-                f"unknown output format {self.output_format!r}; available: {list(OUTPUT_FORMATS)}")
-        if not self.prefix or self.prefix.endswith(("/", "\\")):
-            raise ValueError(f"--output must be a file prefix, got {self.prefix!r}")
-
-    @property
-    def scores(self) -> str:
-        return f"{self.prefix}.scores.{self.output_format}"
-
-    @property
-    def dead_letter(self) -> str:
-        return f"{self.prefix}.dead_letter.jsonl"
-
-    @property
-    def summary(self) -> str:
-        return f"{self.prefix}.summary.json"
-
-    @property
-    def report_json(self) -> str:
-        return f"{self.prefix}.report.json"
-
-    @property
-    def report_md(self) -> str:
-        return f"{self.prefix}.report.md"
-
-    @property
-    def report_png(self) -> str:
-        return f"{self.prefix}.report.png"
-
-    def temp(self, final: str) -> str:
-        return f"{final}.tmp-{self.run_id}"
-
-    def every_final(self) -> list[str]:
-        """Every name a run at this prefix may have written (either format, with or
-        without a report): an earlier run's files, which a new run replaces."""
-        other = dataclasses.replace(
-            self, output_format=next(f for f in OUTPUT_FORMATS if f != self.output_format))
-        return [*self.finals(with_report=True), other.scores]
-
-    @property
-    def aside_dir(self) -> str:
-        """Where an earlier run's files wait while the new ones move in."""
-        return f"{self.prefix}.tmp-{self.run_id}.previous"
-
-    def finals(self, with_report: bool) -> list[str]:
-        """Final names in the order they are renamed (summary last)."""
-        names = [self.scores, self.dead_letter]
-        if with_report:
-            names += [self.report_json, self.report_md, self.report_png]
-        return [*names, self.summary]
-
 
 def scores_schema(metric_columns: Sequence[str], with_human: bool) -> Any:
     """The explicit pyarrow schema of PREFIX.scores.parquet."""
@@ -225,7 +161,7 @@ class WriteReportFn(beam.DoFn):
     """All (system, human, values) points -> temporary report .json, .md and .png paths."""
 
     def __init__(self, paths: OutputPaths, metric_columns: Sequence[str],
-                 spec: report_lib.ReportSpec, human_column: str) -> None:
+                 spec: ReportSpec, human_column: str) -> None:
         self._paths = paths
         self._columns = tuple(metric_columns)
         self._spec = spec
@@ -252,7 +188,7 @@ class WriteReport(beam.PTransform):
     """Scored records -> the meta-evaluation report (gathers one float tuple per row)."""
 
     def __init__(self, paths: OutputPaths, metric_columns: Sequence[str],
-                 spec: report_lib.ReportSpec, human_column: str) -> None:
+                 spec: ReportSpec, human_column: str) -> None:
         super().__init__()
         self._fn = WriteReportFn(paths, metric_columns, spec, human_column)
         self._columns = tuple(metric_columns)
