@@ -29,30 +29,26 @@ import json
 import logging
 import os
 import shutil
-import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 from pipelines import mine_wes, score_predictions
+from transforms.demo.scoring import sas_table, scoring_jobs
+from transforms.demo.training import (
+    GIVEN_ONLY,
+    REPO,
+    TRAINED,
+    describe_training,
+    run_lanes,
+    training_plan,
+)
 
 logger = logging.getLogger(__name__)
 
-REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = Path(os.environ.get("QA_EVAL_SHARED_DATA", REPO.parent / "shared" / "data"))
 BUDGET_ENV = "QA_EVAL_DEMO_TRAIN_MINUTES"
 DEFAULT_TRAIN_MINUTES = 5.5
-LEXICAL_METRICS = ("em", "f1", "bleu1", "bleu4", "rougeL", "meteor", "cider")
-EMBEDDING_METRICS = ("bertscore", "bi_encoder")
-KPQA_METRICS = ("kpqa_bleu1", "kpqa_rougeL", "kpqa_bertscore")
-TRAINED = ("wes", "sas", "kpqa")
-GIVEN_ONLY = ("bem", "square")
-# SAS paper, Table 2, SQuAD, Pearson r on the F1 = 0 and F1 > 0 subsets.
-SAS_PAPER_TABLE2 = {"bleu4": (0.00, 0.18), "rougeL": (0.10, 0.56), "meteor": (0.38, 0.45),
-                    "f1": (0.00, 0.60), "bi_encoder": (0.48, 0.69),
-                    "bertscore": (0.27, 0.61), "sas": (0.56, 0.75)}
-REST = "REST"  # --max_minutes placeholder: the rest of the lane's budget
 # Both pipelines run in process. For scoring it is the faster mode on one machine (torch
 # already uses both cores: the full AVSD suite took 1.7 min in process, 2.7-3.4 min with
 # 2 worker processes), and it keeps clear of a Beam fault of the multi-process
@@ -61,185 +57,6 @@ REST = "REST"  # --max_minutes placeholder: the rest of the lane's budget
 # the DirectRunner, which in Beam 2.77 first tries Prism and downloads its binary when the
 # machine is online: the demo runs what the tests run, on any machine.
 RUNNER = ["--runner=FnApiRunner", "--direct_running_mode=in_memory"]
-
-
-def training_plan(data: Path, wes_corpus: Path, models: Path, minutes: float,
-                  given: dict[str, str | None], max_steps: int | None = None
-                  ) -> list[list[tuple[str, list[str]]]]:
-    """The training commands, as lanes run side by side (each lane in order).
-
-    Args:
-        data: the shared data folder.
-        wes_corpus: the mined wes-k<k> folder to train the WES cross-encoder on.
-        models: where the checkpoints go (models/<metric>).
-        minutes: the wall-clock budget of the whole training phase.
-        given: metric -> a checkpoint the user gave (not trained), or None.
-        max_steps: cap every run at this many steps (quick runs and tests).
-
-    Returns:
-        Lanes of (metric, command-line arguments of `python -m ...`).
-    """
-    # With the default budget one epoch fits (WES 260 steps, STS 180, keyphrase 279 at
-    # batch 32); larger budgets follow the README recipe (STS 3 epochs, keyphrase 2).
-    long = minutes >= 12
-    common = ["--num_threads=1", "--no_progress", "--overwrite", "--seed=13"]
-    if max_steps is not None:
-        common.append(f"--max_steps={max_steps}")
-    wes_minutes = 0.45 * minutes if not given["sas"] else minutes
-    lane_a: list[tuple[str, list[str]]] = []
-    if not given["wes"]:
-        lane_a.append(("wes", [
-            "pipelines.train_cross_encoder", "--format=wes", f"--input={wes_corpus}",
-            f"--output={models / 'wes'}", "--epochs=1", f"--max_minutes={wes_minutes:.2f}",
-            *common]))
-    if not given["sas"]:
-        # The rest of the lane's budget: `run_lanes` fills in what WES left over.
-        init = (["--init_checkpoint", str(models / "wes")] if not given["wes"] else [])
-        lane_a.append(("sas", [
-            "pipelines.train_cross_encoder", "--format=stsb", f"--input={data / 'stsb'}",
-            f"--output={models / 'sas'}", f"--epochs={3 if long else 1}",
-            f"--max_minutes={REST}", *init, *common]))
-    lane_b: list[tuple[str, list[str]]] = []
-    if not given["kpqa"]:
-        # Batches of 16 at lr 2e-4 learn much faster per minute than 32 at 1e-4 (held-out
-        # span F1 0.35 vs 0.16 after 5 minutes); within the default budget the schedule
-        # is set to the steps that fit (about 60 a minute on one core).
-        size = ["--epochs=2"] if long else [f"--max_steps={int(60 * minutes)}"]
-        lane_b.append(("kpqa", [
-            "pipelines.train_keyphrase", f"--squad={data / 'squad' / 'dev-v1.1.json.gz'}",
-            f"--output={models / 'keyphrase'}", "--batch_size=16", "--lr=2e-4", *size,
-            f"--max_minutes={minutes:.2f}", *common]))
-    return [lane for lane in (lane_a, lane_b) if lane]
-
-
-def run_lanes(lanes: list[list[tuple[str, list[str]]]], logs: Path, minutes: float) -> None:
-    """Runs the lanes side by side, each in order; logs go to logs/<metric>.log.
-
-    `--max_minutes=REST` in a command becomes what is left of the lane's `minutes` when
-    the command starts (at least half a minute).
-
-    Raises:
-        RuntimeError: a training run failed (the end of its log is in the message).
-    """
-    logs.mkdir(parents=True, exist_ok=True)
-    failures: list[str] = []
-    deadline = time.monotonic() + 60 * minutes
-
-    def lane_worker(lane: list[tuple[str, list[str]]]) -> None:
-        for name, args in lane:
-            left = max(0.5, (deadline - time.monotonic()) / 60)
-            args = [f"--max_minutes={left:.2f}" if a == f"--max_minutes={REST}" else a
-                    for a in args]
-            log = logs / f"{name}.log"
-            started = time.monotonic()
-            with open(log, "w", encoding="utf-8") as f:
-                code = subprocess.call([sys.executable, "-m", *args], stdout=f,
-                                       stderr=subprocess.STDOUT, cwd=REPO)
-            print(f"      {name}: finished in {time.monotonic() - started:.0f} s "
-                  f"(exit {code}; log {log})", flush=True)
-            if code != 0:
-                tail = log.read_text(encoding="utf-8").splitlines()[-15:]
-                failures.append(f"{name} training failed (exit {code}); {log}:\n" +
-                                "\n".join(tail))
-                return
-
-    threads = [threading.Thread(target=lane_worker, args=(lane,)) for lane in lanes]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if failures:
-        raise RuntimeError("\n\n".join(failures))
-
-
-def describe_training(metric: str, folder: Path) -> str:
-    """One line on what a trained checkpoint reached (from its metrics.json)."""
-    info = json.loads((folder / "metrics.json").read_text())
-    steps = info["training"]
-    done = (f"{steps['global_step']}/{steps['total_steps']} steps "
-            f"({steps['epochs_done']:.2f} epochs, {steps['wall_s']:.0f} s)")
-    best = info["best"]
-    row = next(h for h in info["dev_history"] if h["step"] == best["step"])
-    if metric == "kpqa":
-        return (f"held-out SQuAD articles: token F1 {row['token_f1']:.3f}, span F1 "
-                f"{row['span_f1']:.3f} (KPQA paper 0.558 span F1, BERT-base on SQuAD "
-                f"train); {done}")
-    if metric == "sas":
-        test = info.get("test") or {}
-        return (f"sts-test Pearson {test.get('pearson', float('nan')):.3f} (SAS paper's "
-                f"large cross-encoder about 0.9); dev Spearman {best['value']:.3f}; {done}")
-    return (f"mined dev split: AUROC {row['auroc']:.3f}, accuracy {row['accuracy']:.3f}; "
-            f"{done}")
-
-
-def scoring_jobs(data: Path, out: Path, models: dict[str, str | None],
-                 max_rows: int | None = None) -> dict[str, list[str]]:
-    """The scoring runs of the demo: name -> scoring pipeline arguments.
-
-    AVSD has questions, so every metric runs on it; the SQuAD-SAS pairs have none, so the
-    question-conditioned ones (kpqa_*, bem, square) do not.
-    """
-    with_model = [m for m in ("sas", "wes", "bem", "square") if models.get(m)]
-    pair_only = [m for m in with_model if m in ("sas", "wes")]  # no question needed
-    avsd_metrics = [*LEXICAL_METRICS, *EMBEDDING_METRICS, *with_model,
-                    *(KPQA_METRICS if models.get("kpqa") else ())]
-    sas_metrics = [*LEXICAL_METRICS, *EMBEDDING_METRICS, *pair_only]
-    model_flags = [f"--{m}_model={models[m]}"
-                   for m in (*with_model, *(("kpqa",) if models.get("kpqa") else ()))]
-    sas_flags = [f"--{m}_model={models[m]}" for m in pair_only]
-    avsd_input, sas_input = (data / "judgments/kpqa/avsd_all.csv",
-                             data / "judgments/sas/SQuAD_SAS.csv")
-    if max_rows is not None:
-        avsd_input, sas_input = (_head(avsd_input, out / "inputs", max_rows),
-                                 _head(sas_input, out / "inputs", max_rows))
-    return {
-        "avsd": [
-            f"--input={avsd_input}", f"--output={out / 'avsd'}",
-            f"--metrics={','.join(avsd_metrics)}", "--prediction_column=answer",
-            "--reference_prefix=reference", "--max_references=5", "--human_column=scores",
-            *model_flags,
-        ],
-        "squad_sas": [
-            f"--input={sas_input}", f"--output={out / 'squad_sas'}",
-            f"--metrics={','.join(sas_metrics)}", "--prediction_column=answer1",
-            "--reference_columns=answer2", "--human_column=label",
-            "--report_subsets=f1=0,f1>0", *sas_flags,
-        ],
-    }
-
-
-def _head(path: Path, folder: Path, rows: int) -> Path:
-    import pandas as pd
-
-    folder.mkdir(parents=True, exist_ok=True)
-    target = folder / path.name
-    pd.read_csv(path).head(rows).to_csv(target, index=False)
-    return target
-
-
-def sas_table(report_json: Path) -> str:
-    """SQuAD-SAS Pearson r on F1 = 0 and F1 > 0, beside the SAS paper's Table 2."""
-    report = json.loads(report_json.read_text())
-    by_scope = {scope["subset"]: {m["metric"]: m for m in scope["rows"]}
-                for scope in report["scopes"] if scope["system"] is None}
-    zero, some = by_scope.get("f1=0", {}), by_scope.get("f1>0", {})
-    lines = ["| metric | r, F1 = 0 (here) | r, F1 > 0 (here) | SAS paper Table 2 (F1 = 0 / > 0) |",
-             "|---|---:|---:|---|"]
-    order = sorted(some, key=lambda m: -abs(_r(some.get(m)) or 0.0))
-    for metric in order:
-        paper = SAS_PAPER_TABLE2.get(metric)
-        paper_text = f"{paper[0]:.2f} / {paper[1]:.2f}" if paper else "-"
-        lines.append(f"| {metric} | {_fmt(_r(zero.get(metric)))} | "
-                     f"{_fmt(_r(some.get(metric)))} | {paper_text} |")
-    return "\n".join(lines)
-
-
-def _r(entry: dict | None) -> float | None:
-    return None if entry is None else entry.get("pearson")
-
-
-def _fmt(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.3f}"
 
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -293,7 +110,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"[2/3] training {', '.join(trained) or 'nothing (every checkpoint given)'} "
           f"on CPU, budget {args.train_minutes:g} min (two lanes: "
           f"{' | '.join(' -> '.join(n for n, _ in lane) for lane in lanes)}) ...", flush=True)
-    run_lanes(lanes, models_dir / "logs", args.train_minutes)
+    run_lanes(lanes, models_dir / "logs", args.train_minutes,
+              lambda line: print(line, flush=True))
     folders = {"wes": models_dir / "wes", "sas": models_dir / "sas",
                "kpqa": models_dir / "keyphrase"}
     models = dict(given)

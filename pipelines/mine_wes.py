@@ -40,36 +40,14 @@ import sys
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions
 
-from transforms.counting import SumStats
-from transforms.io_options import InputOutputOptions
-from transforms.wes.clusters import BuildClusters
-from transforms.wes.corpus import BuildCorpus, DropBelowAllThresholds, corpus_name
-from transforms.wes.filters import FilterLinks
-from transforms.wes.report import STATS_FILE, WriteStats
+from transforms.io.options import InputOutputOptions
+from transforms.io.publish import check_output_dir, new_temp_dir
+from transforms.wes.mine import MineWes, parse_thresholds
 from transforms.wes.sampling import parse_splits
-from transforms.wes.write import (
-    REDIRECT_SCHEMA,
-    PublishRun,
-    WriteParquetShards,
-    check_output_dir,
-    corpus_outputs,
-    new_temp_dir,
-    redirect_row,
-)
-from transforms.wiki.extract import ExtractLinks
-from transforms.wiki.read import ReadPages, match_inputs
+from transforms.wes.write import run_files
+from transforms.wiki.read import match_inputs
 
 logger = logging.getLogger(__name__)
-
-
-def _thresholds(spec: str) -> list[int]:
-    try:
-        values = sorted({int(v) for v in spec.split(",") if v.strip()})
-    except ValueError as e:
-        raise ValueError(f"--min_incoming_links must be integers like 5,10,20, got {spec!r}") from e
-    if not values or values[0] < 1:
-        raise ValueError(f"--min_incoming_links needs integers >= 1, got {spec!r}")
-    return values
 
 
 class MineWesOptions(PipelineOptions):
@@ -115,58 +93,24 @@ def run(argv=None, save_main_session=True, test_pipeline=None):
     io = options.view_as(InputOutputOptions)
     if not io.input or not io.output:
         raise ValueError("--input (dump files) and --output (a directory) are required")
-    thresholds = _thresholds(opts.min_incoming_links)
+    thresholds = parse_thresholds(opts.min_incoming_links)
     fractions = parse_splits(opts.splits)
     paths = match_inputs([p.strip() for p in io.input.split(",") if p.strip()])
-    check_output_dir(io.output, overwrite=opts.overwrite)
-    temp_dir = new_temp_dir(io.output)
+    check_output_dir(io.output, opts.overwrite, run_files)
     config = {
         "inputs": paths, "min_incoming_links": thresholds, "seed": opts.seed,
         "splits": opts.splits, "dictionary_filter": not opts.no_dictionary_filter,
         "resolve_redirects": opts.resolve_redirects,
     }
-
+    mine = MineWes(
+        paths, io.output, new_temp_dir(io.output), thresholds, opts.seed, fractions, config,
+        overwrite=opts.overwrite, resolve_redirects=opts.resolve_redirects,
+        dictionary_filter=not opts.no_dictionary_filter, skip_bad_files=opts.skip_bad_files,
+        split_mb=opts.split_multistream_mb, full_parse_timeout_s=opts.full_parse_timeout_s,
+        max_page_mb=opts.max_page_mb)
     pipeline = test_pipeline or beam.Pipeline(options=options)
-    read = ReadPages(paths, skip_bad_files=opts.skip_bad_files,
-                     split_mb=opts.split_multistream_mb)
-    extract = ExtractLinks(opts.full_parse_timeout_s, opts.max_page_mb)
-    filter_links = FilterLinks()
-    build_clusters = BuildClusters(opts.resolve_redirects, not opts.no_dictionary_filter)
-    below_all = DropBelowAllThresholds(thresholds)
-    corpora = {k: BuildCorpus(k, opts.seed, fractions) for k in thresholds}
-    # Every count a stage can make appears in stats.json, 0 when nothing was counted.
-    stat_keys = [key for stage in (read, extract, filter_links, build_clusters, below_all,
-                                   *corpora.values())
-                 for key in stage.stat_keys()]
     with pipeline as p:
-        dump = p | "ReadPages" >> read
-        links = dump["pages"] | "ExtractLinks" >> extract
-        pairs = links["links"] | "FilterLinks" >> filter_links
-        clusters = {"pairs": pairs["pairs"], "redirects": dump["redirects"]} | (
-            "BuildClusters" >> build_clusters)
-        # Clusters that no corpus keeps are counted once here, not in every corpus.
-        kept = clusters["clusters"] | "DropBelowAllThresholds" >> below_all
-        stats = [dump["stats"], links["stats"], pairs["stats"], clusters["stats"],
-                 kept["stats"]]
-        outputs = [dump["redirects"] | "RedirectRows" >> beam.FlatMap(
-            lambda page: (("redirects", row) for row in redirect_row(page)))]
-        schemas = {"redirects": REDIRECT_SCHEMA}
-        for k in thresholds:
-            name = corpus_name(k)
-            corpus = kept["clusters"] | f"BuildCorpus[{name}]" >> corpora[k]
-            keyed, corpus_schemas = corpus_outputs(name, corpus)
-            outputs += keyed
-            schemas.update(corpus_schemas)
-            stats.append(corpus["stats"])
-        shards = (outputs | "FlattenOutputRows" >> beam.Flatten()
-                  | "WriteParquet" >> WriteParquetShards(io.output, schemas, temp_dir))
-        report = {
-            "counts": stats | "FlattenStats" >> beam.Flatten() | "SumStats" >> SumStats(stat_keys),
-            "files": shards,
-            "bad_files": dump["bad_files"],
-        } | "WriteStats" >> WriteStats(io.output, temp_dir, config)
-        _ = ((shards, report) | "FlattenRunFiles" >> beam.Flatten()
-             | "PublishRun" >> PublishRun(io.output, temp_dir, STATS_FILE, opts.overwrite))
+        _ = p | "MineWes" >> mine
     return p.result
 
 

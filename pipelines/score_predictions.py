@@ -47,34 +47,21 @@ from collections.abc import Callable
 
 import apache_beam as beam
 from apache_beam.ml.inference.base import ModelHandler
-from apache_beam.options.pipeline_options import (
-    DirectOptions,
-    PipelineOptions,
-    SetupOptions,
-    StandardOptions,
-)
+from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions
 
-from transforms.inference.run_model_metrics import RunModelMetrics
-from transforms.io_options import InputOutputOptions
-from transforms.scoring.config import DEFAULT_MAX_TEXT_CHARS, MODEL_FLAGS, build_config
-from transforms.scoring.join import ROWS, JoinScores
-from transforms.scoring.read import FORMATS, ReadPredictions
-from transforms.scoring.score import ComputeCorpusStatistics, ScoreMetrics
-from transforms.scoring.summary import SummarizeScores
-from transforms.scoring.write import (
-    OUTPUT_FORMATS,
-    FinalizeOutputs,
-    WriteDeadLetters,
-    WriteReport,
-    WriteScores,
-    WriteSummary,
+from transforms.io.options import InputOutputOptions
+from transforms.scoring.config import (
+    COLUMN_FLAGS,
+    DEFAULT_MAX_TEXT_CHARS,
+    MODEL_FLAGS,
+    add_model_flags,
+    build_config,
 )
+from transforms.scoring.outputs import OUTPUT_FORMATS
+from transforms.scoring.read import FORMATS
+from transforms.scoring.score_predictions import ScorePredictions, warn_multiprocess_direct_runner
 
 logger = logging.getLogger(__name__)
-
-_COLUMN_FLAGS = ("prediction_column", "references_column", "reference_columns",
-                 "reference_prefix", "max_references", "question_column",
-                 "negative_references_column", "id_column", "system_column", "human_column")
 
 
 class ScoreOptions(PipelineOptions):
@@ -120,69 +107,7 @@ class ScoreOptions(PipelineOptions):
                                  "than N characters: metric cost grows with length (ROUGE-L "
                                  "quadratically), so one huge row would stall a worker "
                                  f"(default {DEFAULT_MAX_TEXT_CHARS}; 0 = no limit).")
-        models = parser.add_argument_group(
-            "model-backed metrics (bertscore, bi_encoder, sas, wes, bem, square, kpqa_*)")
-        for family, what in (
-                ("bertscore", "encoder (default: the packaged all-MiniLM-L6-v2)"),
-                ("bi_encoder", "encoder (default: the packaged all-MiniLM-L6-v2)"),
-                ("sas", "fine-tuned one-logit cross-encoder (required for sas)"),
-                ("wes", "fine-tuned one-logit cross-encoder (required for wes)"),
-                ("bem", "fine-tuned BEM classifier (required for bem)"),
-                ("square", "fine-tuned SQuArE cross-encoder (required for square)"),
-                ("kpqa", "keyphrase token classifier (required for kpqa_*)")):
-            models.add_argument(f"--{family}_model", default=None,
-                                help=f"Hugging Face id or local path of the {what}.")
-        models.add_argument("--bertscore_layer", type=int, default=None,
-                            help="Hidden state for BERTScore (0 = embeddings; default last).")
-        models.add_argument("--bertscore_idf", action="store_true",
-                            help="Weight BERTScore tokens by idf over the references.")
-        models.add_argument("--bertscore_baseline", default=None,
-                            help="bert-score baseline file (LAYER,P,R,F) to rescale with.")
-        models.add_argument("--bi_encoder_layer", type=int, default=None,
-                            help="Hidden state the bi-encoder mean-pools (default last).")
-        models.add_argument("--kpqa_encoder_model", default=None,
-                            help="Encoder of kpqa_bertscore (default: packaged MiniLM).")
-        models.add_argument("--kpqa_encoder_layer", type=int, default=None,
-                            help="Hidden state of kpqa_bertscore's encoder (default last).")
-        models.add_argument("--device", choices=("auto", "cpu", "cuda"), default=None,
-                            help="Where models run (default auto: CUDA when present).")
-        models.add_argument("--dtype", choices=("auto", "float32", "bfloat16", "float16"),
-                            default=None, help="Model dtype (default auto: bf16/fp16 on "
-                                               "CUDA, float32 on CPU).")
-        models.add_argument("--model_max_length", type=int, default=None,
-                            help="Truncate model inputs to N tokens (default: the model's).")
-        models.add_argument("--model_batch_size", type=int, default=None,
-                            help="Model inputs per RunInference batch at most (default 2048; rows "
-                                 "are batched whole, weighed by their inputs).")
-        models.add_argument("--max_batch_tokens", type=int, default=None,
-                            help="Padded tokens per forward pass at most (default 4096; "
-                                 "e.g. 32768 on a GPU).")
-        models.add_argument("--share_model_across_processes", action="store_true",
-                            help="One model copy per machine, shared by the SDK processes.")
-        models.add_argument("--model_copies", type=int, default=None,
-                            help="With sharing: copies per machine (e.g. one per GPU).")
-        models.add_argument("--model_cache_size", type=int, default=None,
-                            help="Model outputs kept per process for repeated inputs.")
-
-
-def warn_multiprocess_direct_runner(options: PipelineOptions) -> bool:
-    """Warns (and returns True) when model metrics are about to run on the DirectRunner
-    with worker processes or threads: on one machine that is slower than in process
-    (torch already uses every core), and that mode of Beam's has lost large chunks of
-    data between workers and the runner (docs/repro/multiprocess_cogroupbykey.py). The
-    model branch keeps its large outputs inside one stage, and a run with missing
-    outputs fails rather than write partial scores, but in process is the mode to use."""
-    runner = options.view_as(StandardOptions).runner
-    mode = options.view_as(DirectOptions).direct_running_mode
-    if (runner or "DirectRunner") in ("DirectRunner", "SwitchingDirectRunner") and mode in (
-            "multi_processing", "multi_threading"):
-        logger.warning(
-            "model metrics on the DirectRunner with --direct_running_mode=%s: on one "
-            "machine --direct_running_mode=in_memory is faster (torch uses every core), "
-            "and this mode of Beam's has lost large data chunks between workers "
-            "(docs/repro/multiprocess_cogroupbykey.py)", mode)
-        return True
-    return False
+        add_model_flags(parser)
 
 
 def run(argv: list[str] | None = None, save_main_session: bool = True,
@@ -215,41 +140,12 @@ def run(argv: list[str] | None = None, save_main_session: bool = True,
         accuracy_threshold=opts.accuracy_threshold, max_batch_size=opts.max_batch_size,
         max_text_chars=opts.max_text_chars,
         model_flags={flag: getattr(opts, flag) for flag in MODEL_FLAGS},
-        **{flag: getattr(opts, flag) for flag in _COLUMN_FLAGS})
-    paths = config.paths
+        **{flag: getattr(opts, flag) for flag in COLUMN_FLAGS})
     if config.model_metrics:
         warn_multiprocess_direct_runner(options)
     pipeline = test_pipeline or beam.Pipeline(options=options)
     with pipeline as p:
-        read = p | "ReadPredictions" >> ReadPredictions(
-            config.input, config.mapping, config.input_format, config.max_text_chars)
-        corpus_stats = read["rows"] | "ComputeCorpusStatistics" >> ComputeCorpusStatistics(
-            config.metrics)
-        branches = {ROWS: read["rows"]}
-        if config.in_process_metrics:
-            branches["in_process"] = read["rows"] | "ScoreInProcessMetrics" >> ScoreMetrics(
-                config.in_process_metrics, beam.pvalue.AsSingleton(corpus_stats),
-                config.max_batch_size)
-        if config.model_metrics:
-            branches["models"] = read["rows"] | "ScoreModelMetrics" >> RunModelMetrics(
-                config.model_metrics, corpus_stats=beam.pvalue.AsSingleton(corpus_stats),
-                handler_factory=handler_factory, handler_kwargs=config.handler_kwargs)
-        joined = branches | "JoinScoresByRowKey" >> JoinScores()
-        dead = ((read["dead_letter"], joined["dead_letter"])
-                | "CollectDeadLetters" >> beam.Flatten())
-        written = [
-            joined["scored"] | "WriteScores" >> WriteScores(
-                paths, config.metric_columns, config.with_human, config.signatures),
-            dead | "WriteDeadLetters" >> WriteDeadLetters(paths),
-            (joined["scored"], dead)
-            | "SummarizeBySystem" >> SummarizeScores(config.metric_columns, config.with_human)
-            | "WriteSummary" >> WriteSummary(paths, config.summary_metadata()),
-        ]
-        if config.report is not None:
-            written.append(joined["scored"] | "WriteMetaEvaluationReport" >> WriteReport(
-                paths, config.metric_columns, config.report, config.mapping.human))
-        _ = tuple(written) | "FinalizeOutputs" >> FinalizeOutputs(
-            paths, with_report=config.report is not None)
+        _ = p | "ScorePredictions" >> ScorePredictions(config, handler_factory)
     return p.result
 
 

@@ -6,7 +6,7 @@ WES shards from `pipelines.mine_wes` (binary; the paper's basic cross-encoder):
         --output models/wes --epochs 1 --batch_size 32 --lr 5e-5
 
 STS-B (score / 5, the SAS recipe), here continuing from the WES model (the curriculum
-that gave DESIGN.md's best model), test Pearson/Spearman reported at the end:
+that gave docs/design.md's best model), test Pearson/Spearman reported at the end:
 
     python -m pipelines.train_cross_encoder --format stsb --input ../shared/data/stsb \\
         --init_checkpoint models/wes --output models/sas --epochs 3

@@ -1,6 +1,9 @@
 """Runner configurations shared by the pipeline tests.
 
-`RUNNER_ARGS` names each way the tests run a pipeline; the portable one needs Beam's own
+`RUNNER_ARGS` names each way the tests run a pipeline: the FnApiRunner, in process or with
+worker processes (named, not the DirectRunner, which in Beam 2.77 first tries Prism and
+downloads its binary when the machine is online, then falls back to the FnApiRunner: the
+same code then runs everywhere). The portable one needs Beam's own
 job service (the same Job API that Flink's job server speaks), which `local_job_service`
 starts on 127.0.0.1 and stops by its own process id.
 """
@@ -17,9 +20,9 @@ import time
 from collections.abc import Iterator
 
 RUNNER_ARGS = {
-    "direct_in_process": ["--runner=DirectRunner", "--direct_running_mode=in_memory"],
+    "direct_in_process": ["--runner=FnApiRunner", "--direct_running_mode=in_memory"],
     "direct_multi_processing": [
-        "--runner=DirectRunner",
+        "--runner=FnApiRunner",
         "--direct_running_mode=multi_processing",
         "--direct_num_workers=2",
     ],

@@ -17,7 +17,7 @@ from N/4 distinct ones, each 4 times, shuffled):
   plain_sorted   the same loop over the pairs sorted by length (the best a plain loop
                  can do with global knowledge of the input);
   pipeline       `RunInference(KeyedModelHandler(CrossEncoderModelHandler))` on the
-                 DirectRunner (in-process), graph construction and model load included;
+                 FnApiRunner (in-process), graph construction and model load included;
                  its scores are checked against the plain loop's;
   qa_score       the whole scoring pipeline, `qa-score --metrics sas --sas_model CKPT`,
                  on the pairs written as JSONL rows (prediction a, reference b):
@@ -143,13 +143,13 @@ def _score_of(keyed):
 
 def pipeline_run(checkpoint: str, pairs: list[tuple[str, str]], expected: np.ndarray,
                  device: str, handler_kwargs: dict) -> tuple[float, dict[str, int]]:
-    """RunInference on the in-process DirectRunner; returns (max |diff|, counters)."""
+    """RunInference on the in-process FnApiRunner; returns (max |diff|, counters)."""
     handler = handlers.CrossEncoderModelHandler(
         checkpoint, spec_kwargs={"device": device}, metrics_namespace=NAMESPACE,
         **handler_kwargs)
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
         report = f.name
-    options = PipelineOptions(["--runner=DirectRunner", "--direct_running_mode=in_memory"])
+    options = PipelineOptions(["--runner=FnApiRunner", "--direct_running_mode=in_memory"])
     pipeline = beam.Pipeline(options=options)
     scores = (pipeline
               | "CreatePairs" >> beam.Create(list(enumerate(pairs)))
@@ -168,7 +168,7 @@ def pipeline_run(checkpoint: str, pairs: list[tuple[str, str]], expected: np.nda
 def qa_score_run(checkpoint: str, pairs: list[tuple[str, str]], expected: np.ndarray,
                  device: str, handler_kwargs: dict, tmp: str) -> tuple[float, dict[str, int]]:
     """The whole scoring pipeline (`qa-score --metrics sas`) on the pairs as JSONL rows
-    (prediction a, one reference b), in-process DirectRunner; returns (max |diff|, {})."""
+    (prediction a, one reference b), in-process FnApiRunner; returns (max |diff|, {})."""
     from pipelines import score_predictions
 
     folder = Path(tempfile.mkdtemp(dir=tmp))
@@ -181,7 +181,7 @@ def qa_score_run(checkpoint: str, pairs: list[tuple[str, str]], expected: np.nda
         f"--sas_model={checkpoint}", f"--device={device}",
         f"--model_batch_size={handler_kwargs['max_batch_size']}",
         f"--max_batch_tokens={handler_kwargs['max_batch_tokens']}",
-        "--runner=DirectRunner", "--direct_running_mode=in_memory"], save_main_session=False)
+        "--runner=FnApiRunner", "--direct_running_mode=in_memory"], save_main_session=False)
     scores = pd.read_parquet(folder / "out.scores.parquet", columns=["id", "sas"])
     got = np.zeros_like(expected)
     got[scores["id"].astype(int).to_numpy()] = scores["sas"].to_numpy()

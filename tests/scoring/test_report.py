@@ -10,17 +10,19 @@ import pytest
 from scipy import stats
 
 from transforms.scoring.report import (
-    Condition,
-    ReportSpec,
-    Subset,
     agreement,
     auroc,
     meta_evaluate,
-    parse_subsets,
-    parse_thresholds,
     render_markdown,
     render_png,
     scope_table,
+)
+from transforms.scoring.report_spec import (
+    Condition,
+    ReportSpec,
+    Subset,
+    parse_subsets,
+    parse_thresholds,
 )
 
 COLUMNS = ["em", "f1"]

@@ -238,7 +238,7 @@ def test_a_folder_without_config_is_not_a_checkpoint(tmp_path):
 def test_model_metrics_on_the_multiprocess_direct_runner_warn(argv, warned, caplog):
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    from pipelines.score_predictions import warn_multiprocess_direct_runner
+    from transforms.scoring.score_predictions import warn_multiprocess_direct_runner
 
     with caplog.at_level(logging.WARNING):
         assert warn_multiprocess_direct_runner(PipelineOptions(argv)) is warned

@@ -5,9 +5,10 @@ from __future__ import annotations
 import math
 
 import pytest
+from apache_beam.io.filesystems import FileSystems
 
+from transforms.scoring.outputs import OutputPaths
 from transforms.scoring.write import (
-    OutputPaths,
     finalize,
     output_row,
     scores_schema,
@@ -45,33 +46,98 @@ def test_output_row_orders_fields_and_attaches_signatures():
     assert to_json_line({"a": math.nan, "b": "é"}) == '{"a": null, "b": "é"}'
 
 
-def test_finalize_renames_in_order_and_replaces_old_outputs(tmp_path):
-    paths = OutputPaths(str(tmp_path / "run"), "parquet", "r1")
-    renames = [(paths.temp(f), f) for f in paths.finals(False)]
+def _stage(tmp_path, paths, with_report=False, content="new"):
+    renames = [(paths.temp(f), f) for f in paths.finals(with_report)]
     for temp, _ in renames:
-        (tmp_path / temp.rsplit("/", 1)[1]).write_text("new")
+        (tmp_path / temp.rsplit("/", 1)[-1]).write_text(content)
+    return renames
+
+
+def _finalize(paths, renames, written=None):
+    return finalize([t for t, _ in renames] if written is None else written, renames,
+                    paths.every_final(), paths.aside_dir)
+
+
+def _names(folder):
+    return sorted(p.name for p in folder.iterdir())
+
+
+def test_finalize_moves_in_order_and_replaces_old_outputs(tmp_path):
+    paths = OutputPaths(str(tmp_path / "run"), "parquet", "r1")
+    renames = _stage(tmp_path, paths)
     (tmp_path / "run.summary.json").write_text("old")
-    assert finalize([t for t, _ in renames], renames) == [f for _, f in renames]
+    assert _finalize(paths, renames) == [f for _, f in renames]
     assert (tmp_path / "run.summary.json").read_text() == "new"
-    assert sorted(p.name for p in tmp_path.iterdir()) == [
+    assert _names(tmp_path) == [
         "run.dead_letter.jsonl", "run.scores.parquet", "run.summary.json"]
+
+
+def test_a_rerun_without_a_report_leaves_none_of_the_earlier_run(tmp_path):
+    """A run with a human column (report) in jsonl, then one without, in parquet: every
+    file of the first goes, including its report and its scores in the other format."""
+    first = OutputPaths(str(tmp_path / "run"), "jsonl", "r1")
+    _finalize(first, _stage(tmp_path, first, with_report=True, content="old"))
+    (tmp_path / "other.summary.json").write_text("another prefix")
+    assert _names(tmp_path) == [
+        "other.summary.json", "run.dead_letter.jsonl", "run.report.json", "run.report.md",
+        "run.report.png", "run.scores.jsonl", "run.summary.json"]
+    second = OutputPaths(str(tmp_path / "run"), "parquet", "r2")
+    _finalize(second, _stage(tmp_path, second))
+    assert _names(tmp_path) == [
+        "other.summary.json", "run.dead_letter.jsonl", "run.scores.parquet",
+        "run.summary.json"]
+    assert {(tmp_path / n).read_text() for n in _names(tmp_path)} == {"new", "another prefix"}
+
+
+def test_a_failure_while_moving_in_leaves_the_earlier_run_intact(tmp_path, monkeypatch):
+    first = OutputPaths(str(tmp_path / "run"), "jsonl", "r1")
+    _finalize(first, _stage(tmp_path, first, with_report=True, content="old"))
+    before = {n: (tmp_path / n).read_text() for n in _names(tmp_path)}
+    second = OutputPaths(str(tmp_path / "run"), "jsonl", "r2")
+    renames = _stage(tmp_path, second)
+    rename = FileSystems.rename
+    calls = []
+
+    def failing_rename(sources, destinations):
+        calls.append(sources)
+        if len(calls) == 8:  # 6 files aside, then the first new one in: the second fails
+            raise OSError("disk gone")
+        rename(sources, destinations)
+
+    monkeypatch.setattr(FileSystems, "rename", staticmethod(failing_rename))
+    with pytest.raises(RuntimeError, match="put back as they were"):
+        _finalize(second, renames)
+    monkeypatch.undo()
+    assert {n: (tmp_path / n).read_text() for n in before} == before
+    assert not (tmp_path / "run.scores.parquet").exists()
+    # The new run's temporary files are back under their temporary names: a retry works.
+    _finalize(second, renames)
+    assert _names(tmp_path) == ["run.dead_letter.jsonl", "run.scores.jsonl",
+                                "run.summary.json"]
 
 
 def test_finalize_refuses_when_a_write_is_missing(tmp_path):
     paths = OutputPaths(str(tmp_path / "run"), "parquet", "r1")
     renames = [(paths.temp(f), f) for f in paths.finals(False)]
     with pytest.raises(RuntimeError, match="not written"):
-        finalize([renames[0][0]], renames)
+        _finalize(paths, renames, written=[renames[0][0]])
     assert list(tmp_path.iterdir()) == []
 
 
-def test_finalize_is_idempotent_after_a_partial_rename(tmp_path):
+def test_finalize_is_idempotent_after_a_partial_move(tmp_path):
     paths = OutputPaths(str(tmp_path / "run"), "jsonl", "r1")
-    renames = [(paths.temp(f), f) for f in paths.finals(False)]
-    for temp, _ in renames:
-        (tmp_path / temp.rsplit("/", 1)[1]).write_text("new")
+    renames = _stage(tmp_path, paths)
     first = renames[0]
     (tmp_path / first[0].rsplit("/", 1)[1]).rename(first[1])  # the attempt that died
-    finalize([t for t, _ in renames], renames)
-    assert sorted(p.name for p in tmp_path.iterdir()) == [
-        "run.dead_letter.jsonl", "run.scores.jsonl", "run.summary.json"]
+    _finalize(paths, renames)
+    assert _names(tmp_path) == ["run.dead_letter.jsonl", "run.scores.jsonl",
+                                "run.summary.json"]
+
+
+def test_finalize_with_a_prefix_in_the_working_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    paths = OutputPaths("run", "jsonl", "r1")
+    _finalize(paths, _stage(tmp_path, paths, content="old"))
+    _finalize(paths, _stage(tmp_path, OutputPaths("run", "jsonl", "r2")))
+    assert _names(tmp_path) == ["run.dead_letter.jsonl", "run.scores.jsonl",
+                                "run.summary.json"]

@@ -1,6 +1,6 @@
 """An independent, deliberately simple reference implementation of the WES mining rules.
 
-Tests use it to check the Beam pipeline's positive pairs against DESIGN.md (section
+Tests use it to check the Beam pipeline's positive pairs against docs/design.md (section
 Mining) without sharing any code with `transforms/wiki` or `transforms/wes` (only the
 lexicon, which *defines* a dictionary word). It is single-process, parses every page
 fully with `mwparserfromhell`, and favours obviousness over speed.
@@ -27,7 +27,7 @@ pipeline must agree with it):
    at extraction, so it does not count as an incoming link either.
 4. Target title: `html.unescape` (MediaWiki decodes character references in titles:
    `OS&nbsp;X` is `OS X`; `decode_title_entities=False` turns this off, which reproduces
-   DESIGN.md's k >= 2 figure for the sample), underscores to spaces, whitespace collapsed
+   docs/design.md's k >= 2 figure for the sample), underscores to spaces, whitespace collapsed
    and stripped, first character upper-cased by one-to-one case mapping (`ß` stays), the
    rest kept. Titles are not otherwise validated (`{}[]<>|` would pass). An empty title
    is dropped.
@@ -404,5 +404,5 @@ def mine_reference(
 def reference_positive_pairs(
     paths: PathArg, k: int, dictionary_filter: bool = True
 ) -> set[tuple[str, str]]:
-    """The distinct positive (title, link text) pairs of DESIGN.md's rules for one k."""
+    """The distinct positive (title, link text) pairs of docs/design.md's rules for one k."""
     return mine_reference(paths, k, dictionary_filter).pairs

@@ -8,9 +8,9 @@ import apache_beam as beam
 import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
 
-from transforms.counting import SumStats
-from transforms.wes.clusters import TitleLinks
+from transforms.io.counting import SumStats
 from transforms.wes.corpus import BuildCorpus, DropBelowAllThresholds
+from transforms.wes.tally import TitleLinks
 
 CLUSTERS = [TitleLinks(f"Title {i}", incoming=i % 7,
                        texts=tuple(f"t{i}-{j}" for j in range(i % 3 + 1)))

@@ -3,8 +3,8 @@ from __future__ import annotations
 import pytest
 from apache_beam.transforms.window import GlobalWindow, IntervalWindow
 
-from transforms.wes.clusters import TitleLinks, merge_tallies, merge_title_links
-from transforms.wes.filters import TALLY_SHARDS, FilterLinksFn, classify_link, tally_shard
+from transforms.wes.filters import FilterLinksFn, classify_link
+from transforms.wes.tally import TALLY_SHARDS, TitleLinks, merge_tallies, tally_shard
 from transforms.wiki.links import RawLink
 
 
@@ -37,22 +37,6 @@ def test_long_or_unparsable_link_texts_are_counted_not_cleaned(monkeypatch):
     monkeypatch.setattr(links_module.mwparserfromhell, "parse", fail)
     assert classify_link(RawLink("Target", "''b''")) == "filtered:text_parser_error"
     assert classify_link(RawLink("A:b", "''b''")) == "filtered:title_has_colon"
-
-
-def test_merge_tallies_counts_occurrences_and_dedups_case_sensitively():
-    parts = [{"United States": (2, ("US",)), "Paris": (1, ("Paris",))},
-             {"United States": (1, ("us",))},
-             {"United States": (3, ("US", "America"))},
-             {"United States": (1, ("America",)), "Paris": (2, ("City of Light", "Paris"))}]
-    assert dict(merge_tallies(7, iter(parts))) == {
-        "United States": TitleLinks("United States", 7, ("America", "US", "us")),
-        "Paris": TitleLinks("Paris", 3, ("City of Light", "Paris"))}
-
-
-def test_tally_shards_are_stable_and_spread():
-    assert tally_shard("Paris") == 230  # crc32, the same in every process
-    shards = {tally_shard(f"Title {i}") for i in range(20_000)}
-    assert len(shards) == TALLY_SHARDS and min(shards) == 0 and max(shards) == TALLY_SHARDS - 1
 
 
 def _run_filter(fn, pages):
@@ -101,9 +85,3 @@ def test_filter_refuses_windowed_input():
     fn.start_bundle()
     with pytest.raises(ValueError, match="global window"):
         list(fn.process((RawLink("a", None),), window=IntervalWindow(0, 10)))
-
-
-def test_merge_title_links_unions_redirect_clusters():
-    merged = merge_title_links("T", [TitleLinks("T", 3, ("a", "b")), TitleLinks("R", 2, ("b", "c"))])
-    assert merged == TitleLinks("T", 5, ("a", "b", "c"))
-    assert TitleLinks("T", 1, ("a", "b"), frozenset({"a"})).kept_texts() == ("b",)

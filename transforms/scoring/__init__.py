@@ -1,6 +1,7 @@
 """The scoring pipeline's transforms: read, validate, score, join, summarise, report, write.
 
-Row flow (`pipelines/score_predictions.py` wires it)::
+Row flow (`ScorePredictions` in score_predictions.py; `pipelines/score_predictions.py`
+runs it with the `ScoringConfig` of config.py)::
 
     ReadPredictions ──rows: (row_key, ScoringRow)──┬─> ComputeCorpusStatistics ─(AsSingleton)┐
          │                                         ├─> ScoreMetrics (in-process, lexical) ───┤
@@ -12,7 +13,8 @@ Row flow (`pipelines/score_predictions.py` wires it)::
          └──────────────────────── Flatten ──────────────────────────┼─────────┘
                                                                      v
             WriteScores, WriteDeadLetters, SummarizeScores+WriteSummary, WriteReport
-                                  -> FinalizeOutputs (rename temporary files, summary last)
+                  -> FinalizeOutputs (transforms/io/publish.py: the earlier run's files
+                     replaced by the new ones, summary last)
 
 - Every row is keyed when it is read by a stable row key, `"<file>:<row number>"`
   (`rows.RowSource.key`), independent of runner, sharding and worker count.
@@ -27,4 +29,10 @@ Row flow (`pipelines/score_predictions.py` wires it)::
   becomes one dead-letter record with the reasons. Rows are never half-scored.
 - Corpus-level statistics (CIDEr-D document frequencies, BERTScore idf) are one
   `CombineGlobally` over all rows, handed to every batch as a singleton side input.
+- Build-time modules, imported by config.py without the writers or the plotting:
+  outputs.py (the output names at the prefix), report_spec.py (`--report_subsets`,
+  `--accuracy_threshold`); the model flags are one table, `config.MODEL_FLAG_TABLE`,
+  that gives both the command line and where each value goes.
+- Counting DoFns (`ReadRowsFn`, `ScoreRowsFn`, `MergeScoresFn`) are `CountingDoFn`s
+  (transforms/io/counting.py): namespace = the stage, `passed` / `filtered:<reason>`.
 """

@@ -23,15 +23,19 @@ from typing import Any
 
 from transforms.metrics import registry
 from transforms.metrics.base import Metric
+from transforms.scoring.outputs import OutputPaths
 from transforms.scoring.read import sniff_columns
-from transforms.scoring.report import ReportSpec, parse_subsets, parse_thresholds
+from transforms.scoring.report_spec import ReportSpec, parse_subsets, parse_thresholds
 from transforms.scoring.rows import ColumnMapping
-from transforms.scoring.write import OutputPaths
 
 # The longest prediction, reference or question scored, in characters (--max_text_chars).
 # ROUGE-L costs 0.06 s on two texts of this length, 13.6 s on two of 2 MB (quadratic).
 DEFAULT_MAX_TEXT_CHARS = 100_000
 RESERVED_COLUMNS = ("row_key", "file", "row", "id", "system", "human", "signature")
+# The column flags (`resolve_columns`' keyword arguments).
+COLUMN_FLAGS = ("prediction_column", "references_column", "reference_columns",
+                "reference_prefix", "max_references", "question_column",
+                "negative_references_column", "id_column", "system_column", "human_column")
 _OPTIONAL_DEFAULTS = {"question": "question", "negative_references": "negative_references",
                       "id": "id", "system": "system", "human": "human"}
 
@@ -81,27 +85,103 @@ def is_model_backed(metric: Metric) -> bool:
     return callable(getattr(metric, "model_uses", None))
 
 
-# Dedicated model flags -> (family, option): `--<family>_model` for every model family,
-# and the few options users reach for; the rest go through --metric_options.
-_FAMILY_FLAGS = {
-    **{f"{family}_model": (family, "model") for family in registry.model_families()},
-    "bertscore_layer": ("bertscore", "layer"),
-    "bertscore_idf": ("bertscore", "idf"),
-    "bertscore_baseline": ("bertscore", "baseline_path"),
-    "bi_encoder_layer": ("bi_encoder", "layer"),
-    "kpqa_encoder_model": ("kpqa", "encoder_model"),
-    "kpqa_encoder_layer": ("kpqa", "encoder_layer"),
+@dataclasses.dataclass(frozen=True)
+class ModelFlag:
+    """One dedicated model flag, stated once: its command-line form (`add_model_flags`)
+    and where its value goes (`merge_model_flags`).
+
+    Attributes:
+        name: the flag without `--`.
+        help: its help text.
+        family: for a flag of one metric family, the family; else None.
+        option: the metric option it sets (of `family`, or of every requested model
+            family when `family` is None); None for a RunInference handler flag.
+        handler_key: for a handler flag, the handler keyword it sets.
+        smallest: for a handler flag, its smallest valid value (None: not checked).
+        type, choices, store_true: its argparse form.
+    """
+
+    name: str
+    help: str
+    family: str | None = None
+    option: str | None = None
+    handler_key: str | None = None
+    smallest: int | None = None
+    type: type | None = None
+    choices: tuple[str, ...] | None = None
+    store_true: bool = False
+
+    def argparse_kwargs(self) -> dict[str, Any]:
+        if self.store_true:
+            return {"action": "store_true", "help": self.help}
+        kwargs: dict[str, Any] = {"default": None, "help": self.help}
+        if self.type is not None:
+            kwargs["type"] = self.type
+        if self.choices is not None:
+            kwargs["choices"] = self.choices
+        return kwargs
+
+
+# What each model family's `--<family>_model` names.
+_MODEL_KINDS = {
+    "bertscore": "encoder (default: the packaged all-MiniLM-L6-v2)",
+    "bi_encoder": "encoder (default: the packaged all-MiniLM-L6-v2)",
+    "sas": "fine-tuned one-logit cross-encoder (required for sas)",
+    "wes": "fine-tuned one-logit cross-encoder (required for wes)",
+    "bem": "fine-tuned BEM classifier (required for bem)",
+    "square": "fine-tuned SQuArE cross-encoder (required for square)",
+    "kpqa": "keyphrase token classifier (required for kpqa_*)",
 }
-# Flags that reach every requested model family -> the ModelSpec option.
-_SHARED_MODEL_FLAGS = {"device": "device", "dtype": "dtype", "model_max_length": "max_length"}
-# RunInference handler flags -> (handler keyword, smallest valid value).
-_HANDLER_FLAGS = {"model_batch_size": ("max_batch_size", 1),
-                  "max_batch_tokens": ("max_batch_tokens", 1),
-                  "model_copies": ("model_copies", 1),
-                  "model_cache_size": ("cache_size", 0),
-                  "share_model_across_processes": ("share_model_across_processes", None)}
+# The dedicated model flags, in --help order: `--<family>_model` for every model family,
+# the few options users reach for (the rest go through --metric_options), the options
+# every requested model family gets, and the RunInference handler's.
+MODEL_FLAG_TABLE: tuple[ModelFlag, ...] = (
+    *(ModelFlag(f"{family}_model",
+                f"Hugging Face id or local path of the {_MODEL_KINDS[family]}.",
+                family=family, option="model")
+      for family in registry.model_families()),
+    ModelFlag("bertscore_layer", "Hidden state for BERTScore (0 = embeddings; default last).",
+              family="bertscore", option="layer", type=int),
+    ModelFlag("bertscore_idf", "Weight BERTScore tokens by idf over the references.",
+              family="bertscore", option="idf", store_true=True),
+    ModelFlag("bertscore_baseline", "bert-score baseline file (LAYER,P,R,F) to rescale with.",
+              family="bertscore", option="baseline_path"),
+    ModelFlag("bi_encoder_layer", "Hidden state the bi-encoder mean-pools (default last).",
+              family="bi_encoder", option="layer", type=int),
+    ModelFlag("kpqa_encoder_model", "Encoder of kpqa_bertscore (default: packaged MiniLM).",
+              family="kpqa", option="encoder_model"),
+    ModelFlag("kpqa_encoder_layer", "Hidden state of kpqa_bertscore's encoder (default last).",
+              family="kpqa", option="encoder_layer", type=int),
+    ModelFlag("device", "Where models run (default auto: CUDA when present).",
+              option="device", choices=("auto", "cpu", "cuda")),
+    ModelFlag("dtype", "Model dtype (default auto: bf16/fp16 on CUDA, float32 on CPU).",
+              option="dtype", choices=("auto", "float32", "bfloat16", "float16")),
+    ModelFlag("model_max_length", "Truncate model inputs to N tokens (default: the model's).",
+              option="max_length", type=int),
+    ModelFlag("model_batch_size", "Model inputs per RunInference batch at most (default "
+              "2048; rows are batched whole, weighed by their inputs).",
+              handler_key="max_batch_size", smallest=1, type=int),
+    ModelFlag("max_batch_tokens", "Padded tokens per forward pass at most (default 4096; "
+              "e.g. 32768 on a GPU).", handler_key="max_batch_tokens", smallest=1, type=int),
+    ModelFlag("share_model_across_processes",
+              "One model copy per machine, shared by the SDK processes.",
+              handler_key="share_model_across_processes", store_true=True),
+    ModelFlag("model_copies", "With sharing: copies per machine (e.g. one per GPU).",
+              handler_key="model_copies", smallest=1, type=int),
+    ModelFlag("model_cache_size", "Model outputs kept per process for repeated inputs.",
+              handler_key="cache_size", smallest=0, type=int),
+)
+MODEL_FLAGS = tuple(flag.name for flag in MODEL_FLAG_TABLE)
+MODEL_FLAGS_TITLE = "model-backed metrics (bertscore, bi_encoder, sas, wes, bem, square, kpqa_*)"
 _NEEDS_QUESTION = ("bem", "square", "kpqa")
-MODEL_FLAGS = (*_FAMILY_FLAGS, *_SHARED_MODEL_FLAGS, *_HANDLER_FLAGS)
+
+
+def add_model_flags(parser) -> None:
+    """Adds the dedicated model flags (`MODEL_FLAG_TABLE`) to an argparse parser, as one
+    argument group."""
+    group = parser.add_argument_group(MODEL_FLAGS_TITLE)
+    for flag in MODEL_FLAG_TABLE:
+        group.add_argument(f"--{flag.name}", **flag.argparse_kwargs())
 
 
 def merge_model_flags(options: Mapping[str, Any], flags: Mapping[str, Any],
@@ -126,25 +206,25 @@ def merge_model_flags(options: Mapping[str, Any], flags: Mapping[str, Any],
     requested = registry.families_of(names)
     given = {flag: value for flag, value in flags.items()
              if value is not None and value is not False}
-    for flag, (family, option) in _FAMILY_FLAGS.items():
-        if flag not in given:
+    handler = {}
+    for flag in MODEL_FLAG_TABLE:
+        if flag.name not in given:
             continue
-        if family not in requested:
-            raise ValueError(f"--{flag} is given but no {family} metric is requested "
-                             f"(--metrics); the {family} metrics are "
-                             f"{list(registry.family_spec(family).columns)}")
-        _set_option(merged, family, option, given[flag], f"--{flag}")
-    for flag, option in _SHARED_MODEL_FLAGS.items():
-        if flag in given:
+        value = given[flag.name]
+        if flag.handler_key is not None:
+            if flag.smallest is not None and value < flag.smallest:
+                raise ValueError(f"--{flag.name} must be >= {flag.smallest}, got {value}")
+            handler[flag.handler_key] = value
+        elif flag.family is not None:
+            if flag.family not in requested:
+                raise ValueError(f"--{flag.name} is given but no {flag.family} metric is "
+                                 f"requested (--metrics); the {flag.family} metrics are "
+                                 f"{list(registry.family_spec(flag.family).columns)}")
+            _set_option(merged, flag.family, flag.option, value, f"--{flag.name}")
+        else:
             for family in registry.model_families():
                 if family in requested:
-                    _set_option(merged, family, option, given[flag], f"--{flag}")
-    handler = {}
-    for flag, (key, smallest) in _HANDLER_FLAGS.items():
-        if flag in given:
-            if smallest is not None and given[flag] < smallest:
-                raise ValueError(f"--{flag} must be >= {smallest}, got {given[flag]}")
-            handler[key] = given[flag]
+                    _set_option(merged, family, flag.option, value, f"--{flag.name}")
     if "model_copies" in handler and not handler.get("share_model_across_processes"):
         raise ValueError("--model_copies needs --share_model_across_processes")
     return merged, handler

@@ -1,10 +1,12 @@
 """Joining the scoring branches back onto their rows by row key.
 
-Every scoring branch (the in-process lexical `ScoreMetrics`, and later one `RunInference`
-branch per model-backed metric) emits `(row_key, ScoreResult)`. `JoinScores` runs one
-`CoGroupByKey` over the validated rows and all branches and emits, per row, either one
-scored record (every branch gave scores) or one dead-letter record (some branch rejected
-the row, or gave it nothing). A row is never half-scored in the output.
+Every scoring branch emits `(row_key, ScoreResult)`: the in-process lexical metrics
+(`score.ScoreMetrics`) and, when model-backed metrics are requested, `RunModelMetrics`
+(one `RunInference` over whole rows for every model, each row's outputs folded in the
+same stage). `JoinScores` runs one `CoGroupByKey` over the validated rows (`ROWS`) and
+those branches and emits, per row, either one scored record (every branch gave scores)
+or one dead-letter record (some branch rejected the row, or gave it nothing). A row is
+never half-scored in the output.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 
 import apache_beam as beam
 
+from transforms.io.counting import STATS_TAG, CountingDoFn
 from transforms.scoring.rows import ScoringRow, dead_letter
 from transforms.scoring.score import ScoreResult
 
@@ -64,23 +67,21 @@ def merge_branch_results(
     return True, scored_record(row, scores)
 
 
-class MergeScoresFn(beam.DoFn):
-    """`(row_key, {rows: [...], branch: [...]})` -> scored record | dead-letter record."""
+class MergeScoresFn(CountingDoFn):
+    """`(row_key, {rows: [...], branch: [...]})` -> scored record | dead-letter record.
+    Counts (namespace `join`): `passed` and `filtered:<reason>`."""
 
     def __init__(self, branches: Sequence[str]) -> None:
+        super().__init__(_STAGE, ["passed", *(f"filtered:{reason}" for reason in (
+            "metric_input_error", "inference_failed", "missing_score", "orphan_score"))])
         self._branches = tuple(branches)
-        self._passed = beam.metrics.Metrics.counter(_STAGE, "passed")
-        self._filtered = {
-            reason: beam.metrics.Metrics.counter(_STAGE, f"filtered:{reason}")
-            for reason in ("metric_input_error", "inference_failed", "missing_score",
-                           "orphan_score")}
 
     def process(self, element: tuple[str, Mapping[str, Iterable[Any]]]) -> Iterator[Any]:
         key, grouped = element
         rows = list(grouped[ROWS])
         if len(rows) != 1:
             # A score whose row is gone (or a duplicated key) is a pipeline bug, not bad input.
-            self._filtered["orphan_score"].inc()
+            self.count("filtered:orphan_score")
             logger.error("row key %s has %d rows; its scores are dropped", key, len(rows))
             for row in rows:
                 yield beam.pvalue.TaggedOutput(DEAD_LETTER, dead_letter(
@@ -90,17 +91,18 @@ class MergeScoresFn(beam.DoFn):
         ok, record = merge_branch_results(
             rows[0], {b: list(grouped[b]) for b in self._branches}, self._branches)
         if ok:
-            self._passed.inc()
+            self.count("passed")
             yield record
         else:
-            self._filtered[record["reason"]].inc()
+            self.count(f"filtered:{record['reason']}")
             yield beam.pvalue.TaggedOutput(DEAD_LETTER, record)
 
 
 class JoinScores(beam.PTransform):
     """Joins `{ROWS: (key, ScoringRow), branch: (key, ScoreResult), ...}` by row key.
 
-    Returns a dict: `scored` -> scored records, `dead_letter` -> dead-letter records.
+    Returns a dict: `scored` -> scored records, `dead_letter` -> dead-letter records,
+    `stats` -> the `((namespace, name), n)` counts of `MergeScoresFn`.
     """
 
     def expand(self, inputs: Mapping[str, beam.PCollection]) -> dict[str, beam.PCollection]:
@@ -113,6 +115,6 @@ class JoinScores(beam.PTransform):
             dict(inputs)
             | "GroupByRowKey" >> beam.CoGroupByKey()
             | "MergeBranchScores" >> beam.ParDo(MergeScoresFn(branches)).with_outputs(
-                DEAD_LETTER, main="scored"))
+                DEAD_LETTER, STATS_TAG, main="scored"))
         return {"scored": merged.scored, "dead_letter": merged[DEAD_LETTER]}
 

@@ -29,6 +29,7 @@ import apache_beam as beam
 from apache_beam.io import fileio
 from apache_beam.io.filesystems import FileSystems
 
+from transforms.io.counting import STATS_TAG, CountingDoFn
 from transforms.scoring.inputs import COMPRESSIONS, open_input, read_input
 from transforms.scoring.rows import (
     REASONS,
@@ -208,17 +209,16 @@ def sniff_columns(file_pattern: str, input_format: str | None = None, max_files:
     return files, common or []
 
 
-class ReadRowsFn(beam.DoFn):
-    """Reads one matched file and validates each record; bad ones go to `dead_letter`."""
+class ReadRowsFn(CountingDoFn):
+    """Reads one matched file and validates each record; bad ones go to `dead_letter`.
+    Counts (namespace `read`): `passed` and `filtered:<reason>`."""
 
     def __init__(self, mapping: ColumnMapping, input_format: str | None = None,
                  max_text_chars: int | None = None) -> None:
+        super().__init__("read", ["passed", *(f"filtered:{r}" for r in REASONS)])
         self._mapping = mapping
         self._input_format = input_format
         self._max_text_chars = max_text_chars
-        self._passed = beam.metrics.Metrics.counter("read", "passed")
-        self._filtered = {r: beam.metrics.Metrics.counter("read", f"filtered:{r}")
-                          for r in REASONS}
 
     def process(self, readable_file: fileio.ReadableFile) -> Iterator[Any]:
         path = readable_file.metadata.path
@@ -228,7 +228,7 @@ class ReadRowsFn(beam.DoFn):
         for row, line, record in read_input(path, _ITERATORS[fmt], seekable=fmt == "parquet"):
             source = RowSource(file=path, row=row, line=line)
             if isinstance(record, RowError):
-                self._filtered[record.reason].inc()
+                self.count(f"filtered:{record.reason}")
                 yield beam.pvalue.TaggedOutput(
                     DEAD_LETTER, dead_letter(source, record.reason, record.detail))
                 continue
@@ -236,20 +236,21 @@ class ReadRowsFn(beam.DoFn):
                 scoring_row = to_scoring_row(record, self._mapping, source, text_cells,
                                              self._max_text_chars)
             except RowError as e:
-                self._filtered[e.reason].inc()
+                self.count(f"filtered:{e.reason}")
                 row_id, system = partial_metadata(record, self._mapping, text_cells)
                 logger.debug("dead-lettered %s: %s", source.key, e)
                 yield beam.pvalue.TaggedOutput(
                     DEAD_LETTER, dead_letter(source, e.reason, e.detail, row_id, system))
                 continue
-            self._passed.inc()
+            self.count("passed")
             yield source.key, scoring_row
 
 
 class ReadPredictions(beam.PTransform):
     """Reads and validates prediction rows.
 
-    Returns a dict: `rows` -> `(row_key, ScoringRow)`, `dead_letter` -> dead-letter dicts.
+    Returns a dict: `rows` -> `(row_key, ScoringRow)`, `dead_letter` -> dead-letter dicts,
+    `stats` -> the `((namespace, name), n)` counts of `ReadRowsFn`.
     A file that cannot be read to its end (cut short, corrupt, unreadable) fails the run
     with an `InputFileError` naming it. `max_text_chars`: see `rows.to_scoring_row`.
     """
@@ -270,6 +271,6 @@ class ReadPredictions(beam.PTransform):
             | "ReadAndValidateRows" >> beam.ParDo(
                 ReadRowsFn(self._mapping, self._input_format,
                            self._max_text_chars)).with_outputs(
-                    DEAD_LETTER, main="rows"))
+                    DEAD_LETTER, STATS_TAG, main="rows"))
         rows = read.rows | "SpreadRowsOverWorkers" >> beam.Reshuffle()
-        return {"rows": rows, "dead_letter": read[DEAD_LETTER]}
+        return {"rows": rows, "dead_letter": read[DEAD_LETTER], "stats": read[STATS_TAG]}

@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 
 import apache_beam as beam
 
+from transforms.io.counting import STATS_TAG, CountingDoFn
 from transforms.metrics.base import CorpusStatistic, Metric, MetricInputError, QAExample
 from transforms.scoring.rows import ScoringRow
 
@@ -156,13 +157,14 @@ class ComputeCorpusStatistics(beam.PTransform):
                 CorpusStatisticsCombineFn(self._statistics)))
 
 
-class ScoreRowsFn(beam.DoFn):
-    """Scores a batch of `(row_key, ScoringRow)`; yields `(row_key, ScoreResult)`."""
+class ScoreRowsFn(CountingDoFn):
+    """Scores a batch of `(row_key, ScoringRow)`; yields `(row_key, ScoreResult)`.
+    Counts (namespace `score`): `passed`, `filtered:metric_input_error`; distributions of
+    batch sizes and latencies."""
 
     def __init__(self, metrics: Sequence[Metric]) -> None:
+        super().__init__(_STAGE, ["passed", "filtered:metric_input_error"])
         self._metrics = tuple(metrics)
-        self._passed = beam.metrics.Metrics.counter(_STAGE, "passed")
-        self._rejected = beam.metrics.Metrics.counter(_STAGE, "filtered:metric_input_error")
         self._batch_size = beam.metrics.Metrics.distribution(_STAGE, "batch_size_rows")
         self._latency = beam.metrics.Metrics.distribution(_STAGE, "score_batch_micro_secs")
 
@@ -183,15 +185,18 @@ class ScoreRowsFn(beam.DoFn):
         self._batch_size.update(len(batch))
         for (key, _), result in zip(batch, results, strict=True):
             if result.scores is None:
-                self._rejected.inc()
+                self.count("filtered:metric_input_error")
                 logger.debug("row %s rejected: %s", key, result.reason)
             else:
-                self._passed.inc()
+                self.count("passed")
             yield key, result
 
 
 class ScoreMetrics(beam.PTransform):
     """`(row_key, ScoringRow)` -> `(row_key, ScoreResult)` for in-process metrics.
+
+    `ScoreRowsFn`'s counts go to Beam counters; its stats output is not kept, as every
+    row's result reaches `JoinScores`, which counts them (and summary.json from them).
 
     Args:
         metrics: metrics built (and validated) on the launcher.
@@ -213,4 +218,5 @@ class ScoreMetrics(beam.PTransform):
             rows
             | "BatchRows" >> beam.BatchElements(
                 min_batch_size=1, max_batch_size=self._max_batch_size)
-            | "ScoreBatches" >> beam.ParDo(ScoreRowsFn(self._metrics), self._corpus_stats))
+            | "ScoreBatches" >> beam.ParDo(ScoreRowsFn(self._metrics), self._corpus_stats)
+            .with_outputs(STATS_TAG, main="scores")).scores

@@ -1,10 +1,14 @@
 """Writing the scoring outputs as single files that appear only when the run succeeded.
 
 Every output is first written under a temporary name `<final>.tmp-<run_id>`; the last
-step, `FinalizeOutputs`, waits for all writes (it combines their file names) and renames the
-temporary files to their final names, `summary.json` last. A run that fails anywhere before
-leaves only `*.tmp-<run_id>` files behind, never a final name; outputs of an earlier run
-at the same prefix stay as they were until a later run succeeds and replaces them.
+step, `FinalizeOutputs`, waits for all writes (it combines their file names) and puts the
+new files in place of every output of an earlier run at the same prefix with
+`transforms.io.publish.replace_outputs`, the one publisher of both pipelines: the earlier
+run's files (scores in either format, dead letters, report, summary) are moved aside,
+summary.json first, the new ones moved in, summary.json (the completeness marker) last,
+and the earlier ones deleted; a failure while moving puts the earlier run back. A run that
+fails anywhere before leaves only `*.tmp-<run_id>` files behind, never a final name, and
+the earlier run as it was; one without a human column leaves no report of an earlier run.
 
 Final names (PREFIX = --output):
     PREFIX.scores.parquet | PREFIX.scores.jsonl, PREFIX.dead_letter.jsonl,
@@ -19,7 +23,6 @@ the fixed names (the scoring itself stays parallel).
 
 from __future__ import annotations
 
-import dataclasses
 import io
 import json
 import logging
@@ -31,62 +34,12 @@ from typing import Any
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
+from transforms.io.publish import replace_outputs
 from transforms.scoring import report as report_lib
+from transforms.scoring.outputs import OutputPaths
+from transforms.scoring.report_spec import ReportSpec
 
 logger = logging.getLogger(__name__)
-
-OUTPUT_FORMATS = ("parquet", "jsonl")
-
-
-@dataclasses.dataclass(frozen=True)
-class OutputPaths:
-    """Final and temporary names of every output of one run."""
-
-    prefix: str
-    output_format: str
-    run_id: str
-
-    def __post_init__(self) -> None:
-        if self.output_format not in OUTPUT_FORMATS:
-            raise ValueError(
-                f"unknown output format {self.output_format!r}; available: {list(OUTPUT_FORMATS)}")
-        if not self.prefix or self.prefix.endswith(("/", "\\")):
-            raise ValueError(f"--output must be a file prefix, got {self.prefix!r}")
-
-    @property
-    def scores(self) -> str:
-        return f"{self.prefix}.scores.{self.output_format}"
-
-    @property
-    def dead_letter(self) -> str:
-        return f"{self.prefix}.dead_letter.jsonl"
-
-    @property
-    def summary(self) -> str:
-        return f"{self.prefix}.summary.json"
-
-    @property
-    def report_json(self) -> str:
-        return f"{self.prefix}.report.json"
-
-    @property
-    def report_md(self) -> str:
-        return f"{self.prefix}.report.md"
-
-    @property
-    def report_png(self) -> str:
-        return f"{self.prefix}.report.png"
-
-    def temp(self, final: str) -> str:
-        return f"{final}.tmp-{self.run_id}"
-
-    def finals(self, with_report: bool) -> list[str]:
-        """Final names in the order they are renamed (summary last)."""
-        names = [self.scores, self.dead_letter]
-        if with_report:
-            names += [self.report_json, self.report_md, self.report_png]
-        return [*names, self.summary]
-
 
 def scores_schema(metric_columns: Sequence[str], with_human: bool) -> Any:
     """The explicit pyarrow schema of PREFIX.scores.parquet."""
@@ -208,7 +161,7 @@ class WriteReportFn(beam.DoFn):
     """All (system, human, values) points -> temporary report .json, .md and .png paths."""
 
     def __init__(self, paths: OutputPaths, metric_columns: Sequence[str],
-                 spec: report_lib.ReportSpec, human_column: str) -> None:
+                 spec: ReportSpec, human_column: str) -> None:
         self._paths = paths
         self._columns = tuple(metric_columns)
         self._spec = spec
@@ -235,7 +188,7 @@ class WriteReport(beam.PTransform):
     """Scored records -> the meta-evaluation report (gathers one float tuple per row)."""
 
     def __init__(self, paths: OutputPaths, metric_columns: Sequence[str],
-                 spec: report_lib.ReportSpec, human_column: str) -> None:
+                 spec: ReportSpec, human_column: str) -> None:
         super().__init__()
         self._fn = WriteReportFn(paths, metric_columns, spec, human_column)
         self._columns = tuple(metric_columns)
@@ -247,48 +200,49 @@ class WriteReport(beam.PTransform):
                 | "ComputeAndWriteReport" >> beam.ParDo(self._fn))
 
 
-def finalize(written: Iterable[str], renames: Sequence[tuple[str, str]]) -> list[str]:
-    """Renames temporary outputs to their final names, in order.
+def finalize(written: Iterable[str], renames: Sequence[tuple[str, str]],
+             old_files: Iterable[str], aside_dir: str) -> list[str]:
+    """Puts the temporary outputs in place of an earlier run's (`replace_outputs`).
 
     Args:
         written: the temporary paths the writes reported.
-        renames: (temporary, final) pairs.
+        renames: (temporary, final) pairs, summary.json last.
+        old_files: every final name an earlier run at the prefix may have (the ones
+            that exist are replaced or removed).
+        aside_dir: where the earlier run's files wait meanwhile.
 
     Returns:
         The final paths.
 
     Raises:
-        RuntimeError: a temporary output was not written, or vanished.
+        RuntimeError: a temporary output was not written, or vanished (nothing is
+            replaced), or a move failed (the earlier run is put back).
 
-    Idempotent: a retry after a partial rename skips what is already in place.
+    Idempotent: a retry after a partial move skips what is already in place.
     """
     written = set(written)
     missing = [temp for temp, _ in renames if temp not in written]
     if missing:
         raise RuntimeError(f"outputs were not written: {missing}")
-    for temp, final in renames:
-        if not FileSystems.exists(temp):
-            # A retried finalisation: this file was renamed by the attempt before.
-            if FileSystems.exists(final):
-                logger.info("%s is already in place", final)
-                continue
-            raise RuntimeError(f"{temp} disappeared before it was renamed to {final}")
-        if FileSystems.exists(final):
-            FileSystems.delete([final])
-        FileSystems.rename([temp], [final])
+    # The folder as written in the prefix ("" for one in the working directory), so that
+    # every path is under it (`FileSystems.split` would make a local one absolute).
+    root = renames[-1][1].rpartition("/")[0]
+    finals = replace_outputs(renames, old_files, root, aside_dir)
+    for final in finals:
         logger.info("wrote %s", final)
-    return [final for _, final in renames]
+    return finals
 
 
 class FinalizeOutputs(beam.PTransform):
-    """(written temporary paths, ...) -> final paths, renamed once every write is done."""
+    """(written temporary paths, ...) -> final paths, moved in once every write is done."""
 
     def __init__(self, paths: OutputPaths, with_report: bool) -> None:
         super().__init__()
-        self._renames = [(paths.temp(f), f) for f in paths.finals(with_report)]
+        self._args = ([(paths.temp(f), f) for f in paths.finals(with_report)],
+                      paths.every_final(), paths.aside_dir)
 
     def expand(self, written: Sequence[beam.PCollection]) -> beam.PCollection:
         return (tuple(written)
                 | "MergeWrittenPaths" >> beam.Flatten()
                 | "WaitForAllWrites" >> beam.combiners.ToList()
-                | "RenameToFinalNames" >> beam.Map(finalize, self._renames))
+                | "RenameToFinalNames" >> beam.Map(finalize, *self._args))

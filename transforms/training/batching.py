@@ -2,7 +2,7 @@
 
 Random batches of sentence pairs pad every row to the longest of 32 random rows; sorting
 rows by length inside blocks of about 20 batches keeps the order random at the block
-level and cuts the padding (DESIGN.md: 2.5x less padding, 2.4x faster steps on 2 CPU
+level and cuts the padding (docs/design.md: 2.5x less padding, 2.4x faster steps on 2 CPU
 cores). The order of an epoch is a pure function of (seed, epoch, lengths), so a resumed
 run replays exactly the batches an uninterrupted run would have seen.
 """

@@ -4,7 +4,7 @@
 the packaged all-MiniLM-L6-v2), trained with BCE-with-logits against targets in [0, 1]
 (0/1 labels, or graded such as STS score / 5); the scorer reads it with a sigmoid. BEM
 rows have three segments, so the model gets a third token-type embedding (a copy of the
-second, `loading.ensure_token_types`). A curriculum (e.g. WES, then STS: DESIGN.md's best
+second, `loading.ensure_token_types`). A curriculum (e.g. WES, then STS: docs/design.md's best
 model) is two runs, the second with `init_checkpoint` = the first one's output.
 """
 

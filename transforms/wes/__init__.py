@@ -1,0 +1,32 @@
+"""The WES half of the mining pipeline: filtered links -> the corpora, stats and files.
+
+Flow (`MineWes` in mine.py wires it after transforms/wiki/; `pipelines/mine_wes.py`
+runs it)::
+
+    ExtractLinks (wiki/) ─links─> FilterLinks ─per-bundle tallies─> BuildClusters
+                                  filters.py    (tally.py)          clusters.py
+                                                                      ├ merge_tallies (tally.py)
+      ReadPages (wiki/) ─redirects─┬───────────────────────────────── ├ ResolveRedirects
+                                   │                                  │   (redirects.py, optional)
+                                   │                                  └ AnnotateDictionaryFn
+                                   │                                      (dictionary.py, lexicon.py)
+                                   │                     TitleLinks ──> DropBelowAllThresholds
+                                   │                                      (corpus.py)
+                                   │                     per k ───────> BuildCorpus[wes-k<k>]
+                                   │                                      thresholds (corpus.py),
+                                   │                                      splits and ids (sampling.py),
+                                   │                                      SampleNegatives (negatives.py)
+                                   └─ keyed_redirect_rows (redirects.py)
+                                                 └────────> WriteParquetShards (write.py)
+                                                               └─> WriteStats (stats.py: stats.json,
+                                                                     dataset_card.md)
+                                                                     └─> PublishRun (transforms/io/)
+
+- Every counting stage is a `CountingDoFn` (transforms/io/counting.py): its counts go to
+  Beam counters and, as data, to `stats.json` (`SumStats`), zero-filled from each stage's
+  `stat_keys()`.
+- Incoming links are counted in one place, tally.py: `FilterLinks` tallies each bundle's
+  passing links per title, `BuildClusters` adds the tallies up after the shuffle.
+- Everything is written into the run's `.temp-<uuid>/` folder and published last, with
+  stats.json (the completeness marker) after every other file.
+"""

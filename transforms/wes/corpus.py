@@ -6,10 +6,10 @@ from collections.abc import Sequence
 
 import apache_beam as beam
 
-from transforms.counting import STATS_TAG, CountedParDo, CountingDoFn, StatKey
-from transforms.wes.clusters import TitleLinks
+from transforms.io.counting import STATS_TAG, CountedParDo, CountingDoFn, StatKey
 from transforms.wes.negatives import CorpusTitle, SampleNegatives
 from transforms.wes.sampling import assign_split, cluster_id
+from transforms.wes.tally import TitleLinks
 
 
 def corpus_name(k: int) -> str:

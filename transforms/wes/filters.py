@@ -1,5 +1,5 @@
 """`FilterLinks`: the raw links of each page -> (article title, link text) tallies, after
-the paper's filters.
+the paper's filters (the tallies themselves: tally.py).
 
 The character filter (Huang 2022, Table 1) drops targets with '#' (a section), ':' (a
 namespace or interwiki prefix) or '(' (a disambiguated title, whose links mostly just drop
@@ -9,12 +9,11 @@ that order.
 
 from __future__ import annotations
 
-import zlib
-
 import apache_beam as beam
 from apache_beam.transforms.window import GlobalWindow
 
-from transforms.counting import CountedParDo, CountingDoFn, in_global_window
+from transforms.io.counting import CountedParDo, CountingDoFn, in_global_window
+from transforms.wes.tally import TALLY_SHARDS, PendingTallies, shard_tallies
 from transforms.wiki.links import (
     RawLink,
     WikitextParseError,
@@ -26,20 +25,9 @@ from transforms.wiki.links import (
 TITLE_CHARACTER_RULES = (("#", "filtered:title_has_hash"),
                          (":", "filtered:title_has_colon"),
                          ("(", "filtered:title_has_paren"))
-# Tallies travel to the shuffle keyed by a shard of their title, one dict per shard and
-# flush, rather than one element per title: a few thousand elements per bundle instead of
-# one per distinct title, and ample keys to spread the merge over any number of workers.
-TALLY_SHARDS = 1024
-
-
 # Longest raw link text that is cleaned (real link texts with a valid title: at most 95
 # characters on both bundled samples).
 MAX_LINK_TEXT_CHARS = 1_000
-
-
-def tally_shard(title: str, shards: int = TALLY_SHARDS) -> int:
-    """The shard of a title's tally; the same in every process (unlike `hash`)."""
-    return zlib.crc32(title.encode("utf-8")) % shards
 
 
 def _title_rejection(title: str | None) -> str | None:
@@ -82,11 +70,11 @@ class FilterLinksFn(CountingDoFn):
     the links that pass per title: `(shard, {title: (occurrences, distinct texts)})`.
 
     The tally spans pages: it is emitted when it holds `max_pending_titles` titles and at
-    the end of each bundle, one dict per shard of titles (`tally_shard`), so the shuffle
-    gets a few thousand elements per bundle instead of one element per link or per title.
-    `BuildClusters` adds the partial tallies up. Results of `classify_link` are memoised
-    per bundle (at most `cache_size` entries), since the same (target, text) recurs across
-    pages. A tally mixes pages, so the input must be in the global window (the mining
+    the end of each bundle, one dict per shard of titles (`shard_tallies`, tally.py), so
+    the shuffle gets a few thousand elements per bundle instead of one element per link or
+    per title. `BuildClusters` adds the partial tallies up (`merge_tallies`, tally.py).
+    Results of `classify_link` are memoised per bundle (at most `cache_size` entries),
+    since the same (target, text) recurs across pages. A tally mixes pages, so the input must be in the global window (the mining
     pipeline is batch); anything else is refused.
 
     Memory: a memo entry or a pending title with one text costs about 400 bytes plus its
@@ -109,7 +97,7 @@ class FilterLinksFn(CountingDoFn):
         self._max_pending = max_pending_titles
         self._cache_size = cache_size
         self._shards = shards
-        self._pending: dict[str, list] = {}
+        self._pending: PendingTallies = {}
         self._cache: dict[RawLink, tuple[str, str] | str] = {}
 
     def start_bundle(self):
@@ -119,14 +107,7 @@ class FilterLinksFn(CountingDoFn):
 
     def _tallies(self):
         pending, self._pending = self._pending, {}
-        by_shard: dict[int, dict[str, tuple[int, tuple[str, ...]]]] = {}
-        for title, (n, texts) in pending.items():
-            shard = tally_shard(title, self._shards)
-            part = by_shard.get(shard)
-            if part is None:
-                by_shard[shard] = part = {}
-            part[title] = (n, tuple(texts))
-        yield from by_shard.items()
+        return shard_tallies(pending, self._shards)
 
     def process(self, links: tuple[RawLink, ...], window=beam.DoFn.WindowParam):
         if not isinstance(window, GlobalWindow):

@@ -367,7 +367,7 @@ def load_lexicon_data(path: Path | None = None, refresh: bool = False) -> Lexico
 
 
 class Lexicon:
-    """Decides whether a string is a dictionary word (DESIGN.md, Mining).
+    """Decides whether a string is a dictionary word (docs/design.md, Mining).
 
     A string is a dictionary word when it is one whitespace-free token and its WordNet
     lemma, lower-cased, is in the `words` corpus, lower-cased. The string is lower-cased

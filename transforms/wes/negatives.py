@@ -1,7 +1,7 @@
 """`SampleNegatives`: corpus titles -> positive and balanced negative rows.
 
 For a title with n positives, n distinct other titles of the same corpus and split donate
-one link text each, never a text among the title's own positives (DESIGN.md). Nothing but
+one link text each, never a text among the title's own positives (docs/design.md). Nothing but
 the title list reaches a single worker:
 
 1. The titles of each split, with their cluster sizes, form a side input (the donor pool).
@@ -20,7 +20,7 @@ import logging
 
 import apache_beam as beam
 
-from transforms.counting import STATS_TAG, CountingDoFn, StatKey
+from transforms.io.counting import STATS_TAG, CountingDoFn, StatKey
 from transforms.wes.sampling import (
     SPLIT_NAMES,
     donor_offer,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 
-from transforms.counting import CountedParDo, CountingDoFn
+from transforms.io.counting import CountedParDo, CountingDoFn
 from transforms.wiki.dump import Page
 from transforms.wiki.guard import CallCrashed, CallTimedOut, TimeLimitedCaller
 from transforms.wiki.links import (

@@ -1,4 +1,4 @@
-"""transforms/io_options.py: both pipelines' flags parse in one process."""
+"""transforms/io/options.py: both pipelines' flags parse in one process."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines.mine_wes import MineWesOptions
 from pipelines.score_predictions import ScoreOptions
-from transforms.io_options import InputOutputOptions
+from transforms.io.options import InputOutputOptions
 
 
 def test_both_pipelines_options_coexist():

@@ -1,7 +1,7 @@
 """`WriteStats`: the run's own counts -> `stats.json` and `dataset_card.md`.
 
 Written once every shard is written and named (their names are a side input), under
-temporary names; `PublishRun` (transforms/wes/write.py) moves them in last, `stats.json`
+temporary names; `PublishRun` (transforms/io/publish.py) moves them in last, `stats.json`
 after everything else, so a run that failed never leaves them: the presence of
 `stats.json` is what marks an output directory complete.
 """

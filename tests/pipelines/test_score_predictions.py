@@ -123,6 +123,44 @@ def test_a_failed_run_leaves_no_final_output(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
+def test_a_rerun_without_a_human_column_leaves_no_report_of_the_earlier_run(tmp_path):
+    judged = tmp_path / "judged.jsonl"
+    judged.write_text("".join(json.dumps(_good(i, "a")) + "\n" for i in range(6)))
+    prefix = str(tmp_path / "run")
+    _run(["--input", str(judged), "--output", prefix, "--metrics", "em,f1",
+          "--output_format", "jsonl"])
+    assert _outputs(prefix) == [
+        "run.dead_letter.jsonl", "run.report.json", "run.report.md", "run.report.png",
+        "run.scores.jsonl", "run.summary.json"]
+    unjudged = tmp_path / "unjudged.jsonl"
+    unjudged.write_text("".join(
+        json.dumps({k: v for k, v in _good(i, "b").items() if k != "human"}) + "\n"
+        for i in range(4)))
+    _run(["--input", str(unjudged), "--output", prefix, "--metrics", "em,f1"])
+    assert _outputs(prefix) == ["run.dead_letter.jsonl", "run.scores.parquet",
+                                "run.summary.json"]
+    summary = json.loads((tmp_path / "run.summary.json").read_text())
+    assert summary["overall"]["in"] == 4
+    assert pq.read_table(prefix + ".scores.parquet").column("system").to_pylist() == ["b"] * 4
+
+
+def test_every_model_flag_of_the_table_is_a_pipeline_flag():
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from pipelines.score_predictions import ScoreOptions
+    from transforms.scoring.config import MODEL_FLAGS
+
+    opts = PipelineOptions(["--bertscore_layer=3", "--device=cpu", "--bertscore_idf",
+                            "--model_copies=2", "--wes_model=/m/wes"]).view_as(ScoreOptions)
+    assert (opts.bertscore_layer, opts.device, opts.bertscore_idf, opts.model_copies,
+            opts.wes_model) == (3, "cpu", True, 2, "/m/wes")
+    defaults = PipelineOptions([]).view_as(ScoreOptions)
+    assert {flag: getattr(defaults, flag) for flag in MODEL_FLAGS} == {
+        flag: False if flag in ("bertscore_idf", "share_model_across_processes") else None
+        for flag in MODEL_FLAGS}
+
+
+@pytest.mark.slow
 def test_a_cut_gzip_input_fails_the_run_naming_the_file(tmp_path):
     # Issue 12, item 7: 3,000 rows, the gzip cut at 60%: the run used to succeed with
     # 1,788 rows in and 1,212 gone without a trace.

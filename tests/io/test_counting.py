@@ -1,4 +1,4 @@
-"""transforms/counting.py: counts travel as data (stats output) and as Beam counters."""
+"""transforms/io/counting.py: counts travel as data (stats output) and as Beam counters."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from transforms.counting import STATS_TAG, CountingDoFn, SumStats
+from transforms.io.counting import STATS_TAG, CountingDoFn, SumStats
 
 
 class EvenFn(CountingDoFn):

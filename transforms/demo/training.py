@@ -1,0 +1,132 @@
+"""The demo's training phase: which models to train in the time budget (`training_plan`),
+run as subprocesses in two lanes side by side (`run_lanes`), and what each reached
+(`describe_training`)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+REPO = Path(__file__).resolve().parents[2]
+TRAINED = ("wes", "sas", "kpqa")
+GIVEN_ONLY = ("bem", "square")
+REST = "REST"  # --max_minutes placeholder: the rest of the lane's budget
+
+
+def training_plan(data: Path, wes_corpus: Path, models: Path, minutes: float,
+                  given: dict[str, str | None], max_steps: int | None = None
+                  ) -> list[list[tuple[str, list[str]]]]:
+    """The training commands, as lanes run side by side (each lane in order).
+
+    Args:
+        data: the shared data folder.
+        wes_corpus: the mined wes-k<k> folder to train the WES cross-encoder on.
+        models: where the checkpoints go (models/<metric>).
+        minutes: the wall-clock budget of the whole training phase.
+        given: metric -> a checkpoint the user gave (not trained), or None.
+        max_steps: cap every run at this many steps (quick runs and tests).
+
+    Returns:
+        Lanes of (metric, command-line arguments of `python -m ...`).
+    """
+    # With the default budget one epoch fits (WES 260 steps, STS 180, keyphrase 279 at
+    # batch 32); larger budgets follow the README recipe (STS 3 epochs, keyphrase 2).
+    long = minutes >= 12
+    common = ["--num_threads=1", "--no_progress", "--overwrite", "--seed=13"]
+    if max_steps is not None:
+        common.append(f"--max_steps={max_steps}")
+    wes_minutes = 0.45 * minutes if not given["sas"] else minutes
+    lane_a: list[tuple[str, list[str]]] = []
+    if not given["wes"]:
+        lane_a.append(("wes", [
+            "pipelines.train_cross_encoder", "--format=wes", f"--input={wes_corpus}",
+            f"--output={models / 'wes'}", "--epochs=1", f"--max_minutes={wes_minutes:.2f}",
+            *common]))
+    if not given["sas"]:
+        # The rest of the lane's budget: `run_lanes` fills in what WES left over.
+        init = (["--init_checkpoint", str(models / "wes")] if not given["wes"] else [])
+        lane_a.append(("sas", [
+            "pipelines.train_cross_encoder", "--format=stsb", f"--input={data / 'stsb'}",
+            f"--output={models / 'sas'}", f"--epochs={3 if long else 1}",
+            f"--max_minutes={REST}", *init, *common]))
+    lane_b: list[tuple[str, list[str]]] = []
+    if not given["kpqa"]:
+        # Batches of 16 at lr 2e-4 learn much faster per minute than 32 at 1e-4 (held-out
+        # span F1 0.35 vs 0.16 after 5 minutes); within the default budget the schedule
+        # is set to the steps that fit (about 60 a minute on one core).
+        size = ["--epochs=2"] if long else [f"--max_steps={int(60 * minutes)}"]
+        lane_b.append(("kpqa", [
+            "pipelines.train_keyphrase", f"--squad={data / 'squad' / 'dev-v1.1.json.gz'}",
+            f"--output={models / 'keyphrase'}", "--batch_size=16", "--lr=2e-4", *size,
+            f"--max_minutes={minutes:.2f}", *common]))
+    return [lane for lane in (lane_a, lane_b) if lane]
+
+
+def run_lanes(lanes: list[list[tuple[str, list[str]]]], logs: Path, minutes: float,
+              report: Callable[[str], None] = logger.info) -> None:
+    """Runs the lanes side by side, each in order, each command a `python -m` subprocess
+    in the repository; logs go to logs/<metric>.log.
+
+    `--max_minutes=REST` in a command becomes what is left of the lane's `minutes` when
+    the command starts (at least half a minute). `report` gets one line per finished run.
+
+    Raises:
+        RuntimeError: a training run failed (the end of its log is in the message).
+    """
+    logs.mkdir(parents=True, exist_ok=True)
+    failures: list[str] = []
+    deadline = time.monotonic() + 60 * minutes
+
+    def lane_worker(lane: list[tuple[str, list[str]]]) -> None:
+        for name, args in lane:
+            left = max(0.5, (deadline - time.monotonic()) / 60)
+            args = [f"--max_minutes={left:.2f}" if a == f"--max_minutes={REST}" else a
+                    for a in args]
+            log = logs / f"{name}.log"
+            started = time.monotonic()
+            with open(log, "w", encoding="utf-8") as f:
+                code = subprocess.call([sys.executable, "-m", *args], stdout=f,
+                                       stderr=subprocess.STDOUT, cwd=REPO)
+            report(f"      {name}: finished in {time.monotonic() - started:.0f} s "
+                   f"(exit {code}; log {log})")
+            if code != 0:
+                tail = log.read_text(encoding="utf-8").splitlines()[-15:]
+                failures.append(f"{name} training failed (exit {code}); {log}:\n" +
+                                "\n".join(tail))
+                return
+
+    threads = [threading.Thread(target=lane_worker, args=(lane,)) for lane in lanes]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if failures:
+        raise RuntimeError("\n\n".join(failures))
+
+
+def describe_training(metric: str, folder: Path) -> str:
+    """One line on what a trained checkpoint reached (from its metrics.json)."""
+    info = json.loads((folder / "metrics.json").read_text())
+    steps = info["training"]
+    done = (f"{steps['global_step']}/{steps['total_steps']} steps "
+            f"({steps['epochs_done']:.2f} epochs, {steps['wall_s']:.0f} s)")
+    best = info["best"]
+    row = next(h for h in info["dev_history"] if h["step"] == best["step"])
+    if metric == "kpqa":
+        return (f"held-out SQuAD articles: token F1 {row['token_f1']:.3f}, span F1 "
+                f"{row['span_f1']:.3f} (KPQA paper 0.558 span F1, BERT-base on SQuAD "
+                f"train); {done}")
+    if metric == "sas":
+        test = info.get("test") or {}
+        return (f"sts-test Pearson {test.get('pearson', float('nan')):.3f} (SAS paper's "
+                f"large cross-encoder about 0.9); dev Spearman {best['value']:.3f}; {done}")
+    return (f"mined dev split: AUROC {row['auroc']:.3f}, accuracy {row['accuracy']:.3f}; "
+            f"{done}")

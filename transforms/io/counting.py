@@ -1,0 +1,119 @@
+"""Counting every exit branch twice: as Beam counters and as data.
+
+Beam counters show progress in the runner's UI, but their values are not available to
+the pipeline itself (and are only best-effort on some runners). The counts that a run
+reports in its own outputs (`stats.json`, the dataset card) therefore travel as data: a
+`CountingDoFn` also tallies each bundle's counts and emits them, in `finish_bundle`, to a
+`stats` output of `((namespace, name), n)` pairs that `SumStats` adds up.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Iterable, Sequence
+
+import apache_beam as beam
+from apache_beam.metrics import Metrics
+from apache_beam.transforms.window import GlobalWindow
+from apache_beam.utils.timestamp import MIN_TIMESTAMP
+from apache_beam.utils.windowed_value import WindowedValue
+
+STATS_TAG = "stats"
+
+StatKey = tuple[str, str]
+
+_GLOBAL_WINDOWS = (GlobalWindow(),)
+
+
+def in_global_window(value) -> WindowedValue:
+    """`value` in the global window, for output from `finish_bundle`. Same as
+    `GlobalWindows.windowed_value`, which builds a new `GlobalWindow` (and parses its
+    timestamp from a proto) on every call: too slow for one call per title."""
+    return WindowedValue(value, MIN_TIMESTAMP, _GLOBAL_WINDOWS)
+
+
+class CountingDoFn(beam.DoFn):
+    """A DoFn whose counts go to Beam counters and to the `stats` tagged output.
+
+    Subclasses call `self.count(name, n)`; `name` must be one of the names declared at
+    construction (counters are created once, here): a name in `namespace`, or a whole
+    `(namespace, name)` key for a count that belongs to another stage's namespace.
+    Subclasses that override `start_bundle` or `finish_bundle` must call (and, for
+    `finish_bundle`, yield from) this class's.
+    """
+
+    def __init__(self, namespace: str, names: Sequence[str | StatKey]):
+        self._namespace = namespace
+        self._keys: dict[str | StatKey, StatKey] = {
+            name: name if isinstance(name, tuple) else (namespace, name) for name in names}
+        self._counters = {name: Metrics.counter(*key) for name, key in self._keys.items()}
+        self._bundle_counts: collections.Counter[str | StatKey] = collections.Counter()
+
+    def stat_keys(self) -> list[StatKey]:
+        """Every (namespace, name) this DoFn can count, for zero-filled reports."""
+        return list(self._keys.values())
+
+    def start_bundle(self):
+        self._bundle_counts = collections.Counter()
+
+    def count(self, name: str | StatKey, n: int = 1) -> None:
+        # Tallied per bundle; Beam counters are incremented once per bundle, as the
+        # per-element increment costs more than the filters it counts.
+        self._bundle_counts[name] += n
+
+    def finish_bundle(self):
+        for name, n in self._bundle_counts.items():
+            if not n:
+                continue
+            self._counters[name].inc(n)
+            yield beam.pvalue.TaggedOutput(STATS_TAG, in_global_window((self._keys[name], n)))
+        self._bundle_counts = collections.Counter()
+
+
+class CountedParDo(beam.PTransform):
+    """A `CountingDoFn` as a stage: input -> {main: its main output, "stats": its counts}.
+
+    Args:
+        fn: the CountingDoFn.
+        step: the label of its ParDo.
+        main: the key of its main output.
+    """
+
+    def __init__(self, fn: CountingDoFn, step: str, main: str):
+        super().__init__()
+        self._fn = fn
+        self._step = step
+        self._main = main
+
+    def stat_keys(self) -> list[StatKey]:
+        return self._fn.stat_keys()
+
+    def expand(self, pcoll):
+        outputs = pcoll | self._step >> beam.ParDo(self._fn).with_outputs(
+            STATS_TAG, main=self._main)
+        return {self._main: outputs[self._main], "stats": outputs[STATS_TAG]}
+
+
+class SumStats(beam.PTransform):
+    """`((namespace, name), n)` pairs -> one `{"namespace/name": total}` dict.
+
+    Args:
+        keys: every (namespace, name) that may be counted (the `stat_keys()` of the
+            pipeline's counting DoFns and composites): each appears in the dict, 0 when
+            nothing counted it. Filled in here rather than by a `Create` of zeros per
+            transform, each of which was a stage of its own.
+    """
+
+    def __init__(self, keys: Iterable[StatKey] = ()):
+        super().__init__()
+        self._keys = tuple(keys)
+
+    def expand(self, stats):
+        zeros = dict.fromkeys(self._keys, 0)
+        return (
+            stats
+            | "SumPerKey" >> beam.CombinePerKey(sum)
+            | "CollectStats" >> beam.combiners.ToDict()
+            | "KeyByPath" >> beam.Map(
+                lambda d: {f"{ns}/{name}": n for (ns, name), n in {**zeros, **d}.items()})
+        )

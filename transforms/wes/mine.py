@@ -1,0 +1,114 @@
+"""`MineWes`: the whole mining graph, dump files -> published WES corpora (see the map in
+transforms/wes/__init__.py); `parse_thresholds`: the `--min_incoming_links` value.
+
+`pipelines/mine_wes.py` parses the flags, checks the output directory and applies
+`MineWes` to its pipeline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import apache_beam as beam
+
+from transforms.io.counting import SumStats
+from transforms.io.publish import PublishRun
+from transforms.wes.clusters import BuildClusters
+from transforms.wes.corpus import BuildCorpus, DropBelowAllThresholds, corpus_name
+from transforms.wes.filters import FilterLinks
+from transforms.wes.redirects import REDIRECTS_DESTINATION, keyed_redirect_rows
+from transforms.wes.stats import STATS_FILE, WriteStats
+from transforms.wes.write import REDIRECT_SCHEMA, WriteParquetShards, corpus_outputs, run_files
+from transforms.wiki.extract import ExtractLinks
+from transforms.wiki.read import ReadPages
+
+
+def parse_thresholds(spec: str) -> list[int]:
+    """`--min_incoming_links` ("5,10,20") -> the thresholds k, sorted, each once.
+
+    Raises:
+        ValueError: not integers, or one below 1.
+    """
+    try:
+        values = sorted({int(v) for v in spec.split(",") if v.strip()})
+    except ValueError as e:
+        raise ValueError(f"--min_incoming_links must be integers like 5,10,20, got {spec!r}") from e
+    if not values or values[0] < 1:
+        raise ValueError(f"--min_incoming_links needs integers >= 1, got {spec!r}")
+    return values
+
+
+class MineWes(beam.PTransform):
+    """The pipeline's root -> the published run's final paths (stats.json last).
+
+    Args:
+        paths: the dump files (matched already, `wiki.read.match_inputs`).
+        output_dir: the output directory.
+        temp_dir: the run's temporary folder in it (`io.publish.new_temp_dir`).
+        thresholds: the thresholds k (`parse_thresholds`): one corpus each.
+        seed: seed of splits and negatives.
+        fractions: train/dev/test fractions (`sampling.parse_splits`).
+        config: the run's configuration, written to stats.json.
+        overwrite: replace an earlier run in `output_dir`.
+        resolve_redirects, dictionary_filter: see `BuildClusters`.
+        skip_bad_files, split_mb: see `ReadPages`.
+        full_parse_timeout_s, max_page_mb: see `ExtractLinks`.
+    """
+
+    def __init__(self, paths: Sequence[str], output_dir: str, temp_dir: str,
+                 thresholds: Sequence[int], seed: int, fractions: Sequence[float],
+                 config: Mapping[str, Any], *, overwrite: bool, resolve_redirects: bool,
+                 dictionary_filter: bool, skip_bad_files: bool, split_mb: float,
+                 full_parse_timeout_s: float, max_page_mb: float):
+        super().__init__()
+        self._output_dir = output_dir
+        self._temp_dir = temp_dir
+        self._thresholds = list(thresholds)
+        self._config = dict(config)
+        self._overwrite = overwrite
+        self._read = ReadPages(paths, skip_bad_files=skip_bad_files, split_mb=split_mb)
+        self._extract = ExtractLinks(full_parse_timeout_s, max_page_mb)
+        self._filter_links = FilterLinks()
+        self._build_clusters = BuildClusters(resolve_redirects, dictionary_filter)
+        self._below_all = DropBelowAllThresholds(self._thresholds)
+        self._corpora = {k: BuildCorpus(k, seed, fractions) for k in self._thresholds}
+
+    def stat_keys(self):
+        """Every count a stage can make: each appears in stats.json, 0 when none."""
+        return [key for stage in (self._read, self._extract, self._filter_links,
+                                  self._build_clusters, self._below_all,
+                                  *self._corpora.values())
+                for key in stage.stat_keys()]
+
+    def expand(self, p):
+        dump = p | "ReadPages" >> self._read
+        links = dump["pages"] | "ExtractLinks" >> self._extract
+        pairs = links["links"] | "FilterLinks" >> self._filter_links
+        clusters = {"pairs": pairs["pairs"], "redirects": dump["redirects"]} | (
+            "BuildClusters" >> self._build_clusters)
+        # Clusters that no corpus keeps are counted once here, not in every corpus.
+        kept = clusters["clusters"] | "DropBelowAllThresholds" >> self._below_all
+        stats = [dump["stats"], links["stats"], pairs["stats"], clusters["stats"],
+                 kept["stats"]]
+        outputs = [dump["redirects"] | "RedirectRows" >> beam.FlatMap(keyed_redirect_rows)]
+        schemas = {REDIRECTS_DESTINATION: REDIRECT_SCHEMA}
+        for k in self._thresholds:
+            name = corpus_name(k)
+            corpus = kept["clusters"] | f"BuildCorpus[{name}]" >> self._corpora[k]
+            keyed, corpus_schemas = corpus_outputs(name, corpus)
+            outputs += keyed
+            schemas.update(corpus_schemas)
+            stats.append(corpus["stats"])
+        shards = (outputs | "FlattenOutputRows" >> beam.Flatten()
+                  | "WriteParquet" >> WriteParquetShards(self._output_dir, schemas,
+                                                         self._temp_dir))
+        report = {
+            "counts": (stats | "FlattenStats" >> beam.Flatten()
+                       | "SumStats" >> SumStats(self.stat_keys())),
+            "files": shards,
+            "bad_files": dump["bad_files"],
+        } | "WriteStats" >> WriteStats(self._output_dir, self._temp_dir, self._config)
+        return ((shards, report) | "FlattenRunFiles" >> beam.Flatten()
+                | "PublishRun" >> PublishRun(self._output_dir, self._temp_dir, STATS_FILE,
+                                             self._overwrite, run_files))
