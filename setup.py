@@ -15,6 +15,7 @@ setup(
     install_requires=[
         "apache-beam>=2.77,<3",
         "mwparserfromhell>=0.7,<0.8",
+        "mwxml>=0.3.8,<0.4",
         "pyarrow>=14,<26",
         "numpy>=1.24,<2.5",
         "nltk>=3.9,<4",

@@ -1,12 +1,20 @@
 """Streaming reader of MediaWiki XML export dumps (`.xml`, `.xml.bz2` incl. multi-stream,
-`.xml.gz`). Beam-free; `transforms/wiki/read.py` wraps it.
+`.xml.gz`), current-revision and full-history (`pages-meta-history`) alike. Beam-free;
+`transforms/wiki/read.py` wraps it.
 
-Memory stays bounded by the largest page: elements are cleared as soon as a page has been
+Pages and revisions are parsed by `mwxml` (the Wikimedia research team's dump parser:
+every export schema version, the `<siteinfo>` namespace table, one revision at a time);
+this module keeps decompression (`decompress.py`), byte ranges (`read.py`) and the error
+semantics around it. Memory stays bounded by the largest revision: each revision is
+parsed and dropped in turn, and only the latest one's text is kept until its page is
 yielded. Any decompression or XML error is raised as `DumpReadError` naming the file and
 how far reading got, never swallowed: a truncated dump must not look like a short one. A
 page that is well-formed XML but not a valid page (no `<title>`, a `<ns>` or `<id>` that
-is not a number) is no damage to the file: it is logged, reported to the caller's
-`on_bad_page`, and skipped, and the pages after it are read.
+is not a number, anything else mwxml refuses in a page) is no damage to the file: it is
+logged, reported to the caller's `on_bad_page`, and skipped, and the pages after it are
+read. XML bombs and external entities are refused by expat under `xml.etree` (which
+mwxml parses with): entity expansion past its amplification limit, and any reference to
+an external entity, is a parse error, so a `DumpReadError`.
 """
 
 from __future__ import annotations
@@ -21,6 +29,10 @@ import zlib
 from collections.abc import Callable, Iterator
 from typing import IO
 
+import mwxml
+from mwxml.element_iterator import ElementIterator, EventPointer
+from mwxml.errors import MalformedXML
+
 from transforms.wiki.decompress import open_dump
 
 logger = logging.getLogger(__name__)
@@ -32,10 +44,13 @@ class Page:
 
     Attributes:
         title: the page title as stored in the dump.
-        namespace: the `<ns>` number.
+        namespace: the `<ns>` number (from the `<siteinfo>` namespace table and the
+            title's prefix in old dumps without `<ns>`).
         page_id: the `<id>` of the page.
         redirect: the redirect target title, or None for a real page.
-        text: the wikitext of the latest revision ("" when it has none).
+        text: the wikitext of the latest revision ("" when it has none): the one with the
+            newest `<timestamp>`, ties broken by the higher revision `<id>`, then by the
+            later in the file.
     """
 
     title: str
@@ -60,76 +75,96 @@ BadPageCallback = Callable[[str], None]
 
 # Errors the decompressors and the XML parser raise on broken input.
 _READ_ERRORS = (EOFError, OSError, ET.ParseError, zlib.error, lzma.LZMAError, ValueError)
+# Errors mwxml raises on a page that is well-formed XML but not a valid page (a field that
+# is not a number or a timestamp, a missing title, an element no schema has there).
+_BAD_PAGE_ERRORS = (BadPageError, MalformedXML, ValueError, TypeError, AttributeError)
+# The page fields kept as written, to name a bad page and to keep the title as stored.
+_NAMED_FIELDS = frozenset(("title", "ns", "id", "redirect"))
 
 
-def _local(tag: str) -> str:
-    return tag.rsplit("}", 1)[-1]
+class _PagePointer(EventPointer):
+    """mwxml's event pointer, which also keeps the text of the current page's `<title>`,
+    `<ns>` and `<id>` and the target of its `<redirect>` as written (mwxml's own page
+    holds the title without its namespace prefix, and a failed page holds nothing)."""
+
+    def __init__(self, events) -> None:
+        super().__init__(events)
+        self.fields: dict[str, str | None] = {}
+
+    def __next__(self):
+        # `EventPointer.__next__` with the fields kept, inline: it runs once per event.
+        event, element = next(self.etree_events)
+        tag = element.tag
+        tag = tag[tag.find("}") + 1:]
+        stack = self.tag_stack
+        if event == "start":
+            stack.append(tag)
+        elif stack[-1] == tag:
+            stack.pop()
+            if len(stack) == 2 and tag in _NAMED_FIELDS and stack[1] == "page":
+                self.fields[tag] = (element.get("title", "") if tag == "redirect"
+                                    else element.text)
+        else:
+            raise MalformedXML(f"Expected {stack[-1]}, but saw {tag}.")
+        return event, element
 
 
-def _child_text(elem: ET.Element, name: str) -> str | None:
-    for child in elem:
-        if _local(child.tag) == name:
-            return child.text
-    return None
+def _problems(fields: dict[str, str | None]) -> list[str]:
+    problems = [] if "title" in fields else ["no <title>"]
+    for tag in ("ns", "id"):
+        text = fields.get(tag)
+        if text is not None:
+            try:
+                int(text)
+            except ValueError:
+                problems.append(f"<{tag}> is not a number: {text[:40]!r}")
+    return problems
 
 
-def _number(text: str | None, tag: str, problems: list[str]) -> int | None:
-    try:
-        return int(text or 0)
-    except ValueError:
-        problems.append(f"<{tag}> is not a number: {text[:40]!r}")
-        return None
+def _revision_key(order: int, revision: mwxml.Revision) -> tuple:
+    timestamp = revision.timestamp
+    return (timestamp is not None, timestamp.unix() if timestamp is not None else 0,
+            revision.id if revision.id is not None else -1, order)
 
 
-def _page_from_element(elem: ET.Element) -> Page:
-    """The page of a `<page>` element.
+def _page(item: ElementIterator, namespaces: dict | None,
+          fields: dict[str, str | None]) -> Page:
+    """The page of a `<page>` element, parsed by mwxml, with its latest revision.
 
     Raises:
-        BadPageError: no `<title>`, or an `<ns>` or `<id>` that is not a number.
+        one of `_BAD_PAGE_ERRORS`: not a valid page.
     """
-    title = ns = page_id = None
-    redirect = None
-    latest: tuple[str, int, str] | None = None
-    problems: list[str] = []
-    for order, child in enumerate(elem):
-        tag = _local(child.tag)
-        if tag == "title":
-            title = child.text or ""
-        elif tag == "ns":
-            ns = _number(child.text, tag, problems)
-        elif tag == "id":
-            page_id = _number(child.text, tag, problems)
-        elif tag == "redirect":
-            redirect = child.get("title", "")
-        elif tag == "revision":
-            # Full-history dumps hold several revisions; keep the newest (ties: the last).
-            key = (_child_text(child, "timestamp") or "", order, _child_text(child, "text") or "")
-            if latest is None or key[:2] >= latest[:2]:
-                latest = key
-    if title is None:
-        problems.insert(0, "no <title>")
-    if problems:
-        raise BadPageError("; ".join(problems))
+    page = mwxml.Page.from_element(item, namespaces)
+    latest_key, text = None, None
+    for order, revision in enumerate(page):
+        key = _revision_key(order, revision)
+        if latest_key is None or key > latest_key:
+            latest_key, text = key, revision.text
+    if "title" not in fields:  # mwxml takes a missing title for ""
+        raise BadPageError("no <title>")
     return Page(
-        title=title,
-        namespace=ns if ns is not None else 0,
-        page_id=page_id if page_id is not None else -1,
-        redirect=redirect,
-        text=latest[2] if latest else "",
+        title=fields["title"] or "",
+        namespace=page.namespace if page.namespace is not None else 0,
+        page_id=page.id if page.id is not None else -1,
+        redirect=fields.get("redirect"),
+        text=text or "",
     )
 
 
-def _bad_page_message(name: str, position: int, elem: ET.Element, reason: str) -> str:
+def _bad_page_message(name: str, position: int, fields: dict[str, str | None],
+                      error: Exception) -> str:
     """Names a bad page by whatever it has: its position in `name`, title and id."""
     known = [f"{tag} {text.strip()[:200]!r}" for tag in ("title", "id")
-             if (text := _child_text(elem, tag))]
+             if (text := fields.get(tag))]
+    reason = "; ".join(_problems(fields)) or f"{type(error).__name__}: {error}"
     return (f"{name}: page {position} ({', '.join(known) or 'no title or id'}) "
             f"is not a valid page, skipped: {reason}")
 
 
 def iter_pages(stream: IO[bytes], name: str,
                on_bad_page: BadPageCallback | None = None) -> Iterator[Page]:
-    """Yields every `<page>` of a (decompressed) dump stream, in order.
+    """Yields every `<page>` of a (decompressed) dump stream, in order, each with its
+    latest revision (see `Page.text`).
 
     A page that is not valid (see `BadPageError`) is logged and skipped, and
     `on_bad_page` (when given) is called with the message, which names the page by its
@@ -147,26 +182,43 @@ def iter_pages(stream: IO[bytes], name: str,
     pages = 0  # complete <page> elements, bad ones included
     root = None
     try:
-        for event, elem in ET.iterparse(stream, events=("start", "end")):
-            if root is None:
-                root = elem
-                if _local(root.tag) != "mediawiki":
-                    raise DumpReadError(
-                        f"{name}: not a MediaWiki XML dump (root element <{_local(root.tag)}>)")
-                continue
-            if event == "end" and _local(elem.tag) == "page":
-                pages += 1
+        pointer = _PagePointer(ET.iterparse(stream, events=("start", "end")))
+        _event, element = next(pointer)
+        root = ElementIterator(element, pointer)
+        if root.tag != "mediawiki":
+            raise DumpReadError(f"{name}: not a MediaWiki XML dump (root element <{root.tag}>)")
+        namespaces = None
+        for item in root:
+            if item.tag == "siteinfo":
+                site = mwxml.SiteInfo.from_element(item)
+                namespaces = {ns.name: ns for ns in site.namespaces or ()} or None
+            elif item.tag == "page":
+                pointer.fields = {}
                 try:
-                    page = _page_from_element(elem)
-                except BadPageError as e:
-                    message = _bad_page_message(name, pages, elem, str(e))
+                    page = _page(item, namespaces, pointer.fields)
+                except _BAD_PAGE_ERRORS as e:
+                    # Read to the page's end, keeping its fields (`complete()` would clear
+                    # them before the pointer sees their text).
+                    while pointer.depth() > item.depth:
+                        try:
+                            next(pointer)
+                        except StopIteration:  # the parser itself failed: not the page
+                            raise e from None
+                    pages += 1
+                    message = _bad_page_message(name, pages, pointer.fields, e)
                     logger.warning("%s", message)
                     if on_bad_page is not None:
                         on_bad_page(message)
                 else:
+                    pages += 1
                     yield page
-                # Drop the page subtree; the root keeps no reference to finished pages.
-                root.clear()
+            # Drop the finished element; the root keeps no reference to it.
+            item.complete()
+            root.element.clear()
+        # Read on to the end of the stream: mwxml stops at the root's end tag, and a
+        # stream cut or damaged after it (a byte range's last stream) must still fail.
+        for _event in pointer.etree_events:
+            pass
     except DumpReadError:
         raise
     except _READ_ERRORS as e:
