@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,3 +97,19 @@ class Metric(abc.ABC):
 
 class MetricInputError(ValueError):
     """An example that a metric cannot score, with the reason."""
+
+
+def score_each(examples: Sequence[QAExample], columns: Sequence[str],
+               score: Callable[[QAExample], NamedTuple]) -> list[dict[str, float]]:
+    """`score` of each example (one that has references), keeping the requested columns.
+
+    Raises:
+        MetricInputError: an example without references.
+    """
+    out = []
+    for ex in examples:
+        if not ex.references:
+            raise MetricInputError("example has no references")
+        values = score(ex)._asdict()
+        out.append({c: values[c] for c in columns})
+    return out

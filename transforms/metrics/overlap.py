@@ -30,7 +30,7 @@ import re
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from transforms.metrics.base import Metric, MetricInputError, QAExample
+from transforms.metrics.base import Metric, QAExample, score_each
 from transforms.metrics.squad import normalize_answer
 
 VERSION = "1"
@@ -160,10 +160,5 @@ class OverlapMetric(Metric):
     def score_batch(
         self, examples: Sequence[QAExample], corpus_stats: dict[str, Any]
     ) -> list[dict[str, float]]:
-        out = []
-        for ex in examples:
-            if not ex.references:
-                raise MetricInputError("example has no references")
-            score = overlap_score(ex.prediction, ex.references, self.boundary)._asdict()
-            out.append({c: score[c] for c in self.columns})
-        return out
+        return score_each(examples, self.columns,
+                          lambda ex: overlap_score(ex.prediction, ex.references, self.boundary))

@@ -15,7 +15,7 @@ import string
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from transforms.metrics.base import Metric, MetricInputError, QAExample
+from transforms.metrics.base import Metric, QAExample, score_each
 
 VERSION = "1"
 COLUMNS = ("em", "f1")
@@ -117,10 +117,5 @@ class SquadMetric(Metric):
     def score_batch(
         self, examples: Sequence[QAExample], corpus_stats: dict[str, Any]
     ) -> list[dict[str, float]]:
-        out = []
-        for ex in examples:
-            if not ex.references:
-                raise MetricInputError("example has no references")
-            score = squad_score(ex.prediction, ex.references)._asdict()
-            out.append({c: score[c] for c in self.columns})
-        return out
+        return score_each(examples, self.columns,
+                          lambda ex: squad_score(ex.prediction, ex.references))
