@@ -10,6 +10,14 @@ the branches back onto the rows before anything is written. Two branches: the in
 (lexical) metrics, and the model-backed metrics (`RunModelMetrics`: one `RunInference` per
 distinct model, see transforms/inference), keyed the same way and joined by the same step.
 
+`qa-score --help` lists every flag (grouped: input, output, metrics, models, runtime) and
+every metric name. A flag that neither this pipeline nor Beam knows fails before anything
+runs (exit status 2, naming the closest valid flag), as does any other user mistake
+(missing file or column, unknown metric, bad model path): one line on stderr,
+`--verbose` for the traceback. On a local runner a progress line is logged every
+`--progress_interval` seconds, and the run ends with a summary of its counts, its time
+and every output path.
+
 Locally (DirectRunner)::
 
     python -m pipelines.score_predictions \
@@ -38,76 +46,199 @@ Flink (a Flink job server on localhost:8099)::
         --environment_type DOCKER --setup_file ./setup.py
 """
 
-from __future__ import annotations
-
-import argparse
 import logging
+import textwrap
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 
 import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
 from apache_beam.ml.inference.base import ModelHandler
 from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions
 
-from transforms.io.options import InputOutputOptions
+from transforms.io import cli
+from transforms.io.options import (
+    add_input_argument,
+    add_output_argument,
+)
+from transforms.io.progress import ProgressReporter, is_local_runner, rate
+from transforms.metrics import registry
 from transforms.scoring.config import (
     COLUMN_FLAGS,
+    DEFAULT_KEPT_COLUMNS,
     DEFAULT_MAX_TEXT_CHARS,
     MODEL_FLAGS,
+    ScoringConfig,
     add_model_flags,
     build_config,
 )
 from transforms.scoring.outputs import OUTPUT_FORMATS
 from transforms.scoring.read import FORMATS
-from transforms.scoring.score_predictions import ScorePredictions, warn_multiprocess_direct_runner
+from transforms.scoring.score_predictions import (
+    ScorePredictions,
+    warn_multiprocess_direct_runner,
+)
 
 logger = logging.getLogger(__name__)
 
+PROG = "qa-score"
+
+
+def add_score_arguments(parser, with_io: bool = True) -> None:
+    """Adds the scoring flags to `parser` in groups (input, output, metrics, models);
+    `with_io`: `--input`/`--output` too (Beam gets those from `InputOutputOptions`)."""
+    g = parser.add_argument_group("input")
+    if with_io:
+        add_input_argument(g, "prediction files: a path, a glob, or several comma-separated "
+                              "(.jsonl, .csv, .parquet; required)")
+    g.add_argument("--input_format", choices=FORMATS, default=None,
+                   help="input format (default: from each file's extension)")
+    g.add_argument("--prediction_column", default=None,
+                   help="prediction column (default: prediction)")
+    g.add_argument("--references_column", default=None,
+                   help="one column with a list of references or a single one "
+                        "(default: references)")
+    g.add_argument("--reference_columns", default=None,
+                   help="several reference columns, comma-separated, in order")
+    g.add_argument("--reference_prefix", default=None,
+                   help="reference columns named PREFIX<number>, in numeric order")
+    g.add_argument("--max_references", type=int, default=None,
+                   help="use at most the first N references of each row (default: all)")
+    g.add_argument("--question_column", default=None,
+                   help="question column (default: question, when present)")
+    g.add_argument("--negative_references_column", default=None,
+                   help="negative references, for square (default: negative_references, "
+                        "when present)")
+    g.add_argument("--id_column", default=None, help="row id column (default: id, when present)")
+    g.add_argument("--system_column", default=None,
+                   help="system column, for per-system summaries (default: system, when "
+                        "present)")
+    g.add_argument("--human_column", default=None,
+                   help="human judgment column; enables the report (default: human, when "
+                        "present)")
+    g.add_argument("--max_text_chars", type=int, default=DEFAULT_MAX_TEXT_CHARS,
+                   help="dead-letter a row (text_too_long) whose prediction, any reference, "
+                        "negative reference or the question is longer than N characters: "
+                        "metric cost grows with length (ROUGE-L quadratically), so one huge "
+                        f"row would stall a worker (default {DEFAULT_MAX_TEXT_CHARS}; "
+                        "0 = no limit)")
+    g = parser.add_argument_group("output")
+    if with_io:
+        add_output_argument(g, "output prefix: PREFIX.scores.parquet|.jsonl, "
+                               "PREFIX.dead_letter.jsonl, PREFIX.summary.json, with a human "
+                               "column PREFIX.report.{md,png,json} (required)")
+    g.add_argument("--output_format", choices=OUTPUT_FORMATS, default="parquet",
+                   help="format of PREFIX.scores.*")
+    g.add_argument("--keep_input_columns", nargs="?", default=None,
+                   const=",".join(DEFAULT_KEPT_COLUMNS),
+                   help="carry input texts into the scores file: alone, "
+                        f"{', '.join(DEFAULT_KEPT_COLUMNS)} (the texts the metrics scored); "
+                        "or a comma-separated list of those and/or other input columns "
+                        "(default: none)")
+    g.add_argument("--report_subsets", default=None,
+                   help="extra report scopes on metric values, e.g. 'f1>0,f1=0'")
+    g.add_argument("--accuracy_threshold", default=None,
+                   help="binary human labels: '0.5' or '0.5,cider=1.0' (score >= t is 1)")
+    g = parser.add_argument_group("metrics")
+    g.add_argument("--metrics", default=None,
+                   help="comma-separated metric names, e.g. em,f1,rougeL (required; the "
+                        "names are listed below)")
+    g.add_argument("--metric_options", default=None,
+                   help='per-family options as JSON, e.g. {"cider": {"df_mode": "pooled"}}')
+    g.add_argument("--max_batch_size", type=int, default=512,
+                   help="rows per lexical metric batch at most")
+    add_model_flags(parser)
+
 
 class ScoreOptions(PipelineOptions):
-    """Command-line options of the scoring pipeline (`--input`, a prediction file path or
-    glob, and `--output`, the output prefix, come from `InputOutputOptions`)."""
+    """The scoring flags, declared to Beam (`--input`/`--output` come from
+    `InputOutputOptions`, `--progress_interval`/`--verbose` from `RuntimeOptions`); the
+    same function builds `build_parser`, the one `--help` prints."""
 
     @classmethod
     def _add_argparse_args(cls, parser) -> None:
-        parser.add_argument("--metrics", help="Comma-separated metric names, e.g. em,f1,rougeL.")
-        parser.add_argument("--metric_options", default=None,
-                            help='Per-family options as JSON, e.g. {"cider": {...}}.')
-        parser.add_argument("--input_format", choices=FORMATS, default=None,
-                            help="Input format; by default from each file's extension.")
-        parser.add_argument("--output_format", choices=OUTPUT_FORMATS, default="parquet",
-                            help="Format of PREFIX.scores.*.")
-        parser.add_argument("--prediction_column", default=None,
-                            help="Prediction column (default: prediction).")
-        parser.add_argument("--references_column", default=None,
-                            help="One column with a list of references or a single one "
-                                 "(default: references).")
-        parser.add_argument("--reference_columns", default=None,
-                            help="Several reference columns, comma-separated, in order.")
-        parser.add_argument("--reference_prefix", default=None,
-                            help="Reference columns named PREFIX<number>, in numeric order.")
-        parser.add_argument("--max_references", type=int, default=None,
-                            help="Use at most the first N references of each row.")
-        parser.add_argument("--question_column", default=None, help="Default: question.")
-        parser.add_argument("--negative_references_column", default=None,
-                            help="Default: negative_references.")
-        parser.add_argument("--id_column", default=None, help="Default: id.")
-        parser.add_argument("--system_column", default=None, help="Default: system.")
-        parser.add_argument("--human_column", default=None,
-                            help="Human judgment column (default: human); enables the report.")
-        parser.add_argument("--report_subsets", default=None,
-                            help="Extra report scopes on metric values, e.g. 'f1>0,f1=0'.")
-        parser.add_argument("--accuracy_threshold", default=None,
-                            help="Binary labels: '0.5' or '0.5,cider=1.0' (score >= t is 1).")
-        parser.add_argument("--max_batch_size", type=int, default=512,
-                            help="Rows per lexical metric batch at most.")
-        parser.add_argument("--max_text_chars", type=int, default=DEFAULT_MAX_TEXT_CHARS,
-                            help="Dead-letter a row (text_too_long) whose prediction, any "
-                                 "reference, negative reference or the question is longer "
-                                 "than N characters: metric cost grows with length (ROUGE-L "
-                                 "quadratically), so one huge row would stall a worker "
-                                 f"(default {DEFAULT_MAX_TEXT_CHARS}; 0 = no limit).")
-        add_model_flags(parser)
+        add_score_arguments(parser, with_io=False)
+
+
+def _metrics_epilog() -> str:
+    names = registry.describe_metrics()
+    width = max(map(len, names))
+    lines = [f"  {name:<{width}}  {text}" for name, text in names.items()]
+    return "\n".join(["metric names (--metrics; [model]: needs a model, see the models "
+                      "flags):", *lines, "", textwrap.fill(cli.BEAM_OPTIONS_HELP, 88)])
+
+
+def build_parser() -> cli.ArgumentParser:
+    """The command line of `qa-score`: the source of truth of its flags and --help."""
+    parser = cli.ArgumentParser(
+        prog=PROG, usage=f"{PROG} --input FILES --output PREFIX --metrics NAMES [flags]",
+        description=__doc__.split("\n", 1)[0], epilog=_metrics_epilog())
+    add_score_arguments(parser)
+    cli.add_runtime_arguments(parser.add_argument_group(
+        "runtime", "Beam's own flags (--runner, ...) are accepted too: see the end."))
+    return parser
+
+
+def prepare(argv: Sequence[str] | None) -> tuple[object, ScoringConfig]:
+    """Parses and validates the command line (no pipeline is built yet).
+
+    Returns:
+        (the parsed flags, the run's configuration).
+
+    Raises:
+        cli.UsageError: an unknown flag, a bad value, a missing file or column, an
+            unknown metric, a bad model: anything wrong with the command line.
+    """
+    args = cli.parse_flags(build_parser(), argv)
+    try:
+        config = build_config(
+            input=args.input, output=args.output, metrics=args.metrics,
+            metric_options=args.metric_options, input_format=args.input_format,
+            output_format=args.output_format, report_subsets=args.report_subsets,
+            accuracy_threshold=args.accuracy_threshold, max_batch_size=args.max_batch_size,
+            max_text_chars=args.max_text_chars, keep_input_columns=args.keep_input_columns,
+            model_flags={flag: getattr(args, flag) for flag in MODEL_FLAGS},
+            **{flag: getattr(args, flag) for flag in COLUMN_FLAGS})
+    except (ValueError, OSError) as e:
+        raise cli.UsageError(str(e)) from e
+    return args, config
+
+
+def describe_progress(counts: Mapping[str, int], elapsed: float) -> str:
+    """One progress line from the run's counts so far."""
+    read_dead = sum(n for k, n in counts.items() if k.startswith("read/filtered:"))
+    join_dead = sum(n for k, n in counts.items() if k.startswith("join/filtered:"))
+    read = counts.get("read/passed", 0) + read_dead
+    line = (f"progress {elapsed:.0f} s: {read:,} rows read ({rate(read, elapsed):,.0f} "
+            f"rows/s), {counts.get('join/passed', 0):,} scored, "
+            f"{read_dead + join_dead:,} dead-lettered")
+    lexical = counts.get("score/passed", 0) + counts.get("score/filtered:metric_input_error", 0)
+    if lexical:
+        line += f"; lexical metrics {lexical:,} rows"
+    model_in = counts.get("qa_eval_model_metrics/rows_in", 0)
+    if model_in:
+        done = counts.get("qa_eval_model_metrics/rows_done", 0)
+        line += (f"; model metrics {done:,}/{model_in:,} rows "
+                 f"({rate(done, elapsed):,.1f} rows/s)")
+    return line
+
+
+def log_final_summary(config: ScoringConfig, elapsed: float) -> list[str]:
+    """Logs (and returns) the run's closing lines: counts, time, every output path."""
+    import json
+
+    paths = config.paths
+    with FileSystems.open(paths.summary) as f:
+        overall = json.loads(f.read())["overall"]
+    reasons = ", ".join(f"{r} {n:,}" for r, n in overall["dead_lettered_by_reason"].items())
+    lines = [f"done in {elapsed:.1f} s: {overall['in']:,} rows read, "
+             f"{overall['scored']:,} scored, {overall['dead_lettered']:,} dead-lettered"
+             + (f" ({reasons})" if reasons else "")
+             + f", {rate(overall['in'], elapsed):,.0f} rows/s",
+             "outputs: " + ", ".join(paths.finals(config.report is not None))]
+    for line in lines:
+        logger.info("%s", line)
+    return lines
 
 
 def run(argv: list[str] | None = None, save_main_session: bool = True,
@@ -127,42 +258,31 @@ def run(argv: list[str] | None = None, save_main_session: bool = True,
         The pipeline result.
 
     Raises:
-        ValueError: bad configuration (unknown metric, missing column, contradictory flags).
+        cli.UsageError (a ValueError): a user mistake (unknown flag or metric, missing
+            file or column, contradictory flags, bad model), before a pipeline is built.
     """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args, config = prepare(argv)
     options = PipelineOptions(argv)
     options.view_as(SetupOptions).save_main_session = save_main_session
-    opts = options.view_as(ScoreOptions)
-    io = options.view_as(InputOutputOptions)
-    config = build_config(
-        input=io.input, output=io.output, metrics=opts.metrics,
-        metric_options=opts.metric_options, input_format=opts.input_format,
-        output_format=opts.output_format, report_subsets=opts.report_subsets,
-        accuracy_threshold=opts.accuracy_threshold, max_batch_size=opts.max_batch_size,
-        max_text_chars=opts.max_text_chars,
-        model_flags={flag: getattr(opts, flag) for flag in MODEL_FLAGS},
-        **{flag: getattr(opts, flag) for flag in COLUMN_FLAGS})
     if config.model_metrics:
         warn_multiprocess_direct_runner(options)
     pipeline = test_pipeline or beam.Pipeline(options=options)
-    with pipeline as p:
-        _ = p | "ScorePredictions" >> ScorePredictions(config, handler_factory)
+    local = is_local_runner(pipeline.options if test_pipeline else options)
+    interval = args.progress_interval if local else 0
+    logger.info("scoring %d input file(s) with %s -> %s.*", len(config.files),
+                ",".join(config.metric_columns), config.paths.prefix)
+    with ProgressReporter(describe_progress, interval, logger) as reporter:
+        with pipeline as p:
+            _ = p | "ScorePredictions" >> ScorePredictions(config, handler_factory)
+    log_final_summary(config, reporter.elapsed())
     return p.result
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Console entry point (`qa-score`); `--help` lists the scoring flags."""
-    argv = sys.argv[1:] if argv is None else argv
-    if {"-h", "--help"} & set(argv):
-        parser = argparse.ArgumentParser(
-            prog="qa-score", description=__doc__.split("\n", 1)[0],
-            epilog="Any Apache Beam pipeline option (--runner, ...) is accepted as well.")
-        ScoreOptions._add_argparse_args(parser)
-        parser.print_help()
-        return 0
-    logging.basicConfig(level=logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    run(argv)
-    return 0
+    """Console entry point (`qa-score`): exit status 0, or 2 for a user mistake (one
+    line on stderr; `--verbose` for the traceback)."""
+    return cli.run_main(PROG, run, argv)
 
 
 if __name__ == "__main__":

@@ -42,6 +42,7 @@ from apache_beam.ml.inference.base import (
     RunInference,
 )
 
+from transforms.io import progress
 from transforms.inference.handlers import build_handler
 from transforms.metrics.base import MetricInputError
 from transforms.metrics.model_base import ModelMetric, ModelUse
@@ -51,6 +52,9 @@ from transforms.scoring.score import ScoreResult as ModelScoreResult
 logger = logging.getLogger(__name__)
 
 NAMESPACE = "qa_eval_model_metrics"
+# Rows into and out of the model branch, for the progress lines of local runs only.
+PROGRESS_ROWS_IN = f"{NAMESPACE}/rows_in"
+PROGRESS_ROWS_DONE = f"{NAMESPACE}/rows_done"
 
 
 def plan_uses(metrics: Sequence[ModelMetric]) -> tuple[dict[str, ModelUse], list[dict[str, str]]]:
@@ -120,6 +124,7 @@ class ExpandModelRequestsFn(beam.DoFn):
             requests += [(index, slot, self._roles[index][role], model_input)
                          for slot, (role, model_input) in enumerate(asked)]
         self._requests.inc(len(requests))
+        progress.add(PROGRESS_ROWS_IN)
         yield RowRequests(row_key, value, tuple(requests), tuple(rejected))
 
 
@@ -290,6 +295,7 @@ class FoldModelMetricsFn(beam.DoFn):
     def process(self, result: PredictionResult, corpus_stats: Mapping[str, Any] | None = None):
         row, values = result.example, result.inference
         row_key = row.row_key
+        progress.add(PROGRESS_ROWS_DONE)
         if len(values) != len(row.requests):  # RowModelHandler's contract; a bug if broken
             raise RuntimeError(f"row {row_key!r}: {len(values)} model outputs for "
                                f"{len(row.requests)} requests")

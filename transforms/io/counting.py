@@ -14,6 +14,8 @@ from collections.abc import Iterable, Sequence
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
+
+from transforms.io import progress
 from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
@@ -47,6 +49,7 @@ class CountingDoFn(beam.DoFn):
         self._keys: dict[str | StatKey, StatKey] = {
             name: name if isinstance(name, tuple) else (namespace, name) for name in names}
         self._counters = {name: Metrics.counter(*key) for name, key in self._keys.items()}
+        self._progress_keys = {name: "/".join(key) for name, key in self._keys.items()}
         self._bundle_counts: collections.Counter[str | StatKey] = collections.Counter()
 
     def stat_keys(self) -> list[StatKey]:
@@ -58,8 +61,10 @@ class CountingDoFn(beam.DoFn):
 
     def count(self, name: str | StatKey, n: int = 1) -> None:
         # Tallied per bundle; Beam counters are incremented once per bundle, as the
-        # per-element increment costs more than the filters it counts.
+        # per-element increment costs more than the filters it counts. The progress
+        # tally (progress lines of local runs) sees every count as it happens.
         self._bundle_counts[name] += n
+        progress.add(self._progress_keys[name], n)
 
     def finish_bundle(self):
         for name, n in self._bundle_counts.items():
@@ -68,6 +73,7 @@ class CountingDoFn(beam.DoFn):
             self._counters[name].inc(n)
             yield beam.pvalue.TaggedOutput(STATS_TAG, in_global_window((self._keys[name], n)))
         self._bundle_counts = collections.Counter()
+        progress.flush()
 
 
 class CountedParDo(beam.PTransform):

@@ -1,20 +1,38 @@
-"""The `--input`/`--output` flags every pipeline of this project shares.
+"""The flags every Beam pipeline of this project shares: `--input`/`--output` and the
+runtime flags `--progress_interval`/`--verbose`.
 
 Beam collects the flags of every `PipelineOptions` subclass imported in a process into one
 parser, so two pipelines that each declared `--input` could not be imported together (by
 the demo, or by one test session). They are declared once, here; each pipeline checks
-that they were given and what they mean for it.
+that they were given and what they mean for it. Each pipeline's own parser
+(`transforms.io.cli.ArgumentParser`, the one `--help` prints) adds the same flags with
+the same functions, in its input/output/runtime groups.
 """
 
-from __future__ import annotations
-
 from apache_beam.options.pipeline_options import PipelineOptions
+
+from transforms.io.cli import add_runtime_arguments
+
+
+def add_input_argument(group, help: str = "input files: comma-separated paths or globs"):
+    group.add_argument("--input", default=None, help=help)
+
+
+def add_output_argument(group,
+                        help: str = "output location (a directory or a prefix, per pipeline)"):
+    group.add_argument("--output", default=None, help=help)
 
 
 class InputOutputOptions(PipelineOptions):
     @classmethod
     def _add_argparse_args(cls, parser):
-        parser.add_argument("--input", default=None,
-                            help="input files: comma-separated paths or globs")
-        parser.add_argument("--output", default=None,
-                            help="output location (a directory or a prefix, per pipeline)")
+        add_input_argument(parser)
+        add_output_argument(parser)
+
+
+class RuntimeOptions(PipelineOptions):
+    """`--progress_interval` and `--verbose` (see `cli.add_runtime_arguments`)."""
+
+    @classmethod
+    def _add_argparse_args(cls, parser):
+        add_runtime_arguments(parser)

@@ -89,6 +89,34 @@ _BUILTIN = (
                MODEL_OPTIONS | {"label", "encoder_model", "encoder_layer"}, model_backed=True),
 )
 
+# One line per metric name, for `qa-score --help` (`describe_metrics`). A family added
+# with `register_family` that is not described here is listed with its family's name.
+METRIC_DESCRIPTIONS = {
+    "em": "exact match after SQuAD normalisation, max over references (0/1)",
+    "f1": "SQuAD token F1, max over references",
+    "contains": "1 if a normalised reference occurs in the normalised prediction",
+    "token_recall": "share of a reference's tokens found in the prediction, max over references",
+    "token_precision": "share of the prediction's tokens found in a reference, max over references",
+    "bleu1": "BLEU with unigrams (coco-caption, PTB tokens), multi-reference",
+    "bleu2": "BLEU up to bigrams (coco-caption), multi-reference",
+    "bleu3": "BLEU up to trigrams (coco-caption), multi-reference",
+    "bleu4": "BLEU up to 4-grams (coco-caption), multi-reference",
+    "rougeL": "ROUGE-L F (LCS, beta 1.2, coco-caption), multi-reference",
+    "cider": "CIDEr-D (tf-idf n-gram consensus, corpus document frequencies)",
+    "meteor": "METEOR 1.5 (Java, coco-caption jar), multi-reference",
+    "bertscore": "BERTScore F1 (greedy token matching of encoder embeddings)",
+    "bertscore_precision": "BERTScore precision",
+    "bertscore_recall": "BERTScore recall",
+    "bi_encoder": "cosine of mean-pooled encoder embeddings, max over references",
+    "sas": "semantic answer similarity: cross-encoder (STS-trained) score, max over references",
+    "wes": "cross-encoder trained on WES entity pairs, max over references",
+    "bem": "BERT answer-equivalence classifier (question, reference, candidate)",
+    "square": "SQuArE: cross-encoder against positive and negative references",
+    "kpqa_bleu1": "BLEU-1 with tokens weighted by predicted keyphrase importance",
+    "kpqa_rougeL": "ROUGE-L with tokens weighted by predicted keyphrase importance",
+    "kpqa_bertscore": "BERTScore with tokens weighted by predicted keyphrase importance",
+}
+
 _FAMILIES: dict[str, FamilySpec] = {}
 _COLUMN_TO_FAMILY: dict[str, str] = {}
 
@@ -119,6 +147,17 @@ for _spec in _BUILTIN:
 def available_metrics() -> list[str]:
     """Returns every buildable metric name, sorted."""
     return sorted(_COLUMN_TO_FAMILY)
+
+
+def describe_metrics() -> dict[str, str]:
+    """Every buildable metric name (sorted) -> one line saying what it is, and whether
+    it runs a model."""
+    out = {}
+    for name in available_metrics():
+        spec = _FAMILIES[_COLUMN_TO_FAMILY[name]]
+        text = METRIC_DESCRIPTIONS.get(name, f"metric of the {spec.family} family")
+        out[name] = f"{text} [model]" if spec.model_backed else text
+    return out
 
 
 def families_of(names: Sequence[str]) -> set[str]:

@@ -26,12 +26,14 @@ from transforms.metrics.base import Metric
 from transforms.scoring.outputs import OutputPaths
 from transforms.scoring.read import sniff_columns
 from transforms.scoring.report_spec import ReportSpec, parse_subsets, parse_thresholds
-from transforms.scoring.rows import ColumnMapping
+from transforms.scoring.rows import KEPT_TEXTS, ColumnMapping
 
 # The longest prediction, reference or question scored, in characters (--max_text_chars).
 # ROUGE-L costs 0.06 s on two texts of this length, 13.6 s on two of 2 MB (quadratic).
 DEFAULT_MAX_TEXT_CHARS = 100_000
-RESERVED_COLUMNS = ("row_key", "file", "row", "id", "system", "human", "signature")
+RESERVED_COLUMNS = ("row_key", "file", "row", "id", "system", "human")
+# What `--keep_input_columns` alone keeps: the texts the metrics scored.
+DEFAULT_KEPT_COLUMNS = KEPT_TEXTS
 # The column flags (`resolve_columns`' keyword arguments).
 COLUMN_FLAGS = ("prediction_column", "references_column", "reference_columns",
                 "reference_prefix", "max_references", "question_column",
@@ -172,7 +174,7 @@ MODEL_FLAG_TABLE: tuple[ModelFlag, ...] = (
               handler_key="cache_size", smallest=0, type=int),
 )
 MODEL_FLAGS = tuple(flag.name for flag in MODEL_FLAG_TABLE)
-MODEL_FLAGS_TITLE = "model-backed metrics (bertscore, bi_encoder, sas, wes, bem, square, kpqa_*)"
+MODEL_FLAGS_TITLE = "models (the model-backed metrics: bertscore, bi_encoder, sas, wes, bem, square, kpqa_*)"
 _NEEDS_QUESTION = ("bem", "square", "kpqa")
 
 
@@ -314,6 +316,32 @@ def resolve_columns(available: Sequence[str], *, prediction_column: str | None =
                          max_references=max_references, **optional)
 
 
+def resolve_kept_columns(value: str | None, available: Sequence[str],
+                         taken: Sequence[str]) -> tuple[str, ...]:
+    """`--keep_input_columns` -> the names the scores file carries, in the order given.
+
+    Args:
+        value: comma-separated names; None or "" = none.
+        available: the input's columns.
+        taken: the scores file's other columns (reserved and metric columns).
+
+    Raises:
+        ValueError: a name that is neither one of `DEFAULT_KEPT_COLUMNS` nor an input
+            column, or that clashes with another column of the scores file.
+    """
+    names = split_list(value)
+    unknown = [n for n in names if n not in DEFAULT_KEPT_COLUMNS and n not in available]
+    if unknown:
+        raise ValueError(f"--keep_input_columns: {unknown} are not input columns; "
+                         f"available: {list(DEFAULT_KEPT_COLUMNS)} (the scored texts) or "
+                         f"input columns {list(available)}")
+    clash = [n for n in names if n in taken]
+    if clash:
+        raise ValueError(f"--keep_input_columns: {clash} clash with the scores file's own "
+                         f"columns {list(taken)}")
+    return tuple(dict.fromkeys(names))
+
+
 def parse_metric_options(value: str | Mapping[str, Any] | None) -> dict[str, Any]:
     """`--metric_options '{"cider": {"df_mode": "pooled"}}'` -> dict.
 
@@ -341,6 +369,7 @@ def build_config(*, input: str | None, output: str | None, metrics: str | None,
                  max_batch_size: int = 512, run_id: str | None = None,
                  model_flags: Mapping[str, Any] | None = None,
                  max_text_chars: int = DEFAULT_MAX_TEXT_CHARS,
+                 keep_input_columns: str | None = None,
                  **column_flags: Any) -> ScoringConfig:
     """Validates the command line and builds the run's configuration.
 
@@ -356,6 +385,8 @@ def build_config(*, input: str | None, output: str | None, metrics: str | None,
         max_batch_size: rows per `score_batch` call at most.
         max_text_chars: rows with a longer prediction, reference, negative reference or
             question are dead-lettered `text_too_long`; 0 = no limit.
+        keep_input_columns: what the scores file carries of each row, see
+            `resolve_kept_columns`.
         run_id: names the temporary files; random when None.
         model_flags: the dedicated model flags (`MODEL_FLAGS`), see `merge_model_flags`.
         **column_flags: the keyword arguments of `resolve_columns`.
@@ -398,6 +429,10 @@ def build_config(*, input: str | None, output: str | None, metrics: str | None,
         raise ValueError(f"--input {input!r}: the files looked into offer no columns (empty "
                          "files, or files that share no column)")
     mapping = resolve_columns(available, **column_flags)
+    kept = resolve_kept_columns(keep_input_columns, available,
+                                [*RESERVED_COLUMNS, *metric_columns])
+    if kept:
+        mapping = dataclasses.replace(mapping, keep=kept)
     needs_question = [m.family for m in built if m.family in _NEEDS_QUESTION]
     if needs_question and mapping.question is None:
         raise ValueError(f"metric families {needs_question} need a question column; "

@@ -29,9 +29,11 @@ DEAD_LETTER = "dead_letter"
 
 
 def scored_record(row: ScoringRow, scores: Mapping[str, float]) -> dict[str, Any]:
-    """The output record of a scored row (signatures are added by the writer)."""
+    """The output record of a scored row, with the input columns it keeps
+    (--keep_input_columns)."""
     return {"row_key": row.source.key, "file": row.source.file, "row": row.source.row,
-            "id": row.id, "system": row.system, "human": row.human, **scores}
+            "id": row.id, "system": row.system, "human": row.human, **dict(row.kept),
+            **scores}
 
 
 def merge_branch_results(

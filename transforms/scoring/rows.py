@@ -116,6 +116,8 @@ class ScoringRow:
     id: str | None = None
     system: str | None = None
     human: float | None = None
+    # (output column, value) of each `ColumnMapping.keep` name (--keep_input_columns).
+    kept: tuple[tuple[str, Any], ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,6 +129,9 @@ class ColumnMapping:
         references: one or more reference columns, in reference order.
         question, negative_references, id, system, human: optional columns (None: absent).
         max_references: keep at most this many references (None: all).
+        keep: what the scores file carries of each row (--keep_input_columns): the
+            names in `KEPT_TEXTS` are the texts the metrics scored, any other name an
+            input column (written as a string: JSON for a non-string value).
     """
 
     prediction: str = "prediction"
@@ -137,6 +142,7 @@ class ColumnMapping:
     system: str | None = None
     human: str | None = None
     max_references: int | None = None
+    keep: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.references:
@@ -341,14 +347,32 @@ def to_scoring_row(record: Mapping[str, Any], mapping: ColumnMapping, source: Ro
             max_text_chars)
     row_id, system = (_optional_text(record, column, text_cells)
                       for column in (mapping.id, mapping.system))
+    example = QAExample(prediction=prediction, references=references, question=question,
+                        negative_references=negatives)
     return ScoringRow(
-        source=source,
-        example=QAExample(prediction=prediction, references=references, question=question,
-                          negative_references=negatives),
-        id=row_id, system=system,
+        source=source, example=example, id=row_id, system=system,
         human=_human(record.get(mapping.human), mapping.human, text_cells)
         if mapping.human else None,
+        kept=tuple((name, _kept_value(name, example, record)) for name in mapping.keep),
     )
+
+
+# --keep_input_columns names that mean the texts the metrics scored (whatever the input
+# columns are called); the flag alone keeps these three.
+KEPT_TEXTS = ("question", "prediction", "references")
+
+
+def _kept_value(name: str, example: QAExample, record: Mapping[str, Any]) -> Any:
+    if name == "question":
+        return example.question
+    if name == "prediction":
+        return example.prediction
+    if name == "references":
+        return list(example.references)
+    value = record.get(name)
+    if value is None or isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, default=str)
 
 
 def _optional_text(record: Mapping[str, Any], column: str | None, text_cells: bool

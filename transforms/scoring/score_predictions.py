@@ -89,7 +89,8 @@ class ScorePredictions(beam.PTransform):
                 | "CollectDeadLetters" >> beam.Flatten())
         written = [
             joined["scored"] | "WriteScores" >> WriteScores(
-                paths, config.metric_columns, config.with_human, config.signatures),
+                paths, config.metric_columns, config.with_human, config.signatures,
+                config.mapping.keep),
             dead | "WriteDeadLetters" >> WriteDeadLetters(paths),
             (joined["scored"], dead)
             | "SummarizeBySystem" >> SummarizeScores(config.metric_columns, config.with_human)

@@ -16,9 +16,14 @@ Final names (PREFIX = --output):
     (+ PREFIX.report.json: the same numbers for machines).
 
 `PREFIX.scores.*` holds one row per scored input row: row_key, file, row, id, system,
-(human), one float column per metric, and a `signature` struct with one string per metric
-column. Writing single files funnels each output through one writer; that is the price of
-the fixed names (the scoring itself stays parallel).
+(human), the kept input columns (--keep_input_columns: question, prediction, references
+as scored, or input columns as strings), and one float column per metric. Each metric's
+signature is stored once, not per row: in the Parquet schema's key-value metadata
+(`SIGNATURES_KEY`, a JSON object metric -> signature; each metric field also carries its
+own as field metadata `signature`) and in PREFIX.summary.json (`signatures`), the one
+place for JSONL scores; `read_signatures` reads either. Writing single files funnels
+each output through one writer; that is the price of the fixed names (the scoring itself
+stays parallel).
 """
 
 from __future__ import annotations
@@ -41,17 +46,53 @@ from transforms.scoring.report_spec import ReportSpec
 
 logger = logging.getLogger(__name__)
 
-def scores_schema(metric_columns: Sequence[str], with_human: bool) -> Any:
-    """The explicit pyarrow schema of PREFIX.scores.parquet."""
+SIGNATURES_KEY = b"qa_eval.signatures"
+_KEPT_TEXT_TYPES = {"question": "string", "prediction": "string", "references": "list"}
+
+
+def scores_schema(metric_columns: Sequence[str], with_human: bool,
+                  signatures: Mapping[str, str] | None = None,
+                  kept: Sequence[str] = ()) -> Any:
+    """The explicit pyarrow schema of PREFIX.scores.parquet, the signatures in its
+    metadata (see the module docstring)."""
     import pyarrow as pa
 
-    fields = [("row_key", pa.string()), ("file", pa.string()), ("row", pa.int64()),
-              ("id", pa.string()), ("system", pa.string())]
+    signatures = dict(signatures or {})
+    fields = [pa.field("row_key", pa.string()), pa.field("file", pa.string()),
+              pa.field("row", pa.int64()), pa.field("id", pa.string()),
+              pa.field("system", pa.string())]
     if with_human:
-        fields.append(("human", pa.float64()))
-    fields += [(c, pa.float64()) for c in metric_columns]
-    fields.append(("signature", pa.struct([(c, pa.string()) for c in metric_columns])))
-    return pa.schema(fields)
+        fields.append(pa.field("human", pa.float64()))
+    for name in kept:
+        kind = _KEPT_TEXT_TYPES.get(name, "string")
+        fields.append(pa.field(name, pa.list_(pa.string()) if kind == "list" else pa.string()))
+    fields += [pa.field(c, pa.float64(),
+                        metadata={"signature": signatures[c]} if c in signatures else None)
+               for c in metric_columns]
+    metadata = {SIGNATURES_KEY: json.dumps(signatures, sort_keys=True)} if signatures else None
+    return pa.schema(fields, metadata=metadata)
+
+
+def read_signatures(scores_path: str) -> dict[str, str]:
+    """The metric signatures of a scores file: from a Parquet file's metadata, else
+    (JSONL) from the summary.json next to it.
+
+    Raises:
+        ValueError: a Parquet file without them, or no summary.json for a JSONL file.
+    """
+    if scores_path.endswith(".parquet"):
+        import pyarrow.parquet as pq
+
+        with FileSystems.open(scores_path) as f:
+            metadata = pq.read_schema(f).metadata or {}
+        if SIGNATURES_KEY not in metadata:
+            raise ValueError(f"{scores_path} has no {SIGNATURES_KEY.decode()} metadata")
+        return json.loads(metadata[SIGNATURES_KEY])
+    summary = scores_path.rsplit(".scores.", 1)[0] + ".summary.json"
+    if not FileSystems.exists(summary):
+        raise ValueError(f"no {summary} next to {scores_path}: the signatures are there")
+    with FileSystems.open(summary) as f:
+        return json.loads(f.read())["signatures"]
 
 
 def _clean(value: Any) -> Any:
@@ -59,13 +100,13 @@ def _clean(value: Any) -> Any:
 
 
 def output_row(record: Mapping[str, Any], metric_columns: Sequence[str], with_human: bool,
-               signatures: Mapping[str, str]) -> dict[str, Any]:
-    """A scored record as written: schema order, NaN as null, signatures attached."""
+               kept: Sequence[str] = ()) -> dict[str, Any]:
+    """A scored record as written: schema order, NaN as null."""
     row = {k: record.get(k) for k in ("row_key", "file", "row", "id", "system")}
     if with_human:
         row["human"] = record.get("human")
+    row.update({c: record.get(c) for c in kept})
     row.update({c: _clean(record.get(c)) for c in metric_columns})
-    row["signature"] = dict(signatures)
     return row
 
 
@@ -87,21 +128,23 @@ class WriteScores(beam.PTransform):
     """Scored records -> the temporary scores file; yields its path."""
 
     def __init__(self, paths: OutputPaths, metric_columns: Sequence[str], with_human: bool,
-                 signatures: Mapping[str, str]) -> None:
+                 signatures: Mapping[str, str], kept: Sequence[str] = ()) -> None:
         super().__init__()
         self._paths = paths
         self._columns = tuple(metric_columns)
         self._with_human = with_human
         self._signatures = dict(signatures)
+        self._kept = tuple(kept)
 
     def expand(self, scored: beam.PCollection) -> beam.PCollection:
         rows = scored | "ToOutputRows" >> beam.Map(
-            output_row, self._columns, self._with_human, self._signatures)
+            output_row, self._columns, self._with_human, self._kept)
         temp = self._paths.temp(self._paths.scores)
         if self._paths.output_format == "parquet":
             return rows | "WriteParquet" >> beam.io.WriteToParquet(
-                temp, scores_schema(self._columns, self._with_human), num_shards=1,
-                shard_name_template="")
+                temp, scores_schema(self._columns, self._with_human, self._signatures,
+                                    self._kept),
+                num_shards=1, shard_name_template="")
         return (rows
                 | "ToJsonLines" >> beam.Map(to_json_line)
                 | "WriteJsonLines" >> beam.io.WriteToText(

@@ -13,6 +13,7 @@ from apache_beam.io import fileio
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
+from transforms.io import progress
 from transforms.io.counting import STATS_TAG, CountingDoFn, StatKey
 from transforms.wiki.decompress import open_range
 from transforms.wiki.dump import (
@@ -31,6 +32,7 @@ logger = logging.getLogger(__name__)
 
 REDIRECTS_TAG = "redirects"
 BAD_FILES_TAG = "bad_files"
+BYTES_READ = "read_dump/bytes_read"  # progress lines only: not a Beam counter, not in stats.json
 
 
 def match_inputs(patterns: Sequence[str]) -> list[str]:
@@ -164,8 +166,9 @@ class ReadDumpFn(CountingDoFn):
             self.count("files")  # once per file: whole, or its first range
         try:
             with contextlib.ExitStack() as stack:
-                raw = stack.enter_context(FileSystems.open(
-                    part.path, compression_type=CompressionTypes.UNCOMPRESSED))
+                # The bytes read (compressed) feed the progress lines only.
+                raw = progress.CountingReader(stack.enter_context(FileSystems.open(
+                    part.path, compression_type=CompressionTypes.UNCOMPRESSED)), BYTES_READ)
                 # Closed before the file, whatever happens downstream: the reader's
                 # prefetch thread stops before its file goes away.
                 # dump.py logs each bad page by name; here it is counted.

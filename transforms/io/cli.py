@@ -1,0 +1,224 @@
+"""What every command line of this project shares: help, unknown flags, one-line errors,
+logging.
+
+- `ArgumentParser` is each entry point's parser and the source of truth of its flags:
+  `--help` prints every flag with its default, in the groups the entry point made
+  (input, output, metrics, models, runtime); the Beam pipelines declare the same flags
+  to Beam through their `PipelineOptions` classes, from the same function.
+- `parse_flags` parses our flags, then asks Beam's own parser (every `PipelineOptions`
+  subclass: Beam's, the runners' — Dataflow, Flink, Spark, Portable, Prism — and ours)
+  which of the rest it knows. Anything neither knows is a `UsageError` naming the flag
+  and the closest valid one (difflib), raised before any pipeline is built. (Beam itself
+  only warns "Discarding unparseable args" and runs on.)
+- `run_main` runs an entry point: logging on our loggers at INFO (Beam's at WARNING, the
+  spurious "apitools not found" warning dropped), and a user mistake (`UsageError`, or
+  whatever `user_errors` names) ends in one line on stderr and exit status 2;
+  `--verbose` adds the traceback and Beam's INFO logs.
+"""
+
+import argparse
+import difflib
+import logging
+import sys
+import traceback
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+BEAM_OPTIONS_HELP = (
+    "Beam pipeline options such as --runner, --direct_running_mode, --direct_num_workers, "
+    "--project, --region, --temp_location, --setup_file, --job_endpoint or "
+    "--environment_type are passed through to Beam (a typo in one of them fails like a "
+    "typo in ours); see "
+    "https://beam.apache.org/documentation/programming-guide/#configuring-pipeline-options "
+    "and each runner's page under https://beam.apache.org/documentation/runners/.")
+DEFAULT_PROGRESS_INTERVAL_S = 10.0
+# Our loggers: the project's packages (the entry points log under `pipelines.*`).
+OUR_LOGGERS = ("pipelines", "transforms", "__main__")
+
+
+class UsageError(ValueError):
+    """A user mistake (a bad flag or value, a missing file or column): reported in one
+    line with exit status 2. A ValueError, the configuration errors' type by contract."""
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Keeps the description's and epilog's line breaks and adds the default to every
+    flag whose help does not state it already: "(default: X)", "(default: off)" for a
+    switch, "(default: none)" for an unset value."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if (not action.option_strings or "default" in text.lower()
+                or action.default is argparse.SUPPRESS):
+            return text
+        if action.default is False:
+            return text + " (default: off)"
+        if action.default is None:
+            return text + " (default: none)"
+        return text + " (default: %(default)s)"
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """An entry point's parser: no abbreviations (a prefix of a flag is a typo), help with
+    defaults, and errors raised as `UsageError` (one line) instead of usage + exit."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str):
+        raise UsageError(message)
+
+    def flags(self) -> list[str]:
+        """Every option string of ours (help excluded)."""
+        return [s for action in self._actions for s in action.option_strings
+                if s.startswith("--") and not isinstance(action, argparse._HelpAction)]
+
+
+def add_runtime_arguments(group: Any, progress: bool = True) -> None:
+    """`--progress_interval` (Beam pipelines) and `--verbose`, on a parser or group."""
+    if progress:
+        group.add_argument(
+            "--progress_interval", type=float, default=DEFAULT_PROGRESS_INTERVAL_S,
+            help="seconds between progress lines on a local runner (FnApiRunner/"
+                 "DirectRunner, PortableRunner with LOOPBACK); 0 = none (default: "
+                 "%(default)s). On Dataflow, follow the job's counters in its UI.")
+    group.add_argument("--verbose", action="store_true",
+                       help="show the traceback of an error, and Beam's own INFO logs")
+
+
+def _beam_parser():
+    """Beam's parser with the flags of every `PipelineOptions` subclass, as
+    `PipelineOptions.get_all_options` builds it (errors raised, not exited on)."""
+    from apache_beam.options import pipeline_options
+
+    class _Parser(pipeline_options._BeamArgumentParser):
+        def error(self, message: str):
+            if message.startswith("ambiguous option: "):
+                return  # as Beam's parser: unknown, reported as such below
+            raise UsageError(message)
+
+    # Runner options that live outside pipeline_options.py register when imported.
+    for module in ("apache_beam.runners.dask.dask_runner",):
+        try:
+            __import__(module)
+        except ImportError:
+            pass
+    parser = _Parser(allow_abbrev=False)
+    seen: dict[str, type] = {}
+    stack = list(pipeline_options.PipelineOptions.__subclasses__())
+    while stack:  # subclasses of subclasses as well
+        cls = stack.pop()
+        seen.setdefault(f"{cls.__module__}.{cls.__qualname__}", cls)
+        stack.extend(cls.__subclasses__())
+    for cls in seen.values():
+        try:
+            cls._add_argparse_args(parser)
+        except argparse.ArgumentError:
+            # A flag declared twice (a subclass re-declaring its parent's): known anyway.
+            continue
+    return parser
+
+
+def _flag_names(parser: argparse.ArgumentParser) -> list[str]:
+    return [s for action in parser._actions for s in action.option_strings
+            if s.startswith("--")]
+
+
+def unknown_flag_error(arg: str, known: Iterable[str]) -> UsageError:
+    """The one-line error for an argument nobody knows, with the closest valid flag."""
+    if not arg.startswith("-"):
+        return UsageError(f"unexpected argument {arg!r} (every value goes with a flag, "
+                          "e.g. --input FILE)")
+    name = arg.split("=", 1)[0]
+    close = difflib.get_close_matches(name, sorted(set(known)), n=1, cutoff=0.6)
+    hint = f"; did you mean {close[0]}?" if close else "; see --help"
+    return UsageError(f"unknown flag {name}{hint}")
+
+
+def parse_flags(parser: ArgumentParser, argv: Sequence[str] | None,
+                beam: bool = True) -> argparse.Namespace:
+    """Parses `argv` with `parser`; with `beam`, the arguments it does not know must be
+    Beam's or a runner's.
+
+    Raises:
+        UsageError: an unknown flag (named, with the closest valid one), a stray value, a
+            bad value of one of our flags or of Beam's.
+        SystemExit: --help (after printing it).
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args, rest = parser.parse_known_args(argv)
+    if not rest:
+        return args
+    if not beam:
+        raise unknown_flag_error(rest[0], parser.flags())
+    beam_parser = _beam_parser()
+    _, unknown = beam_parser.parse_known_args(rest)
+    if unknown:
+        raise unknown_flag_error(unknown[0], [*parser.flags(), *_flag_names(beam_parser)])
+    return args
+
+
+class _DropApitoolsWarning(logging.Filter):
+    """Beam's GCP client warns "apitools not found" on import when the GCP extras are not
+    installed; nothing of ours uses them."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("apitools not found")
+
+
+def configure_logging(verbose: bool = False, level: int = logging.INFO) -> None:
+    """Our loggers at `level` on stderr; Beam's at WARNING (INFO with `verbose`).
+
+    `logging.basicConfig` without `force` does nothing once the root logger has a
+    handler, which Beam's import gives it (its first warning installs one): `force=True`
+    replaces that handler.
+    """
+    logging.basicConfig(level=logging.WARNING, force=True,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    root = logging.getLogger()
+    for handler in root.handlers:
+        handler.addFilter(_DropApitoolsWarning())
+    for name in OUR_LOGGERS:
+        logging.getLogger(name).setLevel(level)
+    logging.getLogger("apache_beam").setLevel(logging.INFO if verbose else logging.WARNING)
+
+
+def silence_apitools_warning() -> None:
+    """Drops the "apitools not found" warning that importing Beam logs on the root
+    logger (call before `import apache_beam`)."""
+    logging.getLogger().addFilter(_DropApitoolsWarning())
+
+
+def run_main(prog: str, body: Callable[[list[str]], Any], argv: Sequence[str] | None, *,
+             user_errors: tuple[type[BaseException], ...] = (UsageError,),
+             setup_logging: Callable[[bool], None] | None = None) -> int:
+    """Runs an entry point's `body(argv)` and returns its exit status.
+
+    Args:
+        prog: the program name errors start with.
+        body: the entry point; its return value is ignored.
+        argv: the arguments (None: sys.argv[1:]).
+        user_errors: the exception types that are user mistakes: one line on stderr
+            (`prog: error: message`), exit status 2; `--verbose` adds the traceback.
+            Anything else propagates with its traceback (a fault, not a mistake).
+        setup_logging: `(verbose) -> None`; default `configure_logging`.
+
+    Returns:
+        0, or 2 for a user mistake (--help exits 0 through argparse's SystemExit).
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    verbose = "--verbose" in argv
+    (setup_logging or configure_logging)(verbose)
+    try:
+        body(argv)
+    except user_errors as e:
+        if verbose:
+            traceback.print_exc(file=sys.stderr)
+        message = " ".join(str(e).split()) or type(e).__name__
+        print(f"{prog}: error: {message}", file=sys.stderr)
+        return 2
+    return 0

@@ -1,0 +1,221 @@
+"""Progress lines of a run on a local runner: counts tallied as they happen, read by a
+thread of the launcher every few seconds.
+
+Beam's counters are the progress of a run on Dataflow (its UI shows them while the job
+runs), but a local runner gives them to the launcher only once `run()` has returned: the
+FnApiRunner (what the DirectRunner runs) executes the whole pipeline inside `run()` and
+builds its `PipelineResult` at the end, so polling `result.metrics()` during the run is
+not possible. The counting code therefore also tallies here (`add`), per process:
+
+- in the launcher's process (FnApiRunner in memory or with threads, PortableRunner with
+  LOOPBACK workers) the tally is read directly;
+- worker processes (`--direct_running_mode=multi_processing`) inherit the environment
+  variable `QA_EVAL_PROGRESS_DIR` that the reporter sets, and write their tally to
+  `<dir>/<pid>.json` at most once a second (and at the end of every bundle), which the
+  reporter adds up.
+
+Nothing here changes what a run computes or writes: the tally is only read by
+`ProgressReporter`, which logs one line every `interval_s` seconds (`describe` turns the
+counts into the line) and removes its folder at the end.
+"""
+
+import collections
+import contextlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Mapping
+
+logger = logging.getLogger(__name__)
+
+ENV_DIR = "QA_EVAL_PROGRESS_DIR"
+_FLUSH_EVERY_S = 1.0
+
+
+class _Tally:
+    """This process's counts; written to the progress folder when one is set."""
+
+    def __init__(self) -> None:
+        self._counts: collections.Counter[str] = collections.Counter()
+        self._lock = threading.Lock()
+        self._last_flush = 0.0
+
+    def add(self, key: str, n: int = 1) -> None:
+        with self._lock:
+            self._counts[key] += n
+        if time.monotonic() - self._last_flush >= _FLUSH_EVERY_S:
+            self.flush()
+
+    def snapshot(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._counts)
+
+    def flush(self, folder: str | None = None) -> None:
+        """Writes this process's counts to `<folder>/<pid>.json` (atomically)."""
+        self._last_flush = time.monotonic()
+        folder = folder or os.environ.get(ENV_DIR)
+        if not folder or not os.path.isdir(folder):
+            return
+        path = os.path.join(folder, f"{os.getpid()}.json")
+        try:
+            with open(f"{path}.tmp", "w", encoding="utf-8") as f:
+                json.dump(self.snapshot(), f)
+            os.replace(f"{path}.tmp", path)
+        except OSError:  # the reporter removed its folder: the run is over
+            pass
+
+
+_TALLY = _Tally()
+
+
+def add(key: str, n: int = 1) -> None:
+    """Adds `n` to the count `key` ("namespace/name") of this process."""
+    _TALLY.add(key, n)
+
+
+def flush() -> None:
+    """Writes this process's counts now (a worker process, at the end of a bundle)."""
+    if os.environ.get(ENV_DIR):
+        _TALLY.flush()
+
+
+def read_counts(folder: str | None) -> dict[str, int]:
+    """This process's counts plus those the other processes wrote to `folder`."""
+    total = collections.Counter(_TALLY.snapshot())
+    if folder and os.path.isdir(folder):
+        own = f"{os.getpid()}.json"
+        for name in os.listdir(folder):
+            if not name.endswith(".json") or name == own:
+                continue
+            with contextlib.suppress(OSError, ValueError):
+                with open(os.path.join(folder, name), encoding="utf-8") as f:
+                    total.update(json.load(f))
+    return dict(total)
+
+
+class CountingReader:
+    """A file object that adds the bytes read through it to the count `key`."""
+
+    def __init__(self, raw, key: str) -> None:
+        self._raw = raw
+        self._key = key
+
+    def read(self, *args):
+        data = self._raw.read(*args)
+        add(self._key, len(data))
+        return data
+
+    def read1(self, *args):
+        data = self._raw.read1(*args)
+        add(self._key, len(data))
+        return data
+
+    def readinto(self, buffer):
+        n = self._raw.readinto(buffer)
+        add(self._key, n or 0)
+        return n
+
+    def readinto1(self, buffer):
+        n = self._raw.readinto1(buffer)
+        add(self._key, n or 0)
+        return n
+
+    def __getattr__(self, name):
+        return getattr(self._raw, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._raw.close()
+
+
+class ProgressReporter:
+    """Logs a progress line every `interval_s` seconds while its `with` block runs.
+
+    Args:
+        describe: `(counts, elapsed_s) -> line`; `counts` are this run's counts
+            ("namespace/name" -> n: the tally since the reporter started).
+        interval_s: seconds between lines; 0 or less = no lines.
+        log: the logger of the lines.
+    """
+
+    def __init__(self, describe: Callable[[Mapping[str, int], float], str],
+                 interval_s: float, log: logging.Logger = logger) -> None:
+        self._describe = describe
+        self._interval = interval_s
+        self._log = log
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._folder: str | None = None
+        self._previous_env: str | None = None
+        self._baseline: dict[str, int] = {}
+        self._started = 0.0
+        self.lines = 0
+
+    def counts(self) -> dict[str, int]:
+        """This run's counts so far."""
+        now = read_counts(self._folder)
+        return {k: v - self._baseline.get(k, 0) for k, v in now.items()
+                if v - self._baseline.get(k, 0)}
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self._started
+
+    def __enter__(self) -> "ProgressReporter":
+        self._started = time.monotonic()
+        if self._interval <= 0:
+            return self
+        self._folder = tempfile.mkdtemp(prefix="qa-eval-progress-")
+        self._previous_env = os.environ.get(ENV_DIR)
+        os.environ[ENV_DIR] = self._folder
+        self._baseline = read_counts(None)
+        self._thread = threading.Thread(target=self._loop, name="progress", daemon=True)
+        self._thread.start()
+        return self
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self._interval):
+            try:
+                self._log.info("%s", self._describe(self.counts(), self.elapsed()))
+                self.lines += 1
+            except Exception:  # a progress line must never end the run
+                self._log.debug("progress line failed", exc_info=True)
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        if self._folder is not None:
+            if self._previous_env is None:
+                os.environ.pop(ENV_DIR, None)
+            else:
+                os.environ[ENV_DIR] = self._previous_env
+            shutil.rmtree(self._folder, ignore_errors=True)
+            self._folder = None
+
+
+def rate(n: float, seconds: float) -> float:
+    """n per second (0 for no time)."""
+    return n / seconds if seconds > 0 else 0.0
+
+
+# Runners that run the pipeline on this machine, where the progress tally is seen.
+LOCAL_RUNNERS = ("DirectRunner", "SwitchingDirectRunner", "BundleBasedDirectRunner",
+                 "FnApiRunner", "PrismRunner")
+
+
+def is_local_runner(options) -> bool:
+    """Whether `options` (PipelineOptions) run the pipeline on this machine: a direct
+    runner (the default), or the PortableRunner with LOOPBACK workers."""
+    from apache_beam.options.pipeline_options import PortableOptions, StandardOptions
+
+    runner = options.view_as(StandardOptions).runner
+    name = runner if isinstance(runner, str) or runner is None else type(runner).__name__
+    if name is None or name.rsplit(".", 1)[-1] in LOCAL_RUNNERS:
+        return True
+    return (options.view_as(PortableOptions).environment_type or "").upper() == "LOOPBACK"
