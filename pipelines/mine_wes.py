@@ -22,6 +22,13 @@ On Flink (a running Flink cluster with Beam's Flink job server):
         --runner PortableRunner --job_endpoint localhost:8099 \\
         --environment_type DOCKER --setup_file ./setup.py
 
+`wes-mine --help` lists every flag (grouped: input, output, mining, runtime); a flag that
+neither this pipeline nor Beam knows, or any other user mistake (inputs that match
+nothing, an output holding an earlier run), fails before anything runs: one line on
+stderr, exit status 2 (`--verbose` for the traceback). On a local runner a progress line
+(pages, MB read, links, MB/s) is logged every `--progress_interval` seconds, and the run
+ends with a summary: counts, time, every output path.
+
 Outputs: `<output>/wes-k<k>/{train,dev,test}-SSSSS-of-NNNNN.parquet`,
 `<output>/wes-k<k>-clusters/`, `<output>/redirects-*.parquet`, and last, once every shard
 is written, `<output>/stats.json` and `<output>/dataset_card.md`.
@@ -32,92 +39,181 @@ was) and removes the `.temp-*` folders of runs that were killed. Two runs into o
 `--output` at the same time are not supported.
 """
 
-from __future__ import annotations
-
+import json
 import logging
 import sys
+import textwrap
+from collections.abc import Mapping, Sequence
 
 import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions
 
-from transforms.io.options import InputOutputOptions
+from transforms.io import cli
+from transforms.io.options import add_input_argument, add_output_argument
+from transforms.io.progress import ProgressReporter, is_local_runner, rate
 from transforms.io.publish import check_output_dir, new_temp_dir
 from transforms.wes.mine import MineWes, parse_thresholds
 from transforms.wes.sampling import parse_splits
+from transforms.wes.stats import STATS_FILE
 from transforms.wes.write import run_files
-from transforms.wiki.read import match_inputs
+from transforms.wiki.read import BYTES_READ, match_inputs
 
 logger = logging.getLogger(__name__)
 
+PROG = "wes-mine"
+
+
+def add_mining_arguments(parser, with_io: bool = True) -> None:
+    """Adds the mining flags to `parser` in groups (input, output, mining); `with_io`:
+    `--input`/`--output` too (Beam gets those from `InputOutputOptions`)."""
+    g = parser.add_argument_group("input")
+    if with_io:
+        add_input_argument(g, "Wikipedia XML dump files: comma-separated paths or globs of "
+                              ".xml, .xml.bz2, .xml.gz (required)")
+    g.add_argument("--skip_bad_files", action="store_true",
+                   help="count and report unreadable dump files instead of failing")
+    g.add_argument("--split_multistream_mb", type=float, default=16.0,
+                   help="read a multistream dump that has its index next to it "
+                        "(x-multistream-index.txt.bz2) in byte ranges of about this many "
+                        "MB, in parallel; 0 = read every file whole")
+    g.add_argument("--max_page_mb", type=float, default=10.0,
+                   help="skip (and count) pages with more wikitext than this")
+    g.add_argument("--full_parse_timeout_s", type=float, default=60.0,
+                   help="time limit of a whole-page parse (fallback path)")
+    g = parser.add_argument_group("output")
+    if with_io:
+        add_output_argument(g, "output directory: wes-k<k>/, wes-k<k>-clusters/, "
+                               "redirects-*.parquet, stats.json, dataset_card.md (required)")
+    g.add_argument("--overwrite", action="store_true",
+                   help="replace the outputs of an earlier run in --output (kept as they "
+                        "were until this run has written all of its own)")
+    g = parser.add_argument_group("mining")
+    g.add_argument("--min_incoming_links", default="5",
+                   help="thresholds k, comma-separated: one corpus per k")
+    g.add_argument("--seed", type=int, default=0, help="seed of splits and negatives")
+    g.add_argument("--splits", default="75,15,10", help="train,dev,test proportions")
+    g.add_argument("--no_dictionary_filter", action="store_true",
+                   help="keep dictionary-word link texts (the paper's Table 2 ablation)")
+    g.add_argument("--resolve_redirects", action="store_true",
+                   help="fold links to redirect pages into their targets")
+
 
 class MineWesOptions(PipelineOptions):
-    """Flags of the mining pipeline; `--input` (dump files: comma-separated paths or globs
-    of .xml, .xml.bz2, .xml.gz) and `--output` (a directory) come from
-    `InputOutputOptions`."""
+    """The mining flags, declared to Beam (`--input`/`--output` come from
+    `InputOutputOptions`, `--progress_interval`/`--verbose` from `RuntimeOptions`); the
+    same function builds `build_parser`, the one `--help` prints."""
 
     @classmethod
     def _add_argparse_args(cls, parser):
-        parser.add_argument("--min_incoming_links", default="5",
-                            help="thresholds k, comma-separated: one corpus per k (default 5)")
-        parser.add_argument("--seed", type=int, default=0, help="seed of splits and negatives")
-        parser.add_argument("--splits", default="75,15,10", help="train,dev,test proportions")
-        parser.add_argument("--no_dictionary_filter", action="store_true",
-                            help="keep dictionary-word link texts (the paper's Table 2 ablation)")
-        parser.add_argument("--resolve_redirects", action="store_true",
-                            help="fold links to redirect pages into their targets")
-        parser.add_argument("--skip_bad_files", action="store_true",
-                            help="count and report unreadable dump files instead of failing")
-        parser.add_argument("--full_parse_timeout_s", type=float, default=60.0,
-                            help="time limit of a whole-page parse (fallback path)")
-        parser.add_argument("--max_page_mb", type=float, default=10.0,
-                            help="skip (and count) pages with more wikitext than this")
-        parser.add_argument("--split_multistream_mb", type=float, default=16.0,
-                            help="read a multistream dump that has its index next to it "
-                                 "(x-multistream-index.txt.bz2) in byte ranges of about "
-                                 "this many MB, in parallel; 0 = read every file whole")
-        parser.add_argument("--overwrite", action="store_true",
-                            help="replace the outputs of an earlier run in --output (kept "
-                                 "as they were until this run has written all of its own)")
+        add_mining_arguments(parser, with_io=False)
+
+
+def build_parser() -> cli.ArgumentParser:
+    """The command line of `wes-mine`: the source of truth of its flags and --help."""
+    parser = cli.ArgumentParser(
+        prog=PROG, usage=f"{PROG} --input DUMPS --output DIR [flags]",
+        description=__doc__.split("\n", 1)[0],
+        epilog=textwrap.fill(cli.BEAM_OPTIONS_HELP, 88))
+    add_mining_arguments(parser)
+    cli.add_runtime_arguments(parser.add_argument_group(
+        "runtime", "Beam's own flags (--runner, ...) are accepted too: see the end."))
+    return parser
+
+
+def describe_progress(counts: Mapping[str, int], elapsed: float) -> str:
+    """One progress line from the run's counts so far."""
+    mb = counts.get(BYTES_READ, 0) / 1e6
+    pages = counts.get("read_dump/pages", 0)
+    return (f"progress {elapsed:.0f} s: {pages:,} pages read ({rate(pages, elapsed):,.0f} "
+            f"pages/s), {mb:,.1f} MB read ({rate(mb, elapsed):,.2f} MB/s), "
+            f"{counts.get('extract_links/pages', 0):,} pages parsed, "
+            f"{counts.get('extract_links/links', 0):,} links")
+
+
+def _group_outputs(output: str, files: Sequence[str]) -> list[str]:
+    """Every output path, the shards of a folder as `folder/ (n files)`."""
+    folders: dict[str, int] = {}
+    singles = []
+    root = output.rstrip("/")
+    for path in files:
+        relative = path[len(root):].lstrip("/") if path.startswith(root) else path
+        if "/" in relative:
+            folder = f"{root}/{relative.split('/', 1)[0]}/"
+            folders[folder] = folders.get(folder, 0) + 1
+        else:
+            singles.append(path)
+    return [*(f"{f} ({n} files)" for f, n in sorted(folders.items())), *sorted(singles)]
+
+
+def log_final_summary(output: str, elapsed: float) -> list[str]:
+    """Logs (and returns) the run's closing lines from its stats.json: counts, time,
+    every output path."""
+    stats_path = FileSystems.join(output, STATS_FILE)
+    with FileSystems.open(stats_path) as f:
+        stats = json.loads(f.read())
+    counts = stats["counts"]
+    corpora = "; ".join(
+        f"{name}: {c['titles_written']:,} titles, {c['positives']:,} positive + "
+        f"{c['negatives']:,} negative pairs" for name, c in stats["corpora"].items())
+    lines = [f"done in {elapsed:.1f} s: {counts.get('read_dump/pages', 0):,} pages read, "
+             f"{counts.get('extract_links/links', 0):,} links; {corpora}"
+             + ("" if stats["complete"] else
+                f"; INCOMPLETE: {len(stats['bad_files'])} bad file(s) skipped"),
+             "outputs: " + ", ".join(_group_outputs(output, run_files(output)))]
+    for line in lines:
+        logger.info("%s", line)
+    return lines
 
 
 def run(argv=None, save_main_session=True, test_pipeline=None):
     """Builds and runs the mining pipeline; returns the PipelineResult.
 
     Raises:
-        ValueError: bad flags, inputs that match nothing, or an output directory that
-            holds an earlier run (without --overwrite); all before anything runs.
+        cli.UsageError (a ValueError): unknown flags, bad values, inputs that match
+            nothing, or an output directory that holds an earlier run (without
+            --overwrite); all before a pipeline is built.
     """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = cli.parse_flags(build_parser(), argv)
+    try:
+        if not args.input or not args.output:
+            raise ValueError("--input (dump files) and --output (a directory) are required")
+        thresholds = parse_thresholds(args.min_incoming_links)
+        fractions = parse_splits(args.splits)
+        paths = match_inputs([p.strip() for p in args.input.split(",") if p.strip()])
+        check_output_dir(args.output, args.overwrite, run_files)
+    except (ValueError, OSError) as e:
+        raise cli.UsageError(str(e)) from e
     options = PipelineOptions(argv)
     options.view_as(SetupOptions).save_main_session = save_main_session
-    opts = options.view_as(MineWesOptions)
-    io = options.view_as(InputOutputOptions)
-    if not io.input or not io.output:
-        raise ValueError("--input (dump files) and --output (a directory) are required")
-    thresholds = parse_thresholds(opts.min_incoming_links)
-    fractions = parse_splits(opts.splits)
-    paths = match_inputs([p.strip() for p in io.input.split(",") if p.strip()])
-    check_output_dir(io.output, opts.overwrite, run_files)
     config = {
-        "inputs": paths, "min_incoming_links": thresholds, "seed": opts.seed,
-        "splits": opts.splits, "dictionary_filter": not opts.no_dictionary_filter,
-        "resolve_redirects": opts.resolve_redirects,
+        "inputs": paths, "min_incoming_links": thresholds, "seed": args.seed,
+        "splits": args.splits, "dictionary_filter": not args.no_dictionary_filter,
+        "resolve_redirects": args.resolve_redirects,
     }
     mine = MineWes(
-        paths, io.output, new_temp_dir(io.output), thresholds, opts.seed, fractions, config,
-        overwrite=opts.overwrite, resolve_redirects=opts.resolve_redirects,
-        dictionary_filter=not opts.no_dictionary_filter, skip_bad_files=opts.skip_bad_files,
-        split_mb=opts.split_multistream_mb, full_parse_timeout_s=opts.full_parse_timeout_s,
-        max_page_mb=opts.max_page_mb)
+        paths, args.output, new_temp_dir(args.output), thresholds, args.seed, fractions,
+        config, overwrite=args.overwrite, resolve_redirects=args.resolve_redirects,
+        dictionary_filter=not args.no_dictionary_filter, skip_bad_files=args.skip_bad_files,
+        split_mb=args.split_multistream_mb, full_parse_timeout_s=args.full_parse_timeout_s,
+        max_page_mb=args.max_page_mb)
     pipeline = test_pipeline or beam.Pipeline(options=options)
-    with pipeline as p:
-        _ = p | "MineWes" >> mine
+    local = is_local_runner(pipeline.options if test_pipeline else options)
+    logger.info("mining %d dump file(s) -> %s (k = %s)", len(paths), args.output,
+                ",".join(map(str, thresholds)))
+    with ProgressReporter(describe_progress, args.progress_interval if local else 0,
+                          logger) as reporter:
+        with pipeline as p:
+            _ = p | "MineWes" >> mine
+    log_final_summary(args.output, reporter.elapsed())
     return p.result
 
 
-def main(argv=None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    run(argv if argv is not None else sys.argv[1:])
-    return 0
+def main(argv: Sequence[str] | None = None) -> int:
+    """Console entry point (`wes-mine`): exit status 0, or 2 for a user mistake (one line
+    on stderr; `--verbose` for the traceback)."""
+    return cli.run_main(PROG, run, argv)
 
 
 if __name__ == "__main__":
