@@ -43,6 +43,7 @@ from transforms.demo.training import (
     run_lanes,
     training_plan,
 )
+from transforms.io import cli
 
 logger = logging.getLogger(__name__)
 
@@ -59,33 +60,51 @@ DEFAULT_TRAIN_MINUTES = 5.5
 RUNNER = ["--runner=FnApiRunner", "--direct_running_mode=in_memory"]
 
 
-def _parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--output", default="demo_out", help="folder for every output")
-    parser.add_argument("--data", default=str(DEFAULT_DATA), help="the shared real data")
-    parser.add_argument("--train_minutes", type=float,
+def build_parser() -> cli.ArgumentParser:
+    """The command line of the demo (see the module docstring)."""
+    parser = cli.ArgumentParser(prog="python -m pipelines.demo",
+                                description=__doc__.splitlines()[0])
+    g = parser.add_argument_group("input")
+    g.add_argument("--data", default=str(DEFAULT_DATA), help="the shared real data")
+    g.add_argument("--max_rows", type=int, default=None,
+                   help="score only the first N rows of each judgment file (quick runs)")
+    g = parser.add_argument_group("output")
+    g.add_argument("--output", default="demo_out",
+                   help="folder for every output (emptied first)")
+    g = parser.add_argument_group("models")
+    g.add_argument("--train_minutes", type=float,
                         default=float(os.environ.get(BUDGET_ENV, DEFAULT_TRAIN_MINUTES)),
                         help=f"wall-clock budget of the training phase (env {BUDGET_ENV}; "
                              f"default {DEFAULT_TRAIN_MINUTES}); 12 or more trains the "
                              "README recipe's epochs")
     for metric in (*TRAINED, *GIVEN_ONLY):
-        parser.add_argument(f"--{metric}_model", default=None,
-                            help=f"use this {metric} checkpoint (path or Hub id) instead of "
-                                 "training one" if metric in TRAINED else
-                            f"a {metric} checkpoint to score with (none is trained here)")
-    parser.add_argument("--max_steps", type=int, default=None,
-                        help="cap every training run (quick runs; tests)")
-    parser.add_argument("--max_rows", type=int, default=None,
-                        help="score only the first N rows of each judgment file (quick runs)")
-    args = parser.parse_args(argv)
+        g.add_argument(f"--{metric}_model", default=None,
+                       help=f"use this {metric} checkpoint (path or Hub id) instead of "
+                            "training one" if metric in TRAINED else
+                       f"a {metric} checkpoint to score with (none is trained here)")
+    g.add_argument("--max_steps", type=int, default=None,
+                   help="cap every training run (quick runs; tests)")
+    cli.add_runtime_arguments(parser.add_argument_group("runtime"), progress=False)
+    return parser
+
+
+def _parse_args(argv: list[str] | None) -> argparse.Namespace:
+    args = cli.parse_flags(build_parser(), argv, beam=False)
     if args.train_minutes <= 0:
-        parser.error(f"--train_minutes must be > 0, got {args.train_minutes}")
+        raise cli.UsageError(f"--train_minutes must be > 0, got {args.train_minutes}")
     return args
 
 
 def main(argv: list[str] | None = None) -> int:
+    """`make demo`: exit status 0, or 2 for a bad flag (one line on stderr)."""
+    # The demo prints its own story; the pipelines' INFO lines would bury it.
+    return cli.run_main("python -m pipelines.demo", _demo, argv,
+                        setup_logging=lambda verbose: cli.configure_logging(
+                            verbose, logging.INFO if verbose else logging.WARNING))
+
+
+def _demo(argv: list[str]) -> None:
     args = _parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     data, out = Path(args.data), Path(args.output).resolve()
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
@@ -144,7 +163,6 @@ def main(argv: list[str] | None = None) -> int:
         prefix = report.with_suffix("").with_suffix("")
         print(f"  {name} scores:  {prefix}.scores.parquet, {prefix}.summary.json")
         print(f"  {name} report:  {report}, {prefix}.report.png")
-    return 0
 
 
 if __name__ == "__main__":

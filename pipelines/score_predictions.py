@@ -47,8 +47,8 @@ Flink (a Flink job server on localhost:8099)::
 """
 
 import logging
-import textwrap
 import sys
+import textwrap
 from collections.abc import Callable, Mapping, Sequence
 
 import apache_beam as beam

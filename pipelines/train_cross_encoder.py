@@ -26,11 +26,11 @@ else on CPU.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from transforms.io import cli
 from transforms.training.cross_encoder import (
     BINARY_METRICS,
     DEFAULT_MAX_LENGTH,
@@ -42,10 +42,10 @@ from transforms.training.options import add_train_args, cli_main, train_config
 from transforms.training.pair_data import FORMATS
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> cli.ArgumentParser:
     """The command line (see the module docstring)."""
-    parser = argparse.ArgumentParser(prog="python -m pipelines.train_cross_encoder",
-                                     description=__doc__.splitlines()[0])
+    parser = cli.ArgumentParser(prog="python -m pipelines.train_cross_encoder",
+                                description=__doc__.splitlines()[0])
     g = parser.add_argument_group("data")
     g.add_argument("--format", required=True, choices=FORMATS,
                    help="wes: mining output shards; stsb: STS-B csv; square, bem: JSONL rows; "
@@ -89,7 +89,7 @@ def run(argv: Sequence[str] | None = None,
     Raises:
         ValueError: bad flags or bad training input, before training starts.
     """
-    args = build_parser().parse_args(argv)
+    args = cli.parse_flags(build_parser(), argv, beam=False)
     data = CrossEncoderData(
         format=args.format, input=args.input, train_file=args.train_file,
         dev_file=args.dev_file, test_file=args.test_file, model=args.model,
@@ -101,8 +101,9 @@ def run(argv: Sequence[str] | None = None,
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Command-line entry: exit status 0, or 2 on bad input (reason logged)."""
-    return cli_main(run, argv)
+    """Command-line entry: exit status 0, or 2 on bad flags or input (one line on
+    stderr; `--verbose` for the traceback)."""
+    return cli_main(run, argv, "python -m pipelines.train_cross_encoder")
 
 
 if __name__ == "__main__":

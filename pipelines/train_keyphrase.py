@@ -14,13 +14,13 @@ An interrupted run continues with `--resume`. The output folder is a Hugging Fac
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from transforms.io import cli
 from transforms.training.keyphrase import BEST_METRICS, KeyphraseData, train_keyphrase
 from transforms.training.options import add_train_args, cli_main, train_config
 
@@ -29,10 +29,10 @@ DEFAULT_SQUAD = str(Path(os.environ.get("QA_EVAL_SHARED_DATA", _REPO.parent / "s
                     / "squad" / "dev-v1.1.json.gz")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> cli.ArgumentParser:
     """The command line (see the module docstring)."""
-    parser = argparse.ArgumentParser(prog="python -m pipelines.train_keyphrase",
-                                     description=__doc__.splitlines()[0])
+    parser = cli.ArgumentParser(prog="python -m pipelines.train_keyphrase",
+                                description=__doc__.splitlines()[0])
     g = parser.add_argument_group("data")
     g.add_argument("--squad", default=DEFAULT_SQUAD,
                    help=f"SQuAD-format JSON, plain or .gz (default {DEFAULT_SQUAD})")
@@ -63,7 +63,7 @@ def run(argv: Sequence[str] | None = None,
     Raises:
         ValueError: bad flags or bad training input, before training starts.
     """
-    args = build_parser().parse_args(argv)
+    args = cli.parse_flags(build_parser(), argv, beam=False)
     data = KeyphraseData(
         squad=args.squad, model=args.model, max_length=args.max_length,
         train_articles=args.train_articles, eval_articles=args.eval_articles,
@@ -73,8 +73,9 @@ def run(argv: Sequence[str] | None = None,
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Command-line entry: exit status 0, or 2 on bad input (reason logged)."""
-    return cli_main(run, argv)
+    """Command-line entry: exit status 0, or 2 on bad flags or input (one line on
+    stderr; `--verbose` for the traceback)."""
+    return cli_main(run, argv, "python -m pipelines.train_keyphrase")
 
 
 if __name__ == "__main__":

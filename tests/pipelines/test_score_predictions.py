@@ -20,6 +20,7 @@ from pipelines.score_predictions import run
 from tests.runners import RUNNER_ARGS, local_job_service
 from tests.scoring import fakes
 from transforms.metrics import registry
+from transforms.scoring.write import read_signatures
 
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 JUDGMENTS = os.path.join(os.environ.get("QA_EVAL_SHARED_DATA",
@@ -84,9 +85,12 @@ def test_broken_input_is_dead_lettered_and_counts_add_up(tmp_path, monkeypatch):
         ("g1", "a", 1.0, 8.0), ("g2", "b", 1.0, 8.0), ("g3", "b", 1.0, 8.0)]
     # The corpus statistic counts every row that reached the metrics (the rejected one too).
     assert {r["fake_corpus"] for r in scores} == {4.0}
-    assert scores[0]["signature"]["fake_len"] == "fake_len|impl:fake|v:1"
+    # JSONL scores keep the signatures in the summary, not on every row.
+    assert "signature" not in scores[0]
+    assert read_signatures(prefix + ".scores.jsonl")["fake_len"] == "fake_len|impl:fake|v:1"
     with open(prefix + ".summary.json") as f:
         summary = json.load(f)
+    assert summary["signatures"]["fake_len"] == "fake_len|impl:fake|v:1"
     overall = summary["overall"]
     assert (overall["in"], overall["scored"], overall["dead_lettered"]) == (11, 3, 8)
     assert overall["metrics"]["fake_len"] == {"count": 3, "mean": 8.0}

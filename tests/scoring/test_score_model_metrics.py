@@ -17,6 +17,7 @@ from tests.runners import RUNNER_ARGS
 from transforms.metrics import registry
 from transforms.metrics.base import QAExample
 from transforms.scoring.config import build_config
+from transforms.scoring.write import read_signatures
 
 SAS = SHARED_DATA / "judgments" / "sas" / "SQuAD_SAS.csv"
 AVSD = SHARED_DATA / "judgments" / "kpqa" / "avsd_all.csv"
@@ -89,7 +90,7 @@ def test_model_branch_is_joined_with_the_lexical_one(tmp_path, cross_encoder_pat
     assert scores.loc["r2", "sas"] == pytest.approx(1 / 3)
     assert scores.loc["r2", "bem"] == pytest.approx(1 / 3)  # candidate [SEP] reference first
     assert scores.loc["r5", "sas"] == 1.0  # max over references
-    signatures = dict(scores.loc["r1", "signature"])
+    signatures = read_signatures(prefix + ".scores.parquet")  # the Parquet metadata
     assert signatures["sas"].startswith("sas|v:") and cross_encoder_path in signatures["sas"]
     assert "rev:sha256:" in signatures["sas"] and "act:sigmoid" in signatures["sas"]
     assert bem_path in signatures["bem"] and "segments:0/1/2" in signatures["bem"]
@@ -117,7 +118,8 @@ def test_model_metrics_alone(tmp_path, cross_encoder_path):
          "--wes_model", cross_encoder_path, *RUNNER_ARGS["direct_in_process"]],
         save_main_session=False, handler_factory=OverlapHandler)
     scores = pq.read_table(prefix + ".scores.parquet").to_pandas()
-    assert len(scores) == 4 and set(scores.columns) >= {"wes", "signature"}
+    assert len(scores) == 4 and "wes" in scores.columns and "signature" not in scores.columns
+    assert cross_encoder_path in read_signatures(prefix + ".scores.parquet")["wes"]
     assert "em" not in scores.columns
 
 
@@ -162,7 +164,7 @@ def test_real_minilm_end_to_end(tmp_path, cross_encoder_path, keyphrase_path):
             assert getattr(row, column) == pytest.approx(value, abs=1e-5), (i, column)
     report = open(prefix + ".report.md").read()
     assert "bertscore" in report and "kpqa_bertscore" in report and "sas" in report
-    signatures = dict(scores.iloc[0]["signature"])
+    signatures = read_signatures(prefix + ".scores.parquet")
     assert "layer:4" in signatures["bertscore"] and "idf:yes" in signatures["bertscore"]
     assert keyphrase_path in signatures["kpqa_bleu1"]
 

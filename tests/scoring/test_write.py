@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -9,8 +10,10 @@ from apache_beam.io.filesystems import FileSystems
 
 from transforms.scoring.outputs import OutputPaths
 from transforms.scoring.write import (
+    SIGNATURES_KEY,
     finalize,
     output_row,
+    read_signatures,
     scores_schema,
     to_json_line,
 )
@@ -34,16 +37,37 @@ def test_output_paths_validation(prefix, fmt, message):
         OutputPaths(prefix, fmt, "x")
 
 
-def test_output_row_orders_fields_and_attaches_signatures():
+def test_output_row_orders_fields_and_the_schema_holds_the_signatures_once(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     record = {"row_key": "f:1", "file": "f", "row": 1, "id": None, "system": "s",
-              "human": 2.0, "f1": math.nan, "em": 1.0}
-    row = output_row(record, ["em", "f1"], True, {"em": "em|v1", "f1": "f1|v1"})
-    assert list(row) == ["row_key", "file", "row", "id", "system", "human", "em", "f1",
-                         "signature"]
-    assert row["f1"] is None and row["signature"] == {"em": "em|v1", "f1": "f1|v1"}
-    assert scores_schema(["em", "f1"], True).names == list(row)
-    assert "human" not in output_row(record, ["em"], False, {"em": "x"})
+              "human": 2.0, "f1": math.nan, "em": 1.0, "question": "q?",
+              "references": ["a", "b"], "extra": "x"}
+    row = output_row(record, ["em", "f1"], True, ["question", "references"])
+    assert list(row) == ["row_key", "file", "row", "id", "system", "human", "question",
+                         "references", "em", "f1"]
+    assert row["f1"] is None and "signature" not in row
+    signatures = {"em": "em|v1", "f1": "f1|v1"}
+    schema = scores_schema(["em", "f1"], True, signatures, ["question", "references"])
+    assert schema.names == list(row)
+    assert schema.field("references").type == pa.list_(pa.string())
+    assert "human" not in output_row(record, ["em"], False)
     assert to_json_line({"a": math.nan, "b": "é"}) == '{"a": null, "b": "é"}'
+    # The signatures live in the file's key-value metadata (and on each metric field).
+    path = str(tmp_path / "s.scores.parquet")
+    pq.write_table(pa.Table.from_pylist([row], schema=schema), path)
+    assert read_signatures(path) == signatures
+    assert json.loads(pq.read_schema(path).metadata[SIGNATURES_KEY]) == signatures
+    assert pq.read_schema(path).field("f1").metadata == {b"signature": b"f1|v1"}
+
+
+def test_read_signatures_of_jsonl_scores_comes_from_the_summary(tmp_path):
+    prefix = tmp_path / "run"
+    (tmp_path / "run.summary.json").write_text(json.dumps({"signatures": {"em": "em|v1"}}))
+    assert read_signatures(f"{prefix}.scores.jsonl") == {"em": "em|v1"}
+    with pytest.raises(ValueError, match="summary.json"):
+        read_signatures(str(tmp_path / "other.scores.jsonl"))
 
 
 def _stage(tmp_path, paths, with_report=False, content="new"):

@@ -42,8 +42,8 @@ from apache_beam.ml.inference.base import (
     RunInference,
 )
 
-from transforms.io import progress
 from transforms.inference.handlers import build_handler
+from transforms.io import progress
 from transforms.metrics.base import MetricInputError
 from transforms.metrics.model_base import ModelMetric, ModelUse
 from transforms.scoring.score import ComputeCorpusStatistics, example_of, unique_statistics

@@ -14,11 +14,11 @@ from collections.abc import Iterable, Sequence
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
-
-from transforms.io import progress
 from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
+
+from transforms.io import progress
 
 STATS_TAG = "stats"
 

@@ -22,7 +22,6 @@ Two uses:
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import logging
@@ -228,28 +227,38 @@ def write_scoring_rows(rows: Iterable[JudgedAnswer], output_dir: str) -> dict[st
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """`python -m transforms.training.evouna --input TQ.json --output DIR`: scoring rows."""
-    parser = argparse.ArgumentParser(prog="python -m transforms.training.evouna",
-                                     description="EVOUNA judgments -> qa-score JSONL rows, "
-                                                 "split by question")
-    parser.add_argument("--input", required=True, help="EVOUNA file, e.g. TQ.json")
-    parser.add_argument("--output", required=True, help="folder for {train,dev,test}.jsonl")
-    parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="split seed")
-    parser.add_argument("--splits", default="70,10,20",
-                        help="train,dev,test proportions (default 70,10,20)")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
-    try:
-        proportions = tuple(int(p) for p in args.splits.split(","))
+    """`python -m transforms.training.evouna --input TQ.json --output DIR`: scoring rows.
+    Exit status 0, or 2 for a user mistake (one line on stderr; `--verbose` for the
+    traceback)."""
+    from transforms.io import cli
+
+    prog = "python -m transforms.training.evouna"
+    parser = cli.ArgumentParser(prog=prog, description="EVOUNA judgments -> qa-score JSONL "
+                                                       "rows, split by question")
+    g = parser.add_argument_group("input")
+    g.add_argument("--input", required=True, help="EVOUNA file, e.g. TQ.json (required)")
+    g = parser.add_argument_group("output")
+    g.add_argument("--output", required=True,
+                   help="folder for {train,dev,test}.jsonl (required)")
+    g = parser.add_argument_group("splits")
+    g.add_argument("--seed", type=int, default=DEFAULT_SEED, help="split seed")
+    g.add_argument("--splits", default="70,10,20", help="train,dev,test proportions")
+    cli.add_runtime_arguments(parser.add_argument_group("runtime"), progress=False)
+
+    def body(args_list: list[str]) -> None:
+        args = cli.parse_flags(parser, args_list, beam=False)
+        try:
+            proportions = tuple(int(p) for p in args.splits.split(","))
+        except ValueError as e:
+            raise cli.UsageError(f"--splits must be integers like 70,10,20, got "
+                                 f"{args.splits!r}") from e
         questions = read_questions(args.input)
         paths = write_scoring_rows(judged_answers(questions, args.seed, proportions),
                                    args.output)
-        summary = counts(questions, args.seed, proportions)
-    except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    print(json.dumps({"files": paths, "counts": summary}, indent=1))
-    return 0
+        print(json.dumps({"files": paths, "counts": counts(questions, args.seed,
+                                                           proportions)}, indent=1))
+
+    return cli.run_main(prog, body, argv, user_errors=(ValueError, OSError))
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from transforms.io import cli
 from transforms.training.loop import PRECISIONS, TrainConfig
 
 DEVICES = ("auto", "cpu", "cuda")
@@ -53,6 +54,7 @@ def add_train_args(parser: argparse.ArgumentParser, *, batch_size: int = 32,
     g.add_argument("--num_threads", type=int, default=None,
                    help="torch CPU threads (default: torch's; 1 per job when jobs share cores)")
     g.add_argument("--no_progress", action="store_true", help="no progress bar")
+    cli.add_runtime_arguments(g, progress=False)
 
 
 def train_config(args: argparse.Namespace) -> TrainConfig:
@@ -69,21 +71,27 @@ def train_config(args: argparse.Namespace) -> TrainConfig:
         overwrite=args.overwrite)
 
 
-def cli_main(run: Callable[[Sequence[str] | None], Any], argv: Sequence[str] | None) -> int:
-    """Runs an entry point with INFO logging routed around the progress bar; a
-    `ValueError` (bad input or options) is reported in one line with exit status 2."""
-    from tqdm.contrib.logging import logging_redirect_tqdm
+def _setup_logging(verbose: bool) -> None:
     from transformers.utils import logging as hf_logging
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    cli.configure_logging(verbose)
     # One progress bar (ours); the fresh head's load report is expected, not news.
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
     for noisy in ("httpx", "urllib3"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    try:
+
+
+def cli_main(run: Callable[[Sequence[str] | None], Any], argv: Sequence[str] | None,
+             prog: str = "train") -> int:
+    """Runs an entry point with INFO logging routed around the progress bar
+    (`transforms.io.cli.run_main`): a `ValueError` (bad flags, bad input, before
+    training starts) ends in one line on stderr and exit status 2, `--verbose` adds its
+    traceback."""
+    from tqdm.contrib.logging import logging_redirect_tqdm
+
+    def body(args: list[str]) -> None:
         with logging_redirect_tqdm():
-            run(argv)
-    except ValueError as e:
-        logging.getLogger(__name__).error("%s", e)
-        return 2
-    return 0
+            run(args)
+
+    return cli.run_main(prog, body, argv, user_errors=(ValueError,),
+                        setup_logging=_setup_logging)
