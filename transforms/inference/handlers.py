@@ -19,8 +19,6 @@ GPU workers: `--device auto` (default) takes CUDA with bfloat16 (float16 on olde
 runners that start one SDK process per core (Dataflow with GPUs, Flink).
 """
 
-from __future__ import annotations
-
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any
 

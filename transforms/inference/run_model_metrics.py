@@ -28,8 +28,6 @@ runner (docs/repro/multiprocess_cogroupbykey.py). With rows as elements, outputs
 leave the stage that computed them.
 """
 
-from __future__ import annotations
-
 import dataclasses
 import logging
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence

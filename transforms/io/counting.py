@@ -7,8 +7,6 @@ reports in its own outputs (`stats.json`, the dataset card) therefore travel as 
 `stats` output of `((namespace, name), n)` pairs that `SumStats` adds up.
 """
 
-from __future__ import annotations
-
 import collections
 from collections.abc import Iterable, Sequence
 

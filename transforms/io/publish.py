@@ -8,8 +8,6 @@ beside its final names and publishes with `transforms.scoring.write.FinalizeOutp
 Beam `FileSystems` throughout, so it works on object stores too.
 """
 
-from __future__ import annotations
-
 import logging
 import os
 import uuid

@@ -15,8 +15,6 @@ opened or read (missing, unreadable, cut short, corrupt, not Parquet) is raised 
 `FileSystems`, which opens local, GCS and S3 paths alike.
 """
 
-from __future__ import annotations
-
 import contextlib
 import io
 import lzma

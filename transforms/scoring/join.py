@@ -9,8 +9,6 @@ or one dead-letter record (some branch rejected the row, or gave it nothing). A 
 never half-scored in the output.
 """
 
-from __future__ import annotations
-
 import logging
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any

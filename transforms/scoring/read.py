@@ -16,8 +16,6 @@ Beam-free; each yields `(row, line, record_or_error)`. Files are opened by
 of opening or reading a file (here and in `sniff_columns`) is an `InputFileError` naming it.
 """
 
-from __future__ import annotations
-
 import csv
 import itertools
 import logging

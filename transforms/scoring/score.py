@@ -10,8 +10,6 @@ lost. `ScoreResult` is the shape every scoring branch emits, model-backed ones i
 so `join.JoinScores` can merge branches by row key.
 """
 
-from __future__ import annotations
-
 import logging
 import time
 from collections.abc import Iterator, Sequence

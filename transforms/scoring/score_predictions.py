@@ -6,8 +6,6 @@ runner policy of the model branch.
 applies `ScorePredictions` to its pipeline.
 """
 
-from __future__ import annotations
-
 import logging
 from collections.abc import Callable
 

@@ -19,8 +19,6 @@ they are scored, and left out of the agreement statistics of the report.
 one from; the block is left out when no row names a system, as `overall` says it all).
 """
 
-from __future__ import annotations
-
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any

@@ -26,8 +26,6 @@ each output through one writer; that is the price of the fixed names (the scorin
 stays parallel).
 """
 
-from __future__ import annotations
-
 import io
 import json
 import logging
@@ -227,6 +225,11 @@ class WriteReportFn(beam.DoFn):
         yield from (json_path, md_path, png_path)
 
 
+def _report_point(record: Mapping[str, Any], columns: Sequence[str]) -> tuple:
+    """`report.point` (whose module's hints are strings, which Beam cannot read)."""
+    return report_lib.point(record, columns)
+
+
 class WriteReport(beam.PTransform):
     """Scored records -> the meta-evaluation report (gathers one float tuple per row)."""
 
@@ -238,7 +241,7 @@ class WriteReport(beam.PTransform):
 
     def expand(self, scored: beam.PCollection) -> beam.PCollection:
         return (scored
-                | "ToReportPoints" >> beam.Map(report_lib.point, self._columns)
+                | "ToReportPoints" >> beam.Map(_report_point, self._columns)
                 | "GatherPoints" >> beam.combiners.ToList()
                 | "ComputeAndWriteReport" >> beam.ParDo(self._fn))
 

@@ -8,8 +8,6 @@ drops (`AnnotateDictionaryFn`, dictionary.py), once per pair, so that every thre
 reuses it.
 """
 
-from __future__ import annotations
-
 import apache_beam as beam
 
 from transforms.io.counting import STATS_TAG, StatKey

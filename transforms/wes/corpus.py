@@ -1,7 +1,5 @@
 """`BuildCorpus`: synonym clusters -> the rows of one WES corpus (one threshold k)."""
 
-from __future__ import annotations
-
 from collections.abc import Sequence
 
 import apache_beam as beam

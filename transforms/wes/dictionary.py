@@ -6,7 +6,6 @@ built, and marks the texts it drops (`TitleLinks.dictionary_dropped`); every thr
 reuses the mark (`BuildCorpus` counts the drops per corpus). The word list: lexicon.py.
 """
 
-from __future__ import annotations
 
 import dataclasses
 

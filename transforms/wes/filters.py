@@ -7,8 +7,6 @@ the parenthetical). Each reason is counted separately; the first that applies wi
 that order.
 """
 
-from __future__ import annotations
-
 import apache_beam as beam
 from apache_beam.transforms.window import GlobalWindow
 

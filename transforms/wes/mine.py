@@ -5,8 +5,6 @@ transforms/wes/__init__.py); `parse_thresholds`: the `--min_incoming_links` valu
 `MineWes` to its pipeline.
 """
 
-from __future__ import annotations
-
 from collections.abc import Mapping, Sequence
 from typing import Any
 

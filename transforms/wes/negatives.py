@@ -12,8 +12,6 @@ the title list reaches a single worker:
 4. Offers are joined back with the title's cluster, which picks its n negatives.
 """
 
-from __future__ import annotations
-
 import bisect
 import dataclasses
 import logging

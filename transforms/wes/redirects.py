@@ -7,8 +7,6 @@ become `(title, target)` pairs, normalised like link targets, that are both writ
 the clusters.
 """
 
-from __future__ import annotations
-
 from collections.abc import Iterator
 
 import apache_beam as beam

@@ -6,8 +6,6 @@ after everything else, so a run that failed never leaves them: the presence of
 `stats.json` is what marks an output directory complete.
 """
 
-from __future__ import annotations
-
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any

@@ -14,8 +14,6 @@ that work before the shuffle. `merge_title_links` adds up whole clusters (a titl
 redirects, redirects.py).
 """
 
-from __future__ import annotations
-
 import dataclasses
 import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence

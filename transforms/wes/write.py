@@ -18,8 +18,6 @@ supported: the first to finish removes the other's temporary folder (which then 
 and one without `--overwrite` refuses to replace the run the other published meanwhile.
 """
 
-from __future__ import annotations
-
 import logging
 import uuid
 from collections.abc import Mapping

@@ -8,8 +8,6 @@ too long (`filtered:parser_timeout`) or is too large (`filtered:page_too_large`)
 counted, logged by title and id, and skipped.
 """
 
-from __future__ import annotations
-
 import logging
 
 from transforms.io.counting import CountedParDo, CountingDoFn

@@ -1,7 +1,5 @@
 """`ReadPages`: dump files -> article pages of namespace 0, plus redirects and counts."""
 
-from __future__ import annotations
-
 import contextlib
 import dataclasses
 import logging
