@@ -181,7 +181,7 @@ def test_bad_input_fails_before_training(stsb_small, tmp_path, extra, message):
     assert not out.exists()
 
 
-def test_main_reports_bad_input_with_exit_status_2(tmp_path, caplog):
+def test_main_reports_bad_input_with_exit_status_2(tmp_path, capsys):
     from transformers.utils import logging as hf_logging
     try:
         code = train_cross_encoder.main(["--format=stsb", f"--input={tmp_path / 'nope'}",
@@ -190,4 +190,6 @@ def test_main_reports_bad_input_with_exit_status_2(tmp_path, caplog):
         hf_logging.set_verbosity_warning()
         hf_logging.enable_progress_bar()
     assert code == 2
-    assert "does not exist" in caplog.text
+    err = capsys.readouterr().err
+    assert err.startswith("python -m pipelines.train_cross_encoder: error: ")
+    assert "does not exist" in err and err.count("\n") == 1

@@ -150,15 +150,26 @@ def parse_flags(parser: ArgumentParser, argv: Sequence[str] | None,
         SystemExit: --help (after printing it).
     """
     argv = list(sys.argv[1:] if argv is None else argv)
-    args, rest = parser.parse_known_args(argv)
-    if not rest:
-        return args
-    if not beam:
+    # Unknown flags first: a typo in a required flag is reported as the typo it is.
+    required = [action for action in parser._actions if action.required]
+    for action in required:
+        action.required = False
+    try:
+        args, rest = parser.parse_known_args(argv)
+    finally:
+        for action in required:
+            action.required = True
+    if rest and not beam:
         raise unknown_flag_error(rest[0], parser.flags())
-    beam_parser = _beam_parser()
-    _, unknown = beam_parser.parse_known_args(rest)
-    if unknown:
-        raise unknown_flag_error(unknown[0], [*parser.flags(), *_flag_names(beam_parser)])
+    if rest:
+        beam_parser = _beam_parser()
+        _, unknown = beam_parser.parse_known_args(rest)
+        if unknown:
+            raise unknown_flag_error(unknown[0], [*parser.flags(), *_flag_names(beam_parser)])
+    missing = [action.option_strings[0] for action in required
+               if getattr(args, action.dest) is None]
+    if missing:
+        raise UsageError(f"the following arguments are required: {', '.join(missing)}")
     return args
 
 

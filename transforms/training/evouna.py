@@ -31,6 +31,8 @@ import sys
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
+from transforms.io import cli
+
 logger = logging.getLogger(__name__)
 
 SYSTEMS = ("fid", "gpt35", "chatgpt", "gpt4", "newbing")
@@ -226,14 +228,12 @@ def write_scoring_rows(rows: Iterable[JudgedAnswer], output_dir: str) -> dict[st
     return paths
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """`python -m transforms.training.evouna --input TQ.json --output DIR`: scoring rows.
-    Exit status 0, or 2 for a user mistake (one line on stderr; `--verbose` for the
-    traceback)."""
-    from transforms.io import cli
+PROG = "python -m transforms.training.evouna"
 
-    prog = "python -m transforms.training.evouna"
-    parser = cli.ArgumentParser(prog=prog, description="EVOUNA judgments -> qa-score JSONL "
+
+def build_parser() -> cli.ArgumentParser:
+    """The command line of `python -m transforms.training.evouna`."""
+    parser = cli.ArgumentParser(prog=PROG, description="EVOUNA judgments -> qa-score JSONL "
                                                        "rows, split by question")
     g = parser.add_argument_group("input")
     g.add_argument("--input", required=True, help="EVOUNA file, e.g. TQ.json (required)")
@@ -244,9 +244,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     g.add_argument("--seed", type=int, default=DEFAULT_SEED, help="split seed")
     g.add_argument("--splits", default="70,10,20", help="train,dev,test proportions")
     cli.add_runtime_arguments(parser.add_argument_group("runtime"), progress=False)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m transforms.training.evouna --input TQ.json --output DIR`: scoring rows.
+    Exit status 0, or 2 for a user mistake (one line on stderr; `--verbose` for the
+    traceback)."""
 
     def body(args_list: list[str]) -> None:
-        args = cli.parse_flags(parser, args_list, beam=False)
+        args = cli.parse_flags(build_parser(), args_list, beam=False)
         try:
             proportions = tuple(int(p) for p in args.splits.split(","))
         except ValueError as e:
@@ -258,7 +265,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(json.dumps({"files": paths, "counts": counts(questions, args.seed,
                                                            proportions)}, indent=1))
 
-    return cli.run_main(prog, body, argv, user_errors=(ValueError, OSError))
+    return cli.run_main(PROG, body, argv, user_errors=(ValueError, OSError))
 
 
 if __name__ == "__main__":

@@ -45,10 +45,12 @@ def add_train_args(parser: argparse.ArgumentParser, *, batch_size: int = 32,
     g.add_argument("--save_every", type=int, default=200,
                    help="write OUTPUT/last every N steps (and at every evaluation)")
     g.add_argument("--eval_first", action="store_true", help="dev metrics before training too")
-    g.add_argument("--eval_batch_size", type=int, default=128)
+    g.add_argument("--eval_batch_size", type=int, default=128,
+                   help="pairs per evaluation forward pass")
     g.add_argument("--log_every", type=int, default=10, help="steps per loss-curve point")
     g = parser.add_argument_group("runtime")
-    g.add_argument("--device", choices=DEVICES, default="auto")
+    g.add_argument("--device", choices=DEVICES, default="auto",
+                   help="auto: CUDA when present, else CPU")
     g.add_argument("--precision", choices=PRECISIONS, default="auto",
                    help="auto: bf16 (else fp16) autocast on CUDA, fp32 on CPU")
     g.add_argument("--num_threads", type=int, default=None,
