@@ -115,3 +115,17 @@ def test_family_spec_validation(kwargs: dict, match: str) -> None:
     spec = {"family": "f", "columns": ("c",), "factory": "m:a"} | kwargs
     with pytest.raises(ValueError, match=match):
         registry.FamilySpec(**spec)
+
+
+def test_every_metric_has_a_one_line_description() -> None:
+    described = registry.describe_metrics()
+    assert list(described) == registry.available_metrics()
+    for name, text in described.items():
+        assert text and "\n" not in text and "family" not in text, name
+        assert text.endswith("[model]") == (
+            registry.family_of(name) in registry.model_families()), name
+
+
+def test_an_unknown_metric_names_the_closest() -> None:
+    with pytest.raises(ValueError, match=r"did you mean: rogueL -> rougeL\?"):
+        registry.build_metrics(["em", "rogueL"])

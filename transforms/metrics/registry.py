@@ -19,6 +19,7 @@ when the family is built, so importing the registry never pulls in torch or star
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import importlib
 import logging
 from collections.abc import Mapping, Sequence
@@ -184,7 +185,11 @@ def family_of(name: str) -> str:
 
 
 def _unknown_message(unknown: Sequence[str]) -> str:
-    return f"unknown metric name(s) {sorted(set(unknown))}; available: {available_metrics()}"
+    close = {n: difflib.get_close_matches(n, available_metrics(), n=1) for n in unknown}
+    hints = ", ".join(f"{n} -> {c[0]}" for n, c in sorted(close.items()) if c)
+    return (f"unknown metric name(s) {sorted(set(unknown))}"
+            + (f" (did you mean: {hints}?)" if hints else "")
+            + f"; available: {available_metrics()}")
 
 
 def family_spec(family: str) -> FamilySpec:
