@@ -72,9 +72,8 @@ class _Tally:
 _TALLY = _Tally()
 
 
-def add(key: str, n: int = 1) -> None:
-    """Adds `n` to the count `key` ("namespace/name") of this process."""
-    _TALLY.add(key, n)
+# add(key, n): adds `n` to the count `key` ("namespace/name") of this process.
+add = _TALLY.add
 
 
 def flush() -> None:

@@ -1,0 +1,70 @@
+"""transforms/io/progress.py: the tally, the worker files, the reporter, the reader."""
+
+import io
+import json
+import logging
+import os
+import time
+
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from transforms.io import progress
+
+
+def test_reporter_logs_this_runs_counts_including_other_processes(caplog):
+    caplog.set_level(logging.INFO, logger="test.progress")
+    progress.add("t/before", 5)  # before the run: not this run's
+    lines = []
+
+    def describe(counts, elapsed):
+        lines.append(dict(counts))
+        return f"progress {counts.get('t/rows', 0)} rows"
+
+    with progress.ProgressReporter(describe, 0.02, logging.getLogger("test.progress")) as rep:
+        folder = os.environ[progress.ENV_DIR]
+        progress.add("t/rows", 3)
+        # A worker process writes its own tally to the folder.
+        with open(os.path.join(folder, "999999.json"), "w") as f:
+            json.dump({"t/rows": 4}, f)
+        deadline = time.monotonic() + 5
+        while rep.lines < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert rep.counts() == {"t/rows": 7}
+    assert progress.ENV_DIR not in os.environ and not os.path.exists(folder)
+    assert lines and all("t/before" not in c for c in lines)
+    assert "progress 7 rows" in caplog.text
+
+
+def test_no_interval_no_thread_and_no_folder():
+    with progress.ProgressReporter(lambda c, e: "x", 0) as rep:
+        assert progress.ENV_DIR not in os.environ
+    assert rep.lines == 0
+
+
+def test_worker_flush_writes_the_tally(tmp_path, monkeypatch):
+    monkeypatch.setenv(progress.ENV_DIR, str(tmp_path))
+    progress.add("t/flushed", 2)
+    progress.flush()
+    written = json.loads((tmp_path / f"{os.getpid()}.json").read_text())
+    assert written["t/flushed"] >= 2
+
+
+def test_counting_reader_counts_bytes():
+    before = progress.read_counts(None).get("t/bytes", 0)
+    reader = progress.CountingReader(io.BytesIO(b"x" * 100), "t/bytes")
+    assert reader.read(30) == b"x" * 30
+    buffer = bytearray(50)
+    assert reader.readinto(buffer) == 50
+    reader.seek(0)  # anything else goes to the file
+    assert len(reader.read()) == 100
+    assert progress.read_counts(None)["t/bytes"] - before == 180
+
+
+def test_local_runners():
+    assert progress.is_local_runner(PipelineOptions([]))
+    assert progress.is_local_runner(PipelineOptions(["--runner=FnApiRunner"]))
+    assert progress.is_local_runner(PipelineOptions(
+        ["--runner=PortableRunner", "--environment_type=LOOPBACK"]))
+    assert not progress.is_local_runner(PipelineOptions(["--runner=DataflowRunner"]))
+    assert not progress.is_local_runner(PipelineOptions(
+        ["--runner=PortableRunner", "--environment_type=DOCKER"]))
