@@ -204,6 +204,14 @@ def test_missing_files_end_in_one_line(tmp_path, capsys, no_pipeline):
     assert err.count("\n") == 1
 
 
+def _assert_beam_reads_our_type_hints(caplog):
+    # Beam's INFO "Converting string literal type hint to Any" (string annotations) and
+    # its WARNING "type hint will be ignored" (hints it cannot use) are gone.
+    messages = [r.getMessage() for r in caplog.records]
+    assert not [m for m in messages if "string literal type hint" in m]
+    assert not [m for m in messages if "type hint will be ignored" in m]
+
+
 def _progress_lines(caplog, word):
     return [r.getMessage() for r in caplog.records
             if r.getMessage().startswith("progress") and word in r.getMessage()]
@@ -212,7 +220,7 @@ def _progress_lines(caplog, word):
 @pytest.mark.slow
 @pytest.mark.parametrize("runner", ["direct_in_process", "direct_multi_processing"])
 def test_scoring_logs_progress_and_a_final_summary(runner, tmp_path, caplog):
-    caplog.set_level(logging.INFO, logger="pipelines")
+    caplog.set_level(logging.INFO)
     prefix = str(tmp_path / "out" / "run")
     score_predictions.run(["--input", _judged_jsonl(tmp_path, 600), "--output", prefix,
                            "--metrics", "em,f1,rougeL", "--progress_interval", "0.05",
@@ -231,11 +239,12 @@ def test_scoring_logs_progress_and_a_final_summary(runner, tmp_path, caplog):
     for suffix in ("scores.parquet", "dead_letter.jsonl", "summary.json", "report.md",
                    "report.png", "report.json"):
         assert f"{prefix}.{suffix}" in outputs
+    _assert_beam_reads_our_type_hints(caplog)
 
 
 @pytest.mark.slow
 def test_mining_logs_progress_and_a_final_summary(tmp_path, caplog):
-    caplog.set_level(logging.INFO, logger="pipelines")
+    caplog.set_level(logging.INFO)
     out = str(tmp_path / "wes")
     mine_wes.run([f"--input={WIKI_SAMPLE}", f"--output={out}", "--min_incoming_links=5",
                   "--progress_interval=0.1", *RUNNER_ARGS["direct_in_process"]],
@@ -250,6 +259,7 @@ def test_mining_logs_progress_and_a_final_summary(tmp_path, caplog):
     assert "206 pages read" in done and "wes-k5: " in done
     outputs = next(m for m in messages if m.startswith("outputs: "))
     assert f"{out}/stats.json" in outputs and f"{out}/wes-k5/ (3 files)" in outputs
+    _assert_beam_reads_our_type_hints(caplog)
 
 
 @pytest.mark.slow

@@ -105,7 +105,7 @@ class JoinScores(beam.PTransform):
     `stats` -> the `((namespace, name), n)` counts of `MergeScoresFn`.
     """
 
-    def expand(self, inputs: Mapping[str, beam.PCollection]) -> dict[str, beam.PCollection]:
+    def expand(self, inputs):  # {branch: PCollection} -> {"scored", "dead_letter"}
         if ROWS not in inputs:
             raise ValueError(f"JoinScores needs a {ROWS!r} input, got {sorted(inputs)}")
         branches = tuple(sorted(name for name in inputs if name != ROWS))

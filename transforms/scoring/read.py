@@ -261,7 +261,7 @@ class ReadPredictions(beam.PTransform):
         self._input_format = input_format
         self._max_text_chars = max_text_chars
 
-    def expand(self, pbegin: beam.pvalue.PBegin) -> dict[str, beam.PCollection]:
+    def expand(self, pbegin: beam.pvalue.PBegin):  # -> {"rows", "dead_letter", ...}
         read = (
             pbegin
             | "MatchInputFiles" >> fileio.MatchFiles(self._file_pattern)

@@ -160,7 +160,7 @@ class SummarizeScores(beam.PTransform):
         self._columns = tuple(metric_columns)
         self._with_human = with_human
 
-    def expand(self, records: tuple[beam.PCollection, beam.PCollection]) -> beam.PCollection:
+    def expand(self, records) -> beam.PCollection:  # (scored, dead-letter records)
         return (
             records
             | "MergeScoredAndDeadLetters" >> beam.Flatten()

@@ -287,7 +287,7 @@ class FinalizeOutputs(beam.PTransform):
         self._args = ([(paths.temp(f), f) for f in paths.finals(with_report)],
                       paths.every_final(), paths.aside_dir)
 
-    def expand(self, written: Sequence[beam.PCollection]) -> beam.PCollection:
+    def expand(self, written) -> beam.PCollection:  # (PCollection of paths, ...)
         return (tuple(written)
                 | "MergeWrittenPaths" >> beam.Flatten()
                 | "WaitForAllWrites" >> beam.combiners.ToList()
