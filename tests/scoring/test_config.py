@@ -125,3 +125,20 @@ def test_an_unreadable_input_file_fails_the_configuration_naming_it(tmp_path):
     half.write_bytes(data[: len(data) // 2])
     with pytest.raises(ValueError, match=f"^input file {half}: .*magic bytes"):
         build_config(input=str(half), output=str(tmp_path / "o"), metrics="em")
+
+
+def test_keep_input_columns_resolution() -> None:
+    from transforms.scoring.config import DEFAULT_KEPT_COLUMNS, resolve_kept_columns
+
+    available = ["answer", "reference1", "note", "id"]
+    taken = ["row_key", "id", "em"]
+    assert resolve_kept_columns(None, available, taken) == ()
+    # The scored texts need no input column of that name.
+    assert resolve_kept_columns(",".join(DEFAULT_KEPT_COLUMNS), available, taken) == (
+        "question", "prediction", "references")
+    assert resolve_kept_columns("note, prediction,note", available, taken) == (
+        "note", "prediction")
+    with pytest.raises(ValueError, match=r"\['nope'\] are not input columns"):
+        resolve_kept_columns("note,nope", available, taken)
+    with pytest.raises(ValueError, match=r"\['id'\] clash"):
+        resolve_kept_columns("id", available, taken)

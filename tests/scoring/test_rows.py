@@ -226,3 +226,17 @@ def test_the_limit_applies_to_the_references_kept():
     mapping = ColumnMapping(max_references=1)
     row = to_scoring_row(record, mapping, SOURCE, max_text_chars=10)
     assert row.example.references == ("b",)
+
+
+def test_kept_columns_carry_the_scored_texts_and_input_cells() -> None:
+    from transforms.scoring.rows import ColumnMapping, RowSource, to_scoring_row
+
+    mapping = ColumnMapping(prediction="answer", references=("r1", "r2"), max_references=1,
+                            question="q", keep=("question", "prediction", "references",
+                                                "meta", "absent"))
+    row = to_scoring_row({"answer": "a", "r1": "x", "r2": "y", "q": "why?",
+                          "meta": {"k": [1, "é"]}}, mapping, RowSource("f", 1))
+    assert row.kept == (("question", "why?"), ("prediction", "a"), ("references", ["x"]),
+                        ("meta", '{"k": [1, "é"]}'), ("absent", None))
+    assert to_scoring_row({"answer": "a", "r1": "x"}, ColumnMapping(
+        prediction="answer", references=("r1",)), RowSource("f", 1)).kept == ()
