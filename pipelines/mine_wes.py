@@ -75,9 +75,6 @@ class MineWesOptions(PipelineOptions):
                             help="read a multistream dump that has its index next to it "
                                  "(x-multistream-index.txt.bz2) in byte ranges of about "
                                  "this many MB, in parallel; 0 = read every file whole")
-        parser.add_argument("--overwrite", action="store_true",
-                            help="replace the outputs of an earlier run in --output (kept "
-                                 "as they were until this run has written all of its own)")
 
 
 def run(argv=None, save_main_session=True, test_pipeline=None):
@@ -96,7 +93,7 @@ def run(argv=None, save_main_session=True, test_pipeline=None):
     thresholds = parse_thresholds(opts.min_incoming_links)
     fractions = parse_splits(opts.splits)
     paths = match_inputs([p.strip() for p in io.input.split(",") if p.strip()])
-    check_output_dir(io.output, opts.overwrite, run_files)
+    check_output_dir(io.output, io.overwrite, run_files)
     config = {
         "inputs": paths, "min_incoming_links": thresholds, "seed": opts.seed,
         "splits": opts.splits, "dictionary_filter": not opts.no_dictionary_filter,
@@ -104,7 +101,7 @@ def run(argv=None, save_main_session=True, test_pipeline=None):
     }
     mine = MineWes(
         paths, io.output, new_temp_dir(io.output), thresholds, opts.seed, fractions, config,
-        overwrite=opts.overwrite, resolve_redirects=opts.resolve_redirects,
+        overwrite=io.overwrite, resolve_redirects=opts.resolve_redirects,
         dictionary_filter=not opts.no_dictionary_filter, skip_bad_files=opts.skip_bad_files,
         split_mb=opts.split_multistream_mb, full_parse_timeout_s=opts.full_parse_timeout_s,
         max_page_mb=opts.max_page_mb)

@@ -41,11 +41,13 @@ Flink (a Flink job server on localhost:8099)::
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 from collections.abc import Callable
 
 import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
 from apache_beam.ml.inference.base import ModelHandler
 from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions
 
@@ -57,9 +59,11 @@ from transforms.scoring.config import (
     add_model_flags,
     build_config,
 )
+from transforms.scoring.manifest import CHECKSUM_MODES
 from transforms.scoring.outputs import OUTPUT_FORMATS
 from transforms.scoring.read import FORMATS
 from transforms.scoring.score_predictions import ScorePredictions, warn_multiprocess_direct_runner
+from transforms.scoring.summary import DeadLetterAlert, dead_letter_alert
 
 logger = logging.getLogger(__name__)
 
@@ -107,6 +111,15 @@ class ScoreOptions(PipelineOptions):
                                  "than N characters: metric cost grows with length (ROUGE-L "
                                  "quadratically), so one huge row would stall a worker "
                                  f"(default {DEFAULT_MAX_TEXT_CHARS}; 0 = no limit).")
+        parser.add_argument("--input_checksums", choices=CHECKSUM_MODES, default="auto",
+                            help="How summary.json identifies each input file: sha256 "
+                                 "(reads it once more), metadata (the object store's own "
+                                 "checksum, no read), none (size and time only); auto = "
+                                 "sha256 on a local disk, metadata elsewhere.")
+        parser.add_argument("--max_dead_letter_fraction", type=float, default=None,
+                            help="After writing, exit with status 3 and a one-line message "
+                                 "when more than this share of the rows (0-1) was "
+                                 "dead-lettered (default: no limit).")
         add_model_flags(parser)
 
 
@@ -127,7 +140,10 @@ def run(argv: list[str] | None = None, save_main_session: bool = True,
         The pipeline result.
 
     Raises:
-        ValueError: bad configuration (unknown metric, missing column, contradictory flags).
+        ValueError: bad configuration (unknown metric, missing column, contradictory flags,
+            a complete run at --output without --overwrite).
+        DeadLetterAlert: the outputs are written, but more rows were dead-lettered than
+            --max_dead_letter_fraction allows.
     """
     options = PipelineOptions(argv)
     options.view_as(SetupOptions).save_main_session = save_main_session
@@ -138,7 +154,9 @@ def run(argv: list[str] | None = None, save_main_session: bool = True,
         metric_options=opts.metric_options, input_format=opts.input_format,
         output_format=opts.output_format, report_subsets=opts.report_subsets,
         accuracy_threshold=opts.accuracy_threshold, max_batch_size=opts.max_batch_size,
-        max_text_chars=opts.max_text_chars,
+        max_text_chars=opts.max_text_chars, overwrite=io.overwrite,
+        input_checksums=opts.input_checksums,
+        max_dead_letter_fraction=opts.max_dead_letter_fraction,
         model_flags={flag: getattr(opts, flag) for flag in MODEL_FLAGS},
         **{flag: getattr(opts, flag) for flag in COLUMN_FLAGS})
     if config.model_metrics:
@@ -146,6 +164,12 @@ def run(argv: list[str] | None = None, save_main_session: bool = True,
     pipeline = test_pipeline or beam.Pipeline(options=options)
     with pipeline as p:
         _ = p | "ScorePredictions" >> ScorePredictions(config, handler_factory)
+    if config.max_dead_letter_fraction is not None:
+        with FileSystems.open(config.paths.summary) as f:
+            alert = dead_letter_alert(json.load(f), config.max_dead_letter_fraction,
+                                      f" in {config.paths.prefix}")
+        if alert:
+            raise DeadLetterAlert(alert)
     return p.result
 
 
@@ -161,7 +185,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    run(argv)
+    try:
+        run(argv)
+    except DeadLetterAlert as alert:
+        print(f"qa-score: {alert}", file=sys.stderr)
+        return alert.exit_status
     return 0
 
 

@@ -1,4 +1,4 @@
-"""The `--input`/`--output` flags every pipeline of this project shares.
+"""The `--input`/`--output`/`--overwrite` flags every pipeline of this project shares.
 
 Beam collects the flags of every `PipelineOptions` subclass imported in a process into one
 parser, so two pipelines that each declared `--input` could not be imported together (by
@@ -18,3 +18,7 @@ class InputOutputOptions(PipelineOptions):
                             help="input files: comma-separated paths or globs")
         parser.add_argument("--output", default=None,
                             help="output location (a directory or a prefix, per pipeline)")
+        parser.add_argument("--overwrite", action="store_true",
+                            help="replace a complete earlier run in --output (refused "
+                                 "otherwise); its files stay as they were until this run "
+                                 "has written all of its own, then every one of them goes")

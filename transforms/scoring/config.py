@@ -23,7 +23,8 @@ from typing import Any
 
 from transforms.metrics import registry
 from transforms.metrics.base import Metric
-from transforms.scoring.outputs import OutputPaths
+from transforms.scoring.manifest import run_manifest, utc_now
+from transforms.scoring.outputs import OutputPaths, check_prefix
 from transforms.scoring.read import sniff_columns
 from transforms.scoring.report_spec import ReportSpec, parse_subsets, parse_thresholds
 from transforms.scoring.rows import ColumnMapping
@@ -57,6 +58,9 @@ class ScoringConfig:
     max_batch_size: int
     handler_kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
     max_text_chars: int | None = DEFAULT_MAX_TEXT_CHARS
+    manifest: dict[str, Any] = dataclasses.field(default_factory=dict)
+    overwrite: bool = False
+    max_dead_letter_fraction: float | None = None
 
     @property
     def model_metrics(self) -> tuple[Metric, ...]:
@@ -74,7 +78,7 @@ class ScoringConfig:
 
     def summary_metadata(self) -> dict[str, Any]:
         """Run facts written at the top of summary.json."""
-        return {"run_id": self.paths.run_id, "input": self.input,
+        return {"run_id": self.paths.run_id, **self.manifest, "input": self.input,
                 "input_files": len(self.files), "columns": dataclasses.asdict(self.mapping),
                 "metric_columns": list(self.metric_columns), "signatures": self.signatures,
                 "max_text_chars": self.max_text_chars}
@@ -340,7 +344,9 @@ def build_config(*, input: str | None, output: str | None, metrics: str | None,
                  report_subsets: str | None = None, accuracy_threshold: str | None = None,
                  max_batch_size: int = 512, run_id: str | None = None,
                  model_flags: Mapping[str, Any] | None = None,
-                 max_text_chars: int = DEFAULT_MAX_TEXT_CHARS,
+                 max_text_chars: int = DEFAULT_MAX_TEXT_CHARS, overwrite: bool = False,
+                 input_checksums: str = "auto",
+                 max_dead_letter_fraction: float | None = None,
                  **column_flags: Any) -> ScoringConfig:
     """Validates the command line and builds the run's configuration.
 
@@ -357,6 +363,11 @@ def build_config(*, input: str | None, output: str | None, metrics: str | None,
         max_text_chars: rows with a longer prediction, reference, negative reference or
             question are dead-lettered `text_too_long`; 0 = no limit.
         run_id: names the temporary files; random when None.
+        overwrite: replace a complete run at the prefix (refused otherwise).
+        input_checksums: how summary.json identifies the input files
+            (`manifest.CHECKSUM_MODES`).
+        max_dead_letter_fraction: the run fails (after writing) when a larger share of
+            its rows is dead-lettered; None = no limit.
         model_flags: the dedicated model flags (`MODEL_FLAGS`), see `merge_model_flags`.
         **column_flags: the keyword arguments of `resolve_columns`.
 
@@ -392,7 +403,12 @@ def build_config(*, input: str | None, output: str | None, metrics: str | None,
     if max_text_chars < 0:
         raise ValueError(f"--max_text_chars must be >= 1 (or 0 for no limit), "
                          f"got {max_text_chars}")
+    if max_dead_letter_fraction is not None and not 0 <= max_dead_letter_fraction <= 1:
+        raise ValueError(f"--max_dead_letter_fraction must be in [0, 1], "
+                         f"got {max_dead_letter_fraction}")
     paths = OutputPaths(output, output_format, run_id or uuid.uuid4().hex[:12])
+    check_prefix(paths, overwrite)
+    started_at = utc_now()
     files, available = sniff_columns(input, input_format)
     if not available:
         raise ValueError(f"--input {input!r}: the files looked into offer no columns (empty "
@@ -415,4 +431,6 @@ def build_config(*, input: str | None, output: str | None, metrics: str | None,
         available_columns=tuple(available), mapping=mapping, metrics=built,
         metric_columns=metric_columns, signatures=signatures, paths=paths, report=spec,
         max_batch_size=max_batch_size, handler_kwargs=handler_kwargs,
-        max_text_chars=max_text_chars or None)
+        max_text_chars=max_text_chars or None, overwrite=overwrite,
+        max_dead_letter_fraction=max_dead_letter_fraction,
+        manifest=run_manifest(files, input_checksums, started_at))

@@ -99,4 +99,4 @@ class ScorePredictions(beam.PTransform):
             written.append(joined["scored"] | "WriteMetaEvaluationReport" >> WriteReport(
                 paths, config.metric_columns, config.report, config.mapping.human))
         return tuple(written) | "FinalizeOutputs" >> FinalizeOutputs(
-            paths, with_report=config.report is not None)
+            paths, with_report=config.report is not None, overwrite=config.overwrite)

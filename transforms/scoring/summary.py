@@ -169,3 +169,29 @@ class SummarizeScores(beam.PTransform):
             | "ToSummaryEvents" >> beam.Map(summary_event, self._columns)
             | "CombineSummary" >> beam.CombineGlobally(
                 SummaryCombineFn(self._columns, self._with_human)))
+
+
+class DeadLetterAlert(RuntimeError):
+    """A run wrote its outputs but dead-lettered more rows than `--max_dead_letter_fraction`
+    allows. `exit_status` is what the command line exits with."""
+
+    exit_status = 3
+
+
+def dead_letter_alert(summary: Mapping[str, Any], max_fraction: float | None,
+                      where: str = "") -> str | None:
+    """The one-line alert when more than `max_fraction` of the rows read were
+    dead-lettered (None when within it, or no limit). A run that read no row at all is
+    alerted on too, as nothing was scored."""
+    if max_fraction is None:
+        return None
+    overall = summary["overall"]
+    rows, dead = overall["in"], overall["dead_lettered"]
+    if rows == 0:
+        return f"no rows were read{where}"
+    if dead / rows <= max_fraction:
+        return None
+    reasons = ", ".join(f"{reason} {n}" for reason, n in sorted(
+        overall.get("dead_lettered_by_reason", {}).items(), key=lambda kv: -kv[1]))
+    return (f"{dead} of {rows} rows ({dead / rows:.2%}) were dead-lettered{where}, more "
+            f"than --max_dead_letter_fraction {max_fraction:g} allows ({reasons})")
