@@ -35,11 +35,11 @@ def test_output_paths_validation(prefix, fmt, message):
 
 
 def test_output_row_orders_fields_and_attaches_signatures():
-    record = {"row_key": "f:1", "file": "f", "row": 1, "id": None, "system": "s",
-              "human": 2.0, "f1": math.nan, "em": 1.0}
+    record = {"row_key": "f:1", "content_key": "c", "file": "f", "row": 1, "id": None,
+              "system": "s", "human": 2.0, "f1": math.nan, "em": 1.0, "_carried": ("em",)}
     row = output_row(record, ["em", "f1"], True, {"em": "em|v1", "f1": "f1|v1"})
-    assert list(row) == ["row_key", "file", "row", "id", "system", "human", "em", "f1",
-                         "signature"]
+    assert list(row) == ["row_key", "content_key", "file", "row", "id", "system", "human",
+                         "em", "f1", "signature"]
     assert row["f1"] is None and row["signature"] == {"em": "em|v1", "f1": "f1|v1"}
     assert scores_schema(["em", "f1"], True).names == list(row)
     assert "human" not in output_row(record, ["em"], False, {"em": "x"})

@@ -32,7 +32,7 @@ from transforms.scoring.rows import ColumnMapping
 # The longest prediction, reference or question scored, in characters (--max_text_chars).
 # ROUGE-L costs 0.06 s on two texts of this length, 13.6 s on two of 2 MB (quadratic).
 DEFAULT_MAX_TEXT_CHARS = 100_000
-RESERVED_COLUMNS = ("row_key", "file", "row", "id", "system", "human", "signature")
+RESERVED_COLUMNS = ("row_key", "content_key", "file", "row", "id", "system", "human", "signature")
 # The column flags (`resolve_columns`' keyword arguments).
 COLUMN_FLAGS = ("prediction_column", "references_column", "reference_columns",
                 "reference_prefix", "max_references", "question_column",

@@ -17,7 +17,8 @@ Final names (PREFIX = --output):
     PREFIX.summary.json, and with a human column PREFIX.report.md + PREFIX.report.png
     (+ PREFIX.report.json: the same numbers for machines).
 
-`PREFIX.scores.*` holds one row per scored input row: row_key, file, row, id, system,
+`PREFIX.scores.*` holds one row per scored input row: row_key, content_key (a hash of what
+its scores depend on: `rows.content_key`), file, row, id, system,
 (human), one float column per metric, and a `signature` struct with one string per metric
 column. Writing single files funnels each output through one writer; that is the price of
 the fixed names (the scoring itself stays parallel).
@@ -49,7 +50,8 @@ def scores_schema(metric_columns: Sequence[str], with_human: bool) -> Any:
     """The explicit pyarrow schema of PREFIX.scores.parquet."""
     import pyarrow as pa
 
-    fields = [("row_key", pa.string()), ("file", pa.string()), ("row", pa.int64()),
+    fields = [("row_key", pa.string()), ("content_key", pa.string()), ("file", pa.string()),
+              ("row", pa.int64()),
               ("id", pa.string()), ("system", pa.string())]
     if with_human:
         fields.append(("human", pa.float64()))
@@ -65,7 +67,7 @@ def _clean(value: Any) -> Any:
 def output_row(record: Mapping[str, Any], metric_columns: Sequence[str], with_human: bool,
                signatures: Mapping[str, str]) -> dict[str, Any]:
     """A scored record as written: schema order, NaN as null, signatures attached."""
-    row = {k: record.get(k) for k in ("row_key", "file", "row", "id", "system")}
+    row = {k: record.get(k) for k in ("row_key", "content_key", "file", "row", "id", "system")}
     if with_human:
         row["human"] = record.get("human")
     row.update({c: _clean(record.get(c)) for c in metric_columns})
