@@ -111,6 +111,13 @@ class ScoreOptions(PipelineOptions):
                                  "than N characters: metric cost grows with length (ROUGE-L "
                                  "quadratically), so one huge row would stall a worker "
                                  f"(default {DEFAULT_MAX_TEXT_CHARS}; 0 = no limit).")
+        parser.add_argument("--previous_run", default=None,
+                            help="PREFIX of an earlier complete run: carry over the values "
+                                 "of every metric whose signature is unchanged for rows "
+                                 "whose content (prediction, references, question, negative "
+                                 "references) it scored; compute the rest. The output is a "
+                                 "complete snapshot; may be --output itself with "
+                                 "--overwrite.")
         parser.add_argument("--input_checksums", choices=CHECKSUM_MODES, default="auto",
                             help="How summary.json identifies each input file: sha256 "
                                  "(reads it once more), metadata (the object store's own "
@@ -157,6 +164,7 @@ def run(argv: list[str] | None = None, save_main_session: bool = True,
         max_text_chars=opts.max_text_chars, overwrite=io.overwrite,
         input_checksums=opts.input_checksums,
         max_dead_letter_fraction=opts.max_dead_letter_fraction,
+        previous_run=opts.previous_run,
         model_flags={flag: getattr(opts, flag) for flag in MODEL_FLAGS},
         **{flag: getattr(opts, flag) for flag in COLUMN_FLAGS})
     if config.model_metrics:

@@ -23,11 +23,12 @@ from typing import Any
 
 from transforms.metrics import registry
 from transforms.metrics.base import Metric
+from transforms.scoring.incremental import CarryPlan, PreviousRun, load_previous_run, plan_carry
 from transforms.scoring.manifest import run_manifest, utc_now
 from transforms.scoring.outputs import OutputPaths, check_prefix
 from transforms.scoring.read import sniff_columns
 from transforms.scoring.report_spec import ReportSpec, parse_subsets, parse_thresholds
-from transforms.scoring.rows import ColumnMapping
+from transforms.scoring.rows import CONTENT_KEY_VERSION, ColumnMapping
 
 # The longest prediction, reference or question scored, in characters (--max_text_chars).
 # ROUGE-L costs 0.06 s on two texts of this length, 13.6 s on two of 2 MB (quadratic).
@@ -61,6 +62,8 @@ class ScoringConfig:
     manifest: dict[str, Any] = dataclasses.field(default_factory=dict)
     overwrite: bool = False
     max_dead_letter_fraction: float | None = None
+    previous: PreviousRun | None = None
+    carry: CarryPlan | None = None
 
     @property
     def model_metrics(self) -> tuple[Metric, ...]:
@@ -81,7 +84,10 @@ class ScoringConfig:
         return {"run_id": self.paths.run_id, **self.manifest, "input": self.input,
                 "input_files": len(self.files), "columns": dataclasses.asdict(self.mapping),
                 "metric_columns": list(self.metric_columns), "signatures": self.signatures,
-                "max_text_chars": self.max_text_chars}
+                "max_text_chars": self.max_text_chars,
+                "content_key_version": CONTENT_KEY_VERSION,
+                **({"incremental": self.carry.describe(self.previous)}
+                   if self.previous is not None else {})}
 
 
 def is_model_backed(metric: Metric) -> bool:
@@ -347,6 +353,7 @@ def build_config(*, input: str | None, output: str | None, metrics: str | None,
                  max_text_chars: int = DEFAULT_MAX_TEXT_CHARS, overwrite: bool = False,
                  input_checksums: str = "auto",
                  max_dead_letter_fraction: float | None = None,
+                 previous_run: str | None = None,
                  **column_flags: Any) -> ScoringConfig:
     """Validates the command line and builds the run's configuration.
 
@@ -368,6 +375,8 @@ def build_config(*, input: str | None, output: str | None, metrics: str | None,
             (`manifest.CHECKSUM_MODES`).
         max_dead_letter_fraction: the run fails (after writing) when a larger share of
             its rows is dead-lettered; None = no limit.
+        previous_run: the prefix of an earlier complete run to carry scores over from
+            (`incremental`); it may be `output` itself with `overwrite`.
         model_flags: the dedicated model flags (`MODEL_FLAGS`), see `merge_model_flags`.
         **column_flags: the keyword arguments of `resolve_columns`.
 
@@ -409,6 +418,10 @@ def build_config(*, input: str | None, output: str | None, metrics: str | None,
     paths = OutputPaths(output, output_format, run_id or uuid.uuid4().hex[:12])
     check_prefix(paths, overwrite)
     started_at = utc_now()
+    previous = carry = None
+    if previous_run:
+        previous = load_previous_run(previous_run)
+        carry = plan_carry(built, signatures, previous)
     files, available = sniff_columns(input, input_format)
     if not available:
         raise ValueError(f"--input {input!r}: the files looked into offer no columns (empty "
@@ -433,4 +446,5 @@ def build_config(*, input: str | None, output: str | None, metrics: str | None,
         max_batch_size=max_batch_size, handler_kwargs=handler_kwargs,
         max_text_chars=max_text_chars or None, overwrite=overwrite,
         max_dead_letter_fraction=max_dead_letter_fraction,
-        manifest=run_manifest(files, input_checksums, started_at))
+        manifest=run_manifest(files, input_checksums, started_at),
+        previous=previous, carry=carry)
