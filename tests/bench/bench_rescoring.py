@@ -3,9 +3,9 @@
     python -m tests.bench.bench_rescoring [--rows 20000] [--out bench_out]
         [--metrics em,f1,rougeL,bertscore,sas] [--torch_threads 0]
 
-Rows: the bundled judgment files' real rows (EVOUNA-TQ's judged answers with their
-questions and gold answers, SQuAD-SAS answer pairs, AVSD/NarrativeQA/SemEval answers
-with their references), repeated until `--rows`, each repetition made distinct by a
+Rows: the bundled judgment files' real rows (SQuAD-SAS answer pairs, AVSD/NarrativeQA/
+SemEval answers with their references; `--with_evouna` adds EVOUNA-TQ's judged LLM
+answers with their questions and gold answers), repeated until `--rows`, each repetition made distinct by a
 marker appended to the prediction; shuffled with a fixed seed. `sas` is the packaged
 all-MiniLM-L6-v2 with a seeded one-logit head, saved as a checkpoint; the "retrained"
 checkpoint is the same with its head re-drawn (other weights, other values).
@@ -45,12 +45,17 @@ REPO = Path(__file__).resolve().parents[2]
 JUDGMENTS = REPO.parent / "shared" / "data" / "judgments"
 
 
-def real_rows() -> list[dict]:
-    """Every judged row of the bundled files in the scoring pipeline's default columns."""
-    questions = evouna.read_questions(str(JUDGMENTS / "evouna" / "TQ.json"))
-    rows = [{"system": r.system, "question": r.question, "prediction": r.prediction,
-             "references": list(r.references)}
-            for r in evouna.judged_answers(questions, splits=evouna.SPLITS)]
+def real_rows(with_evouna: bool = False) -> list[dict]:
+    """Every judged row of the bundled files in the scoring pipeline's default columns:
+    SQuAD-SAS, AVSD, NarrativeQA, SemEval (2,742 rows of short answers) and, with
+    `with_evouna`, EVOUNA-TQ's 9,690 answers (LLM answers of up to a paragraph, which
+    make the model metrics several times slower per row)."""
+    rows = []
+    if with_evouna:
+        questions = evouna.read_questions(str(JUDGMENTS / "evouna" / "TQ.json"))
+        rows = [{"system": r.system, "question": r.question, "prediction": r.prediction,
+                 "references": list(r.references)}
+                for r in evouna.judged_answers(questions, splits=evouna.SPLITS)]
     with open(JUDGMENTS / "sas" / "SQuAD_SAS.csv", encoding="utf-8") as f:
         rows += [{"system": "sas", "prediction": r["answer1"], "references": [r["answer2"]]}
                  for r in csv.DictReader(f) if r["answer1"].strip() and r["answer2"].strip()]
@@ -65,8 +70,8 @@ def real_rows() -> list[dict]:
     return rows
 
 
-def make_corpus(n: int, seed: int = 0) -> list[dict]:
-    pool = real_rows()
+def make_corpus(n: int, seed: int = 0, with_evouna: bool = False) -> list[dict]:
+    pool = real_rows(with_evouna)
     rows = []
     for i in range(n):
         base, copy = pool[i % len(pool)], i // len(pool)
@@ -138,6 +143,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, default=20_000)
     parser.add_argument("--metrics", default="em,f1,rougeL,bertscore,sas")
     parser.add_argument("--out", default="bench_out")
+    parser.add_argument("--with_evouna", action="store_true",
+                        help="add EVOUNA-TQ's long LLM answers to the pool of rows")
     parser.add_argument("--torch_threads", type=int, default=0,
                         help="torch.set_num_threads (0: torch's default)")
     args = parser.parse_args(argv)
@@ -149,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         sas = save_cross_encoder(tmp / "sas")
         sas2 = retrained(sas, tmp / "sas_retrained")
-        corpus = make_corpus(args.rows)
+        corpus = make_corpus(args.rows, with_evouna=args.with_evouna)
         base = write_jsonl(corpus, tmp / "night1.jsonl")
         changed = write_jsonl(change(corpus, 0.05, 0.05), tmp / "night2.jsonl")
         columns = args.metrics.split(",")
