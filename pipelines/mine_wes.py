@@ -50,7 +50,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions
 
 from transforms.io import cli
-from transforms.io.options import add_input_argument, add_output_argument
+from transforms.io.options import add_input_argument, add_output_argument, add_overwrite_argument
 from transforms.io.progress import ProgressReporter, is_local_runner, rate
 from transforms.io.publish import check_output_dir, new_temp_dir
 from transforms.wes.mine import MineWes, parse_thresholds
@@ -85,9 +85,8 @@ def add_mining_arguments(parser, with_io: bool = True) -> None:
     if with_io:
         add_output_argument(g, "output directory: wes-k<k>/, wes-k<k>-clusters/, "
                                "redirects-*.parquet, stats.json, dataset_card.md (required)")
-    g.add_argument("--overwrite", action="store_true",
-                   help="replace the outputs of an earlier run in --output (kept as they "
-                        "were until this run has written all of its own)")
+        add_overwrite_argument(g, "replace the outputs of an earlier run in --output (kept "
+                                  "as they were until this run has written all of its own)")
     g = parser.add_argument_group("mining")
     g.add_argument("--min_incoming_links", default="5",
                    help="thresholds k, comma-separated: one corpus per k")

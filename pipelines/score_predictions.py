@@ -46,6 +46,7 @@ Flink (a Flink job server on localhost:8099)::
         --environment_type DOCKER --setup_file ./setup.py
 """
 
+import json
 import logging
 import sys
 import textwrap
@@ -60,6 +61,7 @@ from transforms.io import cli
 from transforms.io.options import (
     add_input_argument,
     add_output_argument,
+    add_overwrite_argument,
 )
 from transforms.io.progress import ProgressReporter, is_local_runner, rate
 from transforms.metrics import registry
@@ -72,12 +74,14 @@ from transforms.scoring.config import (
     add_model_flags,
     build_config,
 )
+from transforms.scoring.manifest import CHECKSUM_MODES
 from transforms.scoring.outputs import OUTPUT_FORMATS
 from transforms.scoring.read import FORMATS
 from transforms.scoring.score_predictions import (
     ScorePredictions,
     warn_multiprocess_direct_runner,
 )
+from transforms.scoring.summary import DeadLetterAlert, dead_letter_alert
 
 logger = logging.getLogger(__name__)
 
@@ -122,11 +126,29 @@ def add_score_arguments(parser, with_io: bool = True) -> None:
                         "metric cost grows with length (ROUGE-L quadratically), so one huge "
                         f"row would stall a worker (default {DEFAULT_MAX_TEXT_CHARS}; "
                         "0 = no limit)")
+    g.add_argument("--input_checksums", choices=CHECKSUM_MODES, default="auto",
+                   help="how summary.json identifies each input file: sha256 (reads it once "
+                        "more), metadata (the object store's own checksum, no read), none "
+                        "(size and time only); auto: sha256 on a local disk, metadata "
+                        "elsewhere")
+    g.add_argument("--previous_run", default=None,
+                   help="PREFIX of an earlier complete run: carry over the values of every "
+                        "metric whose signature is unchanged for rows whose content "
+                        "(prediction, references, question, negative references) it scored; "
+                        "compute the rest. The output is a complete snapshot; may be "
+                        "--output itself with --overwrite (default: none, a full run)")
     g = parser.add_argument_group("output")
     if with_io:
         add_output_argument(g, "output prefix: PREFIX.scores.parquet|.jsonl, "
                                "PREFIX.dead_letter.jsonl, PREFIX.summary.json, with a human "
                                "column PREFIX.report.{md,png,json} (required)")
+        add_overwrite_argument(g, "replace a complete run at --output (refused otherwise); "
+                                  "its files stay until this run has written all of its "
+                                  "own, then every one of them goes (no stale report)")
+    g.add_argument("--max_dead_letter_fraction", type=float, default=None,
+                   help="after writing, exit with status 3 and one line on stderr when more "
+                        "than this share of the rows (0-1) was dead-lettered (default: no "
+                        "limit)")
     g.add_argument("--output_format", choices=OUTPUT_FORMATS, default="parquet",
                    help="format of PREFIX.scores.*")
     g.add_argument("--keep_input_columns", nargs="?", default=None,
@@ -197,6 +219,9 @@ def prepare(argv: Sequence[str] | None) -> tuple[object, ScoringConfig]:
             output_format=args.output_format, report_subsets=args.report_subsets,
             accuracy_threshold=args.accuracy_threshold, max_batch_size=args.max_batch_size,
             max_text_chars=args.max_text_chars, keep_input_columns=args.keep_input_columns,
+            overwrite=args.overwrite, input_checksums=args.input_checksums,
+            max_dead_letter_fraction=args.max_dead_letter_fraction,
+            previous_run=args.previous_run,
             model_flags={flag: getattr(args, flag) for flag in MODEL_FLAGS},
             **{flag: getattr(args, flag) for flag in COLUMN_FLAGS})
     except (ValueError, OSError) as e:
@@ -225,8 +250,6 @@ def describe_progress(counts: Mapping[str, int], elapsed: float) -> str:
 
 def log_final_summary(config: ScoringConfig, elapsed: float) -> list[str]:
     """Logs (and returns) the run's closing lines: counts, time, every output path."""
-    import json
-
     paths = config.paths
     with FileSystems.open(paths.summary) as f:
         overall = json.loads(f.read())["overall"]
@@ -259,7 +282,10 @@ def run(argv: list[str] | None = None, save_main_session: bool = True,
 
     Raises:
         cli.UsageError (a ValueError): a user mistake (unknown flag or metric, missing
-            file or column, contradictory flags, bad model), before a pipeline is built.
+            file or column, contradictory flags, bad model, a complete run at --output
+            without --overwrite), before a pipeline is built.
+        DeadLetterAlert: the outputs are written, but more rows were dead-lettered than
+            --max_dead_letter_fraction allows (exit status 3).
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     args, config = prepare(argv)
@@ -276,12 +302,19 @@ def run(argv: list[str] | None = None, save_main_session: bool = True,
         with pipeline as p:
             _ = p | "ScorePredictions" >> ScorePredictions(config, handler_factory)
     log_final_summary(config, reporter.elapsed())
+    if config.max_dead_letter_fraction is not None:
+        with FileSystems.open(config.paths.summary) as f:
+            alert = dead_letter_alert(json.loads(f.read()), config.max_dead_letter_fraction,
+                                      f" in {config.paths.prefix}")
+        if alert:
+            raise DeadLetterAlert(alert)
     return p.result
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Console entry point (`qa-score`): exit status 0, or 2 for a user mistake (one
-    line on stderr; `--verbose` for the traceback)."""
+    """Console entry point (`qa-score`): exit status 0, 2 for a user mistake (one line on
+    stderr; `--verbose` for the traceback), 3 when the run wrote its outputs but
+    dead-lettered more rows than --max_dead_letter_fraction allows (one line)."""
     return cli.run_main(PROG, run, argv)
 
 

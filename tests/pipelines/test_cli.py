@@ -285,7 +285,7 @@ def test_keep_input_columns_and_signatures_in_the_parquet_metadata(tmp_path):
     # A list of columns: an input column of any type comes as a string (JSON).
     score_predictions.run(["--input", _judged_jsonl(tmp_path, 5), "--output", prefix,
                            "--metrics", "em", "--keep_input_columns=prediction,note",
-                           "--output_format", "jsonl", *RUNNER_ARGS["direct_in_process"]],
+                           "--output_format", "jsonl", "--overwrite", *RUNNER_ARGS["direct_in_process"]],
                           save_main_session=False)
     rows = sorted(map(json.loads, open(prefix + ".scores.jsonl")), key=lambda r: r["row"])
     assert rows[2]["note"] == '{"k": 2}' and rows[2]["prediction"] == "answer 2"

@@ -140,7 +140,10 @@ def test_a_rerun_without_a_human_column_leaves_no_report_of_the_earlier_run(tmp_
     unjudged.write_text("".join(
         json.dumps({k: v for k, v in _good(i, "b").items() if k != "human"}) + "\n"
         for i in range(4)))
-    _run(["--input", str(unjudged), "--output", prefix, "--metrics", "em,f1"])
+    with pytest.raises(ValueError, match=r"holds a complete run .*--overwrite"):
+        _run(["--input", str(unjudged), "--output", prefix, "--metrics", "em,f1"])
+    assert len(_outputs(prefix)) == 6  # refused before anything ran
+    _run(["--input", str(unjudged), "--output", prefix, "--metrics", "em,f1", "--overwrite"])
     assert _outputs(prefix) == ["run.dead_letter.jsonl", "run.scores.parquet",
                                 "run.summary.json"]
     summary = json.loads((tmp_path / "run.summary.json").read_text())
@@ -332,3 +335,62 @@ def test_avsd_report_pearson_equals_the_released_columns(tmp_path):
         expected = stats.pearsonr(released[column], released["Human"])[0]
         assert rows[metric]["n"] == 1000
         assert rows[metric]["pearson"] == pytest.approx(expected, abs=tolerance), metric
+
+
+@pytest.mark.slow
+def test_summary_records_the_run(tmp_path):
+    data = tmp_path / "p.jsonl"
+    data.write_text("".join(json.dumps(_good(i, "a")) + "\n" for i in range(3)))
+    prefix = str(tmp_path / "run")
+    _run(["--input", str(data), "--output", prefix, "--metrics", "em,f1"])
+    summary = json.loads(open(prefix + ".summary.json").read())
+    assert summary["code"]["package"] == "qa-eval-beam" and "git_commit" in summary["code"]
+    assert summary["started_at"] <= summary["finished_at"]
+    (entry,) = summary["inputs"]
+    assert entry["path"] == str(data) and entry["size"] == data.stat().st_size
+    assert entry["checksum"].startswith("sha256:")
+    assert set(summary["signatures"]) == {"em", "f1"}
+
+
+@pytest.mark.slow
+def test_a_run_that_fails_leaves_the_earlier_one_whole(tmp_path, monkeypatch):
+    from transforms.scoring import write
+
+    data = tmp_path / "p.jsonl"
+    data.write_text("".join(json.dumps(_good(i, "a")) + "\n" for i in range(3)))
+    prefix = str(tmp_path / "run")
+    _run(["--input", str(data), "--output", prefix, "--metrics", "em,f1"])
+    before = {p: open(p, "rb").read() for p in glob.glob(prefix + "*")}
+    open(prefix + ".scores.parquet.tmp-killed", "w").write("a killed run's file")
+
+    def broken(self, summary):
+        raise OSError("disk full")
+    monkeypatch.setattr(write.WriteSummaryFn, "process", broken)
+    with pytest.raises(Exception, match="disk full"):
+        _run(["--input", str(data), "--output", prefix, "--metrics", "em", "--overwrite"])
+    after = {p: open(p, "rb").read() for p in glob.glob(prefix + "*")
+             if ".tmp-" not in p}
+    assert after == before  # the earlier run, byte for byte, and nothing else final
+    monkeypatch.undo()
+    _run(["--input", str(data), "--output", prefix, "--metrics", "em", "--overwrite"])
+    assert _outputs(prefix) == [  # the killed runs' temporary files are gone
+        "run.dead_letter.jsonl", "run.report.json", "run.report.md", "run.report.png",
+        "run.scores.parquet", "run.summary.json"]
+
+
+@pytest.mark.slow
+def test_too_many_dead_letters_exit_with_status_3(tmp_path, capsys):
+    from pipelines.score_predictions import main
+
+    data = tmp_path / "p.jsonl"
+    data.write_text("".join(json.dumps(_good(i, "a")) + "\n" for i in range(3))
+                    + '{"id": "broken", \n')
+    prefix = str(tmp_path / "run")
+    argv = ["--input", str(data), "--output", prefix, "--metrics", "em",
+            *RUNNER_ARGS["direct_in_process"]]
+    assert main([*argv, "--max_dead_letter_fraction", "0.25"]) == 0
+    assert main([*argv, "--max_dead_letter_fraction", "0.2", "--overwrite"]) == 3
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == (f"qa-score: 1 of 4 rows (25.00%) were dead-lettered in {prefix}, "
+                       "more than --max_dead_letter_fraction 0.2 allows (malformed_json 1)")
+    assert _outputs(prefix)[-1] == "run.summary.json"  # written all the same

@@ -9,7 +9,7 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from transforms.metrics.base import QAExample
 from transforms.scoring.join import ROWS, JoinScores, merge_branch_results
-from transforms.scoring.rows import RowSource, ScoringRow
+from transforms.scoring.rows import RowSource, ScoringRow, content_key
 from transforms.scoring.score import ScoreResult
 
 ROW = ScoringRow(RowSource("f", 1, 1), QAExample("p", ("r",)), id="a", system="s", human=1.0)
@@ -20,8 +20,8 @@ def test_merge_all_branches_scored():
         ROW, {"lex": [ScoreResult({"em": 1.0})], "model": [ScoreResult({"sas": 0.5})]},
         ["lex", "model"])
     assert ok
-    assert record == {"row_key": "f:1", "file": "f", "row": 1, "id": "a", "system": "s",
-                      "human": 1.0, "em": 1.0, "sas": 0.5}
+    assert record == {"row_key": "f:1", "content_key": content_key(ROW.example), "file": "f",
+                      "row": 1, "id": "a", "system": "s", "human": 1.0, "em": 1.0, "sas": 0.5}
 
 
 @pytest.mark.parametrize("results, reason", [

@@ -240,3 +240,21 @@ def test_kept_columns_carry_the_scored_texts_and_input_cells() -> None:
                         ("meta", '{"k": [1, "é"]}'), ("absent", None))
     assert to_scoring_row({"answer": "a", "r1": "x"}, ColumnMapping(
         prediction="answer", references=("r1",)), RowSource("f", 1)).kept == ()
+def test_content_key_depends_on_exactly_what_scores_depend_on():
+    from transforms.metrics.base import QAExample
+    from transforms.scoring.rows import content_key
+
+    base = QAExample("the answer", ("gold a", "gold b"), "what?", ("wrong",))
+    key = content_key(base)
+    # Pinned: a change of recipe must bump CONTENT_KEY_VERSION (old runs stop matching).
+    assert key == "3360c5f41dfd74eb011154dd2260973c"
+    variants = [
+        QAExample("the answer ", ("gold a", "gold b"), "what?", ("wrong",)),
+        QAExample("the answer", ("gold b", "gold a"), "what?", ("wrong",)),  # order counts
+        QAExample("the answer", ("gold a",), "what?", ("wrong",)),
+        QAExample("the answer", ("gold a", "gold b"), None, ("wrong",)),
+        QAExample("the answer", ("gold a", "gold b"), "what?", ()),
+        QAExample("the answer", ("gold a gold b",), "what?", ("wrong",)),  # no joining
+        QAExample("the answer", ("gold a", "gold b"), "", ("wrong",)),  # "" is not None
+    ]
+    assert len({key, *map(content_key, variants)}) == len(variants) + 1

@@ -41,12 +41,13 @@ def test_output_row_orders_fields_and_the_schema_holds_the_signatures_once(tmp_p
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    record = {"row_key": "f:1", "file": "f", "row": 1, "id": None, "system": "s",
-              "human": 2.0, "f1": math.nan, "em": 1.0, "question": "q?",
+    record = {"row_key": "f:1", "content_key": "c", "file": "f", "row": 1, "id": None,
+              "system": "s", "human": 2.0, "f1": math.nan, "em": 1.0, "question": "q?",
+              "_carried": ("em",),
               "references": ["a", "b"], "extra": "x"}
     row = output_row(record, ["em", "f1"], True, ["question", "references"])
-    assert list(row) == ["row_key", "file", "row", "id", "system", "human", "question",
-                         "references", "em", "f1"]
+    assert list(row) == ["row_key", "content_key", "file", "row", "id", "system", "human",
+                         "question", "references", "em", "f1"]
     assert row["f1"] is None and "signature" not in row
     signatures = {"em": "em|v1", "f1": "f1|v1"}
     schema = scores_schema(["em", "f1"], True, signatures, ["question", "references"])

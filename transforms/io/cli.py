@@ -204,6 +204,13 @@ def silence_apitools_warning() -> None:
     logging.getLogger().addFilter(_DropApitoolsWarning())
 
 
+class RunAlert(RuntimeError):
+    """A run that completed and wrote its outputs, but found something a scheduler must
+    hear about (`run_main`: one line on stderr, exit status `exit_status`)."""
+
+    exit_status = 3
+
+
 def run_main(prog: str, body: Callable[[list[str]], Any], argv: Sequence[str] | None, *,
              user_errors: tuple[type[BaseException], ...] = (UsageError,),
              setup_logging: Callable[[bool], None] | None = None) -> int:
@@ -219,13 +226,17 @@ def run_main(prog: str, body: Callable[[list[str]], Any], argv: Sequence[str] | 
         setup_logging: `(verbose) -> None`; default `configure_logging`.
 
     Returns:
-        0, or 2 for a user mistake (--help exits 0 through argparse's SystemExit).
+        0, 2 for a user mistake (--help exits 0 through argparse's SystemExit), or a
+        `RunAlert`'s exit status.
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     verbose = "--verbose" in argv
     (setup_logging or configure_logging)(verbose)
     try:
         body(argv)
+    except RunAlert as e:
+        print(f"{prog}: {' '.join(str(e).split())}", file=sys.stderr)
+        return e.exit_status
     except user_errors as e:
         if verbose:
             traceback.print_exc(file=sys.stderr)

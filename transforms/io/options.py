@@ -1,4 +1,5 @@
-"""The flags every Beam pipeline of this project shares: `--input`/`--output` and the
+"""The flags every Beam pipeline of this project shares: `--input`/`--output`/`--overwrite`
+and the
 runtime flags `--progress_interval`/`--verbose`.
 
 Beam collects the flags of every `PipelineOptions` subclass imported in a process into one
@@ -23,11 +24,19 @@ def add_output_argument(group,
     group.add_argument("--output", default=None, help=help)
 
 
+def add_overwrite_argument(group, help: str = (
+        "replace a complete earlier run in --output (refused otherwise); its files stay as "
+        "they were until this run has written all of its own, then every one of them goes"
+        )) -> None:
+    group.add_argument("--overwrite", action="store_true", help=help)
+
+
 class InputOutputOptions(PipelineOptions):
     @classmethod
     def _add_argparse_args(cls, parser):
         add_input_argument(parser)
         add_output_argument(parser)
+        add_overwrite_argument(parser)
 
 
 class RuntimeOptions(PipelineOptions):

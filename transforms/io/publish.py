@@ -157,7 +157,7 @@ def replace_outputs(moves: Sequence[tuple[str, str]], old_files: Iterable[str], 
             done.add(final)  # moved in by an earlier attempt
         else:
             raise RuntimeError(f"{temp}, to become {final}, is missing; nothing was replaced")
-    old = [p for p in dict.fromkeys(old_files) if p not in done]
+    old = [p for p in dict.fromkeys(old_files) if p not in done and FileSystems.exists(p)]
     old += [f for _, f in pending if f not in old and FileSystems.exists(f)]
     old.sort(key=lambda p: p != marker)  # the marker first (a stable sort)
     if old and not overwrite:

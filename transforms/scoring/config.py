@@ -23,15 +23,17 @@ from typing import Any
 
 from transforms.metrics import registry
 from transforms.metrics.base import Metric
-from transforms.scoring.outputs import OutputPaths
+from transforms.scoring.incremental import CarryPlan, PreviousRun, load_previous_run, plan_carry
+from transforms.scoring.manifest import run_manifest, utc_now
+from transforms.scoring.outputs import OutputPaths, check_prefix
 from transforms.scoring.read import sniff_columns
 from transforms.scoring.report_spec import ReportSpec, parse_subsets, parse_thresholds
-from transforms.scoring.rows import KEPT_TEXTS, ColumnMapping
+from transforms.scoring.rows import CONTENT_KEY_VERSION, KEPT_TEXTS, ColumnMapping
 
 # The longest prediction, reference or question scored, in characters (--max_text_chars).
 # ROUGE-L costs 0.06 s on two texts of this length, 13.6 s on two of 2 MB (quadratic).
 DEFAULT_MAX_TEXT_CHARS = 100_000
-RESERVED_COLUMNS = ("row_key", "file", "row", "id", "system", "human")
+RESERVED_COLUMNS = ("row_key", "content_key", "file", "row", "id", "system", "human")
 # What `--keep_input_columns` alone keeps: the texts the metrics scored.
 DEFAULT_KEPT_COLUMNS = KEPT_TEXTS
 # The column flags (`resolve_columns`' keyword arguments).
@@ -59,6 +61,11 @@ class ScoringConfig:
     max_batch_size: int
     handler_kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
     max_text_chars: int | None = DEFAULT_MAX_TEXT_CHARS
+    manifest: dict[str, Any] = dataclasses.field(default_factory=dict)
+    overwrite: bool = False
+    max_dead_letter_fraction: float | None = None
+    previous: PreviousRun | None = None
+    carry: CarryPlan | None = None
 
     @property
     def model_metrics(self) -> tuple[Metric, ...]:
@@ -76,10 +83,13 @@ class ScoringConfig:
 
     def summary_metadata(self) -> dict[str, Any]:
         """Run facts written at the top of summary.json."""
-        return {"run_id": self.paths.run_id, "input": self.input,
+        return {"run_id": self.paths.run_id, **self.manifest, "input": self.input,
                 "input_files": len(self.files), "columns": dataclasses.asdict(self.mapping),
                 "metric_columns": list(self.metric_columns), "signatures": self.signatures,
-                "max_text_chars": self.max_text_chars}
+                "max_text_chars": self.max_text_chars,
+                "content_key_version": CONTENT_KEY_VERSION,
+                **({"incremental": self.carry.describe(self.previous)}
+                   if self.previous is not None else {})}
 
 
 def is_model_backed(metric: Metric) -> bool:
@@ -369,7 +379,10 @@ def build_config(*, input: str | None, output: str | None, metrics: str | None,
                  max_batch_size: int = 512, run_id: str | None = None,
                  model_flags: Mapping[str, Any] | None = None,
                  max_text_chars: int = DEFAULT_MAX_TEXT_CHARS,
-                 keep_input_columns: str | None = None,
+                 keep_input_columns: str | None = None, overwrite: bool = False,
+                 input_checksums: str = "auto",
+                 max_dead_letter_fraction: float | None = None,
+                 previous_run: str | None = None,
                  **column_flags: Any) -> ScoringConfig:
     """Validates the command line and builds the run's configuration.
 
@@ -388,6 +401,13 @@ def build_config(*, input: str | None, output: str | None, metrics: str | None,
         keep_input_columns: what the scores file carries of each row, see
             `resolve_kept_columns`.
         run_id: names the temporary files; random when None.
+        overwrite: replace a complete run at the prefix (refused otherwise).
+        input_checksums: how summary.json identifies the input files
+            (`manifest.CHECKSUM_MODES`).
+        max_dead_letter_fraction: the run fails (after writing) when a larger share of
+            its rows is dead-lettered; None = no limit.
+        previous_run: the prefix of an earlier complete run to carry scores over from
+            (`incremental`); it may be `output` itself with `overwrite`.
         model_flags: the dedicated model flags (`MODEL_FLAGS`), see `merge_model_flags`.
         **column_flags: the keyword arguments of `resolve_columns`.
 
@@ -423,7 +443,16 @@ def build_config(*, input: str | None, output: str | None, metrics: str | None,
     if max_text_chars < 0:
         raise ValueError(f"--max_text_chars must be >= 1 (or 0 for no limit), "
                          f"got {max_text_chars}")
+    if max_dead_letter_fraction is not None and not 0 <= max_dead_letter_fraction <= 1:
+        raise ValueError(f"--max_dead_letter_fraction must be in [0, 1], "
+                         f"got {max_dead_letter_fraction}")
     paths = OutputPaths(output, output_format, run_id or uuid.uuid4().hex[:12])
+    check_prefix(paths, overwrite)
+    started_at = utc_now()
+    previous = carry = None
+    if previous_run:
+        previous = load_previous_run(previous_run)
+        carry = plan_carry(built, signatures, previous)
     files, available = sniff_columns(input, input_format)
     if not available:
         raise ValueError(f"--input {input!r}: the files looked into offer no columns (empty "
@@ -450,4 +479,7 @@ def build_config(*, input: str | None, output: str | None, metrics: str | None,
         available_columns=tuple(available), mapping=mapping, metrics=built,
         metric_columns=metric_columns, signatures=signatures, paths=paths, report=spec,
         max_batch_size=max_batch_size, handler_kwargs=handler_kwargs,
-        max_text_chars=max_text_chars or None)
+        max_text_chars=max_text_chars or None, overwrite=overwrite,
+        max_dead_letter_fraction=max_dead_letter_fraction,
+        manifest=run_manifest(files, input_checksums, started_at),
+        previous=previous, carry=carry)

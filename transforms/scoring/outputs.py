@@ -4,11 +4,20 @@ Final names (PREFIX = --output): PREFIX.scores.parquet | PREFIX.scores.jsonl,
 PREFIX.dead_letter.jsonl, PREFIX.summary.json, and with a human column PREFIX.report.md,
 PREFIX.report.png and PREFIX.report.json. Written by write.py; validated when the graph is
 built (config.py), so kept apart from the writers.
+
+A prefix holds a complete run when its summary.json exists (the summary is moved in
+last). `check_prefix` refuses such a prefix unless `--overwrite`: the new run then
+replaces every file of the old one, and only once it has written all of its own.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
+
+from apache_beam.io.filesystems import FileSystems
+
+logger = logging.getLogger(__name__)
 
 OUTPUT_FORMATS = ("parquet", "jsonl")
 
@@ -52,6 +61,11 @@ class OutputPaths:
     def report_png(self) -> str:
         return f"{self.prefix}.report.png"
 
+    @property
+    def temp_pattern(self) -> str:
+        """Matches the temporary files of every run at this prefix."""
+        return f"{self.prefix}.*.tmp-*"
+
     def temp(self, final: str) -> str:
         return f"{final}.tmp-{self.run_id}"
 
@@ -73,3 +87,38 @@ class OutputPaths:
         if with_report:
             names += [self.report_json, self.report_md, self.report_png]
         return [*names, self.summary]
+
+
+def existing_files(paths: OutputPaths) -> list[str]:
+    """The final names at the prefix that exist (of a complete or an incomplete run)."""
+    return [p for p in paths.every_final() if FileSystems.exists(p)]
+
+
+def leftover_temp_files(paths: OutputPaths) -> list[str]:
+    """Temporary files at the prefix of other runs (killed before they published)."""
+    own = f".tmp-{paths.run_id}"
+    return sorted(m.path for r in FileSystems.match([paths.temp_pattern])
+                  for m in r.metadata_list if not m.path.endswith(own))
+
+
+def check_prefix(paths: OutputPaths, overwrite: bool) -> None:
+    """Refuses, before anything runs, a prefix holding a complete run unless `overwrite`;
+    logs what an incomplete run left there (replaced or removed when this run succeeds).
+
+    Raises:
+        ValueError: the prefix holds a complete run and not `overwrite`.
+    """
+    existing = existing_files(paths)
+    if paths.summary in existing and not overwrite:
+        raise ValueError(
+            f"--output {paths.prefix} holds a complete run ({paths.summary} and "
+            f"{len(existing) - 1} other files); pass --overwrite to replace it (its files "
+            "stay until the new run has written all of its own) or choose another --output")
+    if existing and paths.summary not in existing:
+        logger.warning("--output %s holds files of a run that did not finish (%s); this "
+                       "run replaces them when it succeeds", paths.prefix, ", ".join(existing))
+    leftovers = leftover_temp_files(paths)
+    if leftovers:
+        logger.warning("--output %s holds %d temporary files of runs that did not finish "
+                       "(e.g. %s); this run removes them when it succeeds", paths.prefix,
+                       len(leftovers), leftovers[0])

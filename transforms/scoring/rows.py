@@ -30,6 +30,7 @@ Rules (see docs/decisions.md):
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import math
 import re
@@ -105,6 +106,22 @@ class RowSource:
     def key(self) -> str:
         """The stable row key that every scoring branch is joined on."""
         return f"{self.file}:{self.row}"
+
+
+# The version of `content_key`'s recipe: summary.json records it, and a run carries scores
+# over from a previous run only when both used the same recipe.
+CONTENT_KEY_VERSION = "ck1"
+
+
+def content_key(example: QAExample) -> str:
+    """A hash of everything a row's scores depend on: the prediction, the references in
+    order, the question and the negative references (128-bit BLAKE2b, hex). Two rows with
+    equal content keys get equal scores from every metric (given the same corpus
+    statistics), wherever they sit in which file."""
+    payload = json.dumps([example.prediction, list(example.references), example.question,
+                          list(example.negative_references)],
+                         ensure_ascii=False, separators=(",", ":"))
+    return hashlib.blake2b(payload.encode("utf-8"), digest_size=16).hexdigest()
 
 
 @dataclasses.dataclass(frozen=True)

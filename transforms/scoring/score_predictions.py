@@ -7,14 +7,25 @@ applies `ScorePredictions` to its pipeline.
 """
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import apache_beam as beam
 from apache_beam.ml.inference.base import ModelHandler
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
 
 from transforms.inference.run_model_metrics import RunModelMetrics
-from transforms.scoring.config import ScoringConfig
+from transforms.metrics.base import Metric
+from transforms.scoring.config import ScoringConfig, is_model_backed
+from transforms.scoring.incremental import (
+    GROUPS,
+    NEW,
+    OLD,
+    JoinIncremental,
+    ReadPreviousScores,
+    SplitByPrevious,
+    carried_result,
+)
 from transforms.scoring.join import ROWS, JoinScores
 from transforms.scoring.read import ReadPredictions
 from transforms.scoring.score import ComputeCorpusStatistics, ScoreMetrics
@@ -71,18 +82,15 @@ class ScorePredictions(beam.PTransform):
         config, paths = self._config, self._config.paths
         read = p | "ReadPredictions" >> ReadPredictions(
             config.input, config.mapping, config.input_format, config.max_text_chars)
-        corpus_stats = read["rows"] | "ComputeCorpusStatistics" >> ComputeCorpusStatistics(
-            config.metrics)
-        branches = {ROWS: read["rows"]}
-        if config.in_process_metrics:
-            branches["in_process"] = read["rows"] | "ScoreInProcessMetrics" >> ScoreMetrics(
-                config.in_process_metrics, beam.pvalue.AsSingleton(corpus_stats),
-                config.max_batch_size)
-        if config.model_metrics:
-            branches["models"] = read["rows"] | "ScoreModelMetrics" >> RunModelMetrics(
-                config.model_metrics, corpus_stats=beam.pvalue.AsSingleton(corpus_stats),
-                handler_factory=self._handler_factory, handler_kwargs=config.handler_kwargs)
-        joined = branches | "JoinScoresByRowKey" >> JoinScores()
+        corpus_stats = beam.pvalue.AsSingleton(
+            read["rows"] | "ComputeCorpusStatistics" >> ComputeCorpusStatistics(
+                config.metrics))
+        if config.previous is None:
+            branches = {ROWS: read["rows"], **self._branches(
+                read["rows"], config.metrics, corpus_stats)}
+            joined = branches | "JoinScoresByRowKey" >> JoinScores()
+        else:
+            joined = self._incremental(p, read["rows"], corpus_stats)
         dead = ((read["dead_letter"], joined["dead_letter"])
                 | "CollectDeadLetters" >> beam.Flatten())
         written = [
@@ -91,11 +99,51 @@ class ScorePredictions(beam.PTransform):
                 config.mapping.keep),
             dead | "WriteDeadLetters" >> WriteDeadLetters(paths),
             (joined["scored"], dead)
-            | "SummarizeBySystem" >> SummarizeScores(config.metric_columns, config.with_human)
+            | "SummarizeBySystem" >> SummarizeScores(
+                config.metric_columns, config.with_human,
+                config.previous.means() if config.previous is not None else None)
             | "WriteSummary" >> WriteSummary(paths, config.summary_metadata()),
         ]
         if config.report is not None:
             written.append(joined["scored"] | "WriteMetaEvaluationReport" >> WriteReport(
                 paths, config.metric_columns, config.report, config.mapping.human))
         return tuple(written) | "FinalizeOutputs" >> FinalizeOutputs(
-            paths, with_report=config.report is not None)
+            paths, with_report=config.report is not None, overwrite=config.overwrite)
+
+    def _branches(self, rows: beam.PCollection, metrics: Sequence[Metric], corpus_stats: Any,
+                  label: str = "") -> dict[str, beam.PCollection]:
+        """The scoring branches of `metrics` over keyed rows: `in_process{label}` (the
+        lexical metrics) and `models{label}` (the model metrics), those that have any."""
+        config = self._config
+        in_process = [m for m in metrics if not is_model_backed(m)]
+        models = [m for m in metrics if is_model_backed(m)]
+        branches = {}
+        if in_process:
+            branches[f"in_process{label}"] = rows | f"ScoreInProcessMetrics{label}" >> \
+                ScoreMetrics(in_process, corpus_stats, config.max_batch_size)
+        if models:
+            branches[f"models{label}"] = rows | f"ScoreModelMetrics{label}" >> RunModelMetrics(
+                models, corpus_stats=corpus_stats, handler_factory=self._handler_factory,
+                handler_kwargs=config.handler_kwargs)
+        return branches
+
+    def _incremental(self, p, rows: beam.PCollection, corpus_stats: Any) -> dict:
+        """The scoring graph of an incremental run (see transforms/scoring/incremental.py):
+        recomputed metrics on every distinct content, carried ones on new contents only,
+        the previous values for the others; joined by content key and fanned out."""
+        config, plan = self._config, self._config.carry
+        previous = p | "ReadPreviousScores" >> ReadPreviousScores(
+            config.previous, (*plan.carried_columns, *plan.compared))
+        split = (rows, previous) | "SplitByPrevious" >> SplitByPrevious(plan.carried_columns)
+        contents = (split[NEW], split[OLD]) | "EveryContent" >> beam.Flatten()
+        branches = {GROUPS: split[GROUPS],
+                    **self._branches(contents, plan.computed, corpus_stats)}
+        fresh = self._branches(split[NEW], plan.carried, corpus_stats, "_carried")
+        for name, results in fresh.items():
+            columns = [c for m in plan.carried for c in m.columns
+                       if is_model_backed(m) == name.startswith("models")]
+            kept = split["carried"] | f"PreviousValues_{name}" >> beam.Map(
+                carried_result, columns)
+            branches[name] = (results, kept) | f"NewAndKept_{name}" >> beam.Flatten()
+        return branches | "JoinByContentKey" >> JoinIncremental(
+            plan.carried_columns, plan.compared)

@@ -11,6 +11,11 @@ The summary dict (written as PREFIX.summary.json):
              "human_missing" (only when a human column is read), "metrics": {column:
              {"count", "mean"}}}
 
+In an incremental run (`--previous_run`) every metric's entry also says `carried` (rows
+whose value came from the previous run), `computed` (the other scored rows), `changed`
+(rows the previous run scored whose recomputed value differs from it) and
+`previous_mean` (the previous run's mean in the same block, null when it had none).
+
 `human_missing` counts the scored rows without a human value (empty, "n/a", null, NaN...):
 they are scored, and left out of the agreement statistics of the report.
 
@@ -24,6 +29,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import apache_beam as beam
+
+from transforms.io.cli import RunAlert
 
 _SCORED = "scored"
 _DEAD = "dead"
@@ -45,7 +52,13 @@ def _add_exact(partials: list[float], x: float) -> None:
 
 
 def _new_block() -> dict[str, Any]:
-    return {"scored": 0, "human_missing": 0, "dead": {}, "sums": {}, "counts": {}}
+    return {"scored": 0, "human_missing": 0, "dead": {}, "sums": {}, "counts": {},
+            "carried": {}, "changed": {}}
+
+
+def _add_counts(into: dict[str, int], other: Mapping[str, int]) -> None:
+    for key, n in other.items():
+        into[key] = into.get(key, 0) + n
 
 
 def _merge_block(into: dict[str, Any], other: Mapping[str, Any]) -> None:
@@ -57,8 +70,8 @@ def _merge_block(into: dict[str, Any], other: Mapping[str, Any]) -> None:
         mine = into["sums"].setdefault(column, [])
         for x in partials:
             _add_exact(mine, x)
-    for column, n in other["counts"].items():
-        into["counts"][column] = into["counts"].get(column, 0) + n
+    for field in ("counts", "carried", "changed"):
+        _add_counts(into[field], other[field])
 
 
 def summary_event(record: Mapping[str, Any], metric_columns: Sequence[str]) -> tuple:
@@ -66,7 +79,9 @@ def summary_event(record: Mapping[str, Any], metric_columns: Sequence[str]) -> t
     if "reason" in record:
         return _DEAD, record.get("system"), record["reason"]
     return _SCORED, record.get("system"), (tuple(record.get(c) for c in metric_columns),
-                                           record.get("human") is None)
+                                           record.get("human") is None,
+                                           tuple(record.get("_carried", ())),
+                                           tuple(record.get("_changed", ())))
 
 
 class SummaryCombineFn(beam.CombineFn):
@@ -75,11 +90,16 @@ class SummaryCombineFn(beam.CombineFn):
     Args:
         metric_columns: the metric columns, in output order.
         with_human: a human column is read (the blocks then say `human_missing`).
+        previous_means: an incremental run's previous means (`PreviousRun.means`); the
+            metric entries then say carried / computed / changed / previous_mean.
     """
 
-    def __init__(self, metric_columns: Sequence[str], with_human: bool = False) -> None:
+    def __init__(self, metric_columns: Sequence[str], with_human: bool = False,
+                 previous_means: Mapping[str, Mapping[str, float | None]] | None = None
+                 ) -> None:
         self._columns = tuple(metric_columns)
         self._with_human = with_human
+        self._previous_means = previous_means
 
     def create_accumulator(self) -> dict[str | None, dict[str, Any]]:
         return {}
@@ -90,9 +110,11 @@ class SummaryCombineFn(beam.CombineFn):
         if kind == _DEAD:
             block["dead"][payload] = block["dead"].get(payload, 0) + 1
             return accumulator
-        values, human_missing = payload
+        values, human_missing, carried, changed = payload
         block["scored"] += 1
         block["human_missing"] += human_missing
+        _add_counts(block["carried"], dict.fromkeys(carried, 1))
+        _add_counts(block["changed"], dict.fromkeys(changed, 1))
         for column, value in zip(self._columns, values, strict=True):
             if value is None or math.isnan(value):
                 continue
@@ -108,17 +130,24 @@ class SummaryCombineFn(beam.CombineFn):
         return merged
 
     def extract_output(self, accumulator: dict) -> dict[str, Any]:
-        return summarize_blocks(accumulator, self._columns, self._with_human)
+        return summarize_blocks(accumulator, self._columns, self._with_human,
+                                self._previous_means)
 
 
-def _render_block(block: Mapping[str, Any], columns: Sequence[str],
-                  with_human: bool) -> dict[str, Any]:
+def _render_block(block: Mapping[str, Any], columns: Sequence[str], with_human: bool,
+                  previous_means: Mapping[str, float | None] | None = None) -> dict[str, Any]:
     dead = sum(block["dead"].values())
     metrics = {}
     for column in columns:
         count = block["counts"].get(column, 0)
         mean = math.fsum(block["sums"][column]) / count if count else None
         metrics[column] = {"count": count, "mean": mean}
+        if previous_means is not None:
+            carried = block["carried"].get(column, 0)
+            metrics[column].update(
+                carried=carried, computed=block["scored"] - carried,
+                changed=block["changed"].get(column, 0),
+                previous_mean=previous_means.get(column))
     rendered = {"in": block["scored"] + dead, "scored": block["scored"], "dead_lettered": dead,
                 "dead_lettered_by_reason": dict(sorted(block["dead"].items()))}
     if with_human:
@@ -127,13 +156,17 @@ def _render_block(block: Mapping[str, Any], columns: Sequence[str],
 
 
 def summarize_blocks(blocks: Mapping[str | None, Mapping[str, Any]],
-                     columns: Sequence[str], with_human: bool = False) -> dict[str, Any]:
+                     columns: Sequence[str], with_human: bool = False,
+                     previous_means: Mapping[str, Mapping[str, float | None]] | None = None
+                     ) -> dict[str, Any]:
     """Turns per-system accumulator blocks into the summary dict.
 
     Args:
         blocks: system (None: unknown) -> accumulator block.
         columns: the metric columns, in output order.
         with_human: a human column is read: every block says `human_missing`.
+        previous_means: block name ("overall", "system:<name>", "without_system") ->
+            column -> the previous run's mean, in an incremental run; else None.
 
     Returns:
         The summary dict described in the module docstring.
@@ -141,13 +174,18 @@ def summarize_blocks(blocks: Mapping[str | None, Mapping[str, Any]],
     overall = _new_block()
     for block in blocks.values():
         _merge_block(overall, block)
+    def previous(name: str) -> Mapping[str, float | None] | None:
+        return None if previous_means is None else previous_means.get(name, {})
+
     summary: dict[str, Any] = {
-        "overall": _render_block(overall, columns, with_human),
-        "systems": {system: _render_block(blocks[system], columns, with_human)
+        "overall": _render_block(overall, columns, with_human, previous("overall")),
+        "systems": {system: _render_block(blocks[system], columns, with_human,
+                                          previous(f"system:{system}"))
                     for system in sorted(s for s in blocks if s is not None)},
     }
     if None in blocks and summary["systems"]:
-        summary["without_system"] = _render_block(blocks[None], columns, with_human)
+        summary["without_system"] = _render_block(blocks[None], columns, with_human,
+                                                  previous("without_system"))
     return summary
 
 
@@ -155,10 +193,13 @@ class SummarizeScores(beam.PTransform):
     """(scored records, dead-letter records) -> one summary dict (`with_human`: a human
     column is read, so the blocks count `human_missing`)."""
 
-    def __init__(self, metric_columns: Sequence[str], with_human: bool = False) -> None:
+    def __init__(self, metric_columns: Sequence[str], with_human: bool = False,
+                 previous_means: Mapping[str, Mapping[str, float | None]] | None = None
+                 ) -> None:
         super().__init__()
         self._columns = tuple(metric_columns)
         self._with_human = with_human
+        self._previous_means = previous_means
 
     def expand(self, records) -> beam.PCollection:  # (scored, dead-letter records)
         return (
@@ -166,4 +207,28 @@ class SummarizeScores(beam.PTransform):
             | "MergeScoredAndDeadLetters" >> beam.Flatten()
             | "ToSummaryEvents" >> beam.Map(summary_event, self._columns)
             | "CombineSummary" >> beam.CombineGlobally(
-                SummaryCombineFn(self._columns, self._with_human)))
+                SummaryCombineFn(self._columns, self._with_human, self._previous_means)))
+
+
+class DeadLetterAlert(RunAlert):
+    """A run wrote its outputs but dead-lettered more rows than `--max_dead_letter_fraction`
+    allows (the command line exits with status 3)."""
+
+
+def dead_letter_alert(summary: Mapping[str, Any], max_fraction: float | None,
+                      where: str = "") -> str | None:
+    """The one-line alert when more than `max_fraction` of the rows read were
+    dead-lettered (None when within it, or no limit). A run that read no row at all is
+    alerted on too, as nothing was scored."""
+    if max_fraction is None:
+        return None
+    overall = summary["overall"]
+    rows, dead = overall["in"], overall["dead_lettered"]
+    if rows == 0:
+        return f"no rows were read{where}"
+    if dead / rows <= max_fraction:
+        return None
+    reasons = ", ".join(f"{reason} {n}" for reason, n in sorted(
+        overall.get("dead_lettered_by_reason", {}).items(), key=lambda kv: -kv[1]))
+    return (f"{dead} of {rows} rows ({dead / rows:.2%}) were dead-lettered{where}, more "
+            f"than --max_dead_letter_fraction {max_fraction:g} allows ({reasons})")

@@ -9,13 +9,16 @@ summary.json first, the new ones moved in, summary.json (the completeness marker
 and the earlier ones deleted; a failure while moving puts the earlier run back. A run that
 fails anywhere before leaves only `*.tmp-<run_id>` files behind, never a final name, and
 the earlier run as it was; one without a human column leaves no report of an earlier run.
+A prefix that holds a complete run is refused before anything runs unless --overwrite
+(`outputs.check_prefix`); temporary files of killed runs are removed once a run succeeds.
 
 Final names (PREFIX = --output):
     PREFIX.scores.parquet | PREFIX.scores.jsonl, PREFIX.dead_letter.jsonl,
     PREFIX.summary.json, and with a human column PREFIX.report.md + PREFIX.report.png
     (+ PREFIX.report.json: the same numbers for machines).
 
-`PREFIX.scores.*` holds one row per scored input row: row_key, file, row, id, system,
+`PREFIX.scores.*` holds one row per scored input row: row_key, content_key (a hash of what
+its scores depend on: `rows.content_key`), file, row, id, system,
 (human), the kept input columns (--keep_input_columns: question, prediction, references
 as scored, or input columns as strings), and one float column per metric. Each metric's
 signature is stored once, not per row: in the Parquet schema's key-value metadata
@@ -26,12 +29,13 @@ each output through one writer; that is the price of the fixed names (the scorin
 stays parallel).
 """
 
+import functools
 import io
 import json
 import logging
 import math
 import posixpath
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import apache_beam as beam
@@ -39,7 +43,8 @@ from apache_beam.io.filesystems import FileSystems
 
 from transforms.io.publish import replace_outputs
 from transforms.scoring import report as report_lib
-from transforms.scoring.outputs import OutputPaths
+from transforms.scoring.manifest import utc_now
+from transforms.scoring.outputs import OutputPaths, leftover_temp_files
 from transforms.scoring.report_spec import ReportSpec
 
 logger = logging.getLogger(__name__)
@@ -56,7 +61,8 @@ def scores_schema(metric_columns: Sequence[str], with_human: bool,
     import pyarrow as pa
 
     signatures = dict(signatures or {})
-    fields = [pa.field("row_key", pa.string()), pa.field("file", pa.string()),
+    fields = [pa.field("row_key", pa.string()), pa.field("content_key", pa.string()),
+              pa.field("file", pa.string()),
               pa.field("row", pa.int64()), pa.field("id", pa.string()),
               pa.field("system", pa.string())]
     if with_human:
@@ -100,7 +106,8 @@ def _clean(value: Any) -> Any:
 def output_row(record: Mapping[str, Any], metric_columns: Sequence[str], with_human: bool,
                kept: Sequence[str] = ()) -> dict[str, Any]:
     """A scored record as written: schema order, NaN as null."""
-    row = {k: record.get(k) for k in ("row_key", "file", "row", "id", "system")}
+    row = {k: record.get(k) for k in ("row_key", "content_key", "file", "row", "id",
+                                       "system")}
     if with_human:
         row["human"] = record.get("human")
     row.update({c: record.get(c) for c in kept})
@@ -177,7 +184,7 @@ class WriteSummaryFn(beam.DoFn):
         self._metadata = dict(metadata)
 
     def process(self, summary: Mapping[str, Any]) -> Iterator[str]:
-        document = {**self._metadata, **summary}
+        document = {**self._metadata, "finished_at": utc_now(), **summary}
         overall = summary["overall"]
         if overall["in"] != overall["scored"] + overall["dead_lettered"]:
             raise RuntimeError(f"summary counts do not add up: {overall}")
@@ -247,7 +254,8 @@ class WriteReport(beam.PTransform):
 
 
 def finalize(written: Iterable[str], renames: Sequence[tuple[str, str]],
-             old_files: Iterable[str], aside_dir: str) -> list[str]:
+             old_files: Iterable[str], aside_dir: str, overwrite: bool = True,
+             leftovers: Callable[[], Iterable[str]] = tuple) -> list[str]:
     """Puts the temporary outputs in place of an earlier run's (`replace_outputs`).
 
     Args:
@@ -256,6 +264,9 @@ def finalize(written: Iterable[str], renames: Sequence[tuple[str, str]],
         old_files: every final name an earlier run at the prefix may have (the ones
             that exist are replaced or removed).
         aside_dir: where the earlier run's files wait meanwhile.
+        overwrite: False to refuse to replace a run that appeared while this one ran
+            (the prefix was checked before the run started).
+        leftovers: -> temporary files of killed runs, removed once this run is in place.
 
     Returns:
         The final paths.
@@ -273,19 +284,27 @@ def finalize(written: Iterable[str], renames: Sequence[tuple[str, str]],
     # The folder as written in the prefix ("" for one in the working directory), so that
     # every path is under it (`FileSystems.split` would make a local one absolute).
     root = renames[-1][1].rpartition("/")[0]
-    finals = replace_outputs(renames, old_files, root, aside_dir)
+    finals = replace_outputs(renames, old_files, root, aside_dir, overwrite)
     for final in finals:
         logger.info("wrote %s", final)
+    stale = list(leftovers())
+    if stale:
+        try:
+            FileSystems.delete(stale)
+            logger.info("removed %d temporary files of runs that did not finish", len(stale))
+        except Exception as e:  # noqa: BLE001 - this run is complete; the next one retries
+            logger.warning("could not remove temporary files of earlier runs: %s", e)
     return finals
 
 
 class FinalizeOutputs(beam.PTransform):
     """(written temporary paths, ...) -> final paths, moved in once every write is done."""
 
-    def __init__(self, paths: OutputPaths, with_report: bool) -> None:
+    def __init__(self, paths: OutputPaths, with_report: bool, overwrite: bool = True) -> None:
         super().__init__()
         self._args = ([(paths.temp(f), f) for f in paths.finals(with_report)],
-                      paths.every_final(), paths.aside_dir)
+                      paths.every_final(), paths.aside_dir, overwrite,
+                      functools.partial(leftover_temp_files, paths))
 
     def expand(self, written) -> beam.PCollection:  # (PCollection of paths, ...)
         return (tuple(written)

@@ -1,0 +1,232 @@
+"""Incremental runs (`--previous_run`): carry-over by content key and signature, changed /
+added / removed / duplicate rows, a second identical run computing nothing, a changed
+metric version recomputing only that metric, corpus-level metrics recomputed."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from pipelines.score_predictions import run
+from tests.runners import RUNNER_ARGS
+from tests.scoring import fakes
+from transforms.metrics import registry
+from transforms.scoring.incremental import load_previous_run
+
+CALLS: list[int] = []  # examples scored by the fake metric, in this process
+STATE = {"version": 1, "offset": 0.0}
+
+
+class VersionedFake(fakes.FakeMetric):
+    """The fake family with a version and an offset the tests change; `fake_corpus` is
+    its only corpus-level column."""
+
+    def signature(self) -> dict[str, str]:
+        return {c: f"{c}|impl:fake|v:{STATE['version']}" for c in self.columns}
+
+    def corpus_statistics(self):
+        return super().corpus_statistics() if "fake_corpus" in self.columns else ()
+
+    def score_batch(self, examples, corpus_stats):
+        CALLS.append(len(examples))
+        out = super().score_batch(examples, corpus_stats)
+        for values in out:
+            if "fake_len" in values:
+                values["fake_len"] += STATE["offset"]
+        return out
+
+
+@pytest.fixture(autouse=True)
+def versioned_fake(monkeypatch):
+    spec = registry.FamilySpec("fake", fakes.FAKE_COLUMNS,
+                               "tests.scoring.test_incremental:VersionedFake")
+    monkeypatch.setitem(registry._FAMILIES, "fake", spec)
+    for column in fakes.FAKE_COLUMNS:
+        monkeypatch.setitem(registry._COLUMN_TO_FAMILY, column, "fake")
+    CALLS.clear()
+    STATE.update(version=1, offset=0.0)
+
+
+def _row(i: int, system: str = "a", prediction: str | None = None) -> dict:
+    return {"id": f"q{i}", "system": system,
+            "prediction": prediction or f"the answer {i}",
+            "references": [f"answer {i}", f"gold {i % 3}"], "question": f"question {i}?"}
+
+
+def _write(path, rows) -> str:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return str(path)
+
+
+def _score(input_path: str, prefix: str, *extra: str, metrics: str = "em,f1,fake_len"
+           ) -> tuple[pd.DataFrame, dict]:
+    run(["--input", input_path, "--output", prefix, "--metrics", metrics, *extra,
+         *RUNNER_ARGS["direct_in_process"]], save_main_session=False)
+    scores = pq.read_table(prefix + ".scores.parquet").to_pandas()
+    summary = json.loads(open(prefix + ".summary.json").read())
+    return scores, summary
+
+
+def _comparable(scores: pd.DataFrame, columns=("em", "f1", "fake_len")) -> list[tuple]:
+    return sorted((r["id"], r["system"], r["content_key"], *(r[c] for c in columns))
+                  for _, r in scores.iterrows())
+
+
+BASE = [_row(i) for i in range(20)]
+
+
+@pytest.mark.slow
+def test_changed_added_removed_and_duplicate_rows(tmp_path):
+    first = _write(tmp_path / "night1.jsonl", BASE)
+    _score(first, str(tmp_path / "night1"))
+    CALLS.clear()
+    # Night 2: row 3 changed, row 5 removed, rows 20-21 added, a line inserted at the top
+    # (every row shifts: row keys change, content keys do not), row 7 duplicated under
+    # another system, and an added row twice.
+    night2 = [_row(21), *BASE[:3], _row(3, prediction="a new answer"), BASE[4],
+              *BASE[6:], _row(7, system="b"), _row(20), _row(20, system="c")]
+    second = _write(tmp_path / "night2.jsonl", night2)
+    incremental, summary = _score(second, str(tmp_path / "night2"),
+                                  "--previous_run", str(tmp_path / "night1"))
+    # Computed: the changed row and the added contents, 20 once for its two rows.
+    assert sum(CALLS) == 3
+    full, _ = _score(second, str(tmp_path / "full2"))
+    assert _comparable(incremental) == _comparable(full)  # equal to a full run
+    assert "q5" not in set(incremental["id"])  # removed rows leave the snapshot
+    fake = summary["overall"]["metrics"]["fake_len"]
+    assert (fake["carried"], fake["computed"], fake["changed"]) == (19, 4, 0)
+    assert fake["previous_mean"] == pytest.approx(
+        sum(len(f"the answer {i}") for i in range(20)) / 20)
+    assert summary["incremental"]["carried_metrics"] == ["em", "f1", "fake_len"]
+    assert summary["incremental"]["previous_run"] == str(tmp_path / "night1")
+
+
+@pytest.mark.slow
+def test_duplicates_are_scored_once_and_a_second_identical_run_computes_nothing(tmp_path):
+    rows = [*BASE[:5], _row(1, system="b"), _row(1, system="c")]
+    data = _write(tmp_path / "in.jsonl", rows)
+    _score(data, str(tmp_path / "n1"))
+    CALLS.clear()
+    # A first incremental run from an empty previous run scores each content once.
+    _write(tmp_path / "empty.jsonl", [_row(99)])
+    _score(str(tmp_path / "empty.jsonl"), str(tmp_path / "n0"))
+    CALLS.clear()
+    scores, summary = _score(data, str(tmp_path / "from_empty"), "--previous_run",
+                             str(tmp_path / "n0"))
+    assert sum(CALLS) == 5  # 7 rows, 5 distinct contents
+    assert len(scores) == 7
+    CALLS.clear()
+    again, summary = _score(data, str(tmp_path / "n2"), "--previous_run", str(tmp_path / "n1"))
+    assert CALLS == []  # nothing computed
+    assert all(m["computed"] == 0 and m["carried"] == 7
+               for m in summary["overall"]["metrics"].values())
+    first = pq.read_table(str(tmp_path / "n1") + ".scores.parquet").to_pandas()
+    assert _comparable(again) == _comparable(first)
+
+
+@pytest.mark.slow
+def test_a_changed_metric_version_recomputes_only_that_metric(tmp_path):
+    data = _write(tmp_path / "in.jsonl", BASE)
+    _score(data, str(tmp_path / "n1"))
+    STATE.update(version=2, offset=0.5)
+    CALLS.clear()
+    scores, summary = _score(data, str(tmp_path / "n2"), "--previous_run", str(tmp_path / "n1"))
+    assert sum(CALLS) == 20
+    metrics = summary["overall"]["metrics"]
+    assert (metrics["fake_len"]["computed"], metrics["fake_len"]["changed"]) == (20, 20)
+    assert metrics["fake_len"]["mean"] == pytest.approx(metrics["fake_len"]["previous_mean"]
+                                                        + 0.5)
+    assert (metrics["em"]["carried"], metrics["f1"]["carried"]) == (20, 20)
+    assert summary["incremental"]["computed_metrics"] == {
+        "fake_len": "signature changed (was fake_len|impl:fake|v:1)"}
+    assert all(v == len(f"the answer {i}") + 0.5 for i, v in zip(
+        scores.sort_values("id", key=lambda s: s.str[1:].astype(int))["id"].str[1:].astype(int),
+        scores.sort_values("id", key=lambda s: s.str[1:].astype(int))["fake_len"]))
+
+
+@pytest.mark.slow
+def test_corpus_level_metrics_are_recomputed_and_the_summary_says_why(tmp_path):
+    data = _write(tmp_path / "in.jsonl", BASE)
+    _score(data, str(tmp_path / "n1"), metrics="em,fake_corpus")
+    _, summary = _score(data, str(tmp_path / "n2"), "--previous_run", str(tmp_path / "n1"),
+                        metrics="em,fake_corpus")
+    assert summary["incremental"]["carried_metrics"] == ["em"]
+    assert summary["incremental"]["computed_metrics"]["fake_corpus"].startswith("corpus-level")
+    assert summary["overall"]["metrics"]["fake_corpus"]["computed"] == 20
+
+
+@pytest.mark.slow
+def test_previous_run_may_be_the_output_itself_with_overwrite(tmp_path):
+    data = _write(tmp_path / "in.jsonl", BASE)
+    prefix = str(tmp_path / "scores")
+    before, _ = _score(data, prefix)
+    with pytest.raises(ValueError, match="--overwrite"):
+        _score(data, prefix, "--previous_run", prefix)
+    CALLS.clear()
+    after, summary = _score(data, prefix, "--previous_run", prefix, "--overwrite")
+    assert CALLS == [] and _comparable(after) == _comparable(before)
+    assert summary["overall"]["metrics"]["em"]["carried"] == 20
+
+
+def test_previous_run_must_be_a_complete_run(tmp_path):
+    with pytest.raises(ValueError, match="is not a complete run: .*summary.json is missing"):
+        load_previous_run(str(tmp_path / "nothing"))
+    (tmp_path / "bad.summary.json").write_text("[1, 2]")
+    with pytest.raises(ValueError, match="is not a scoring summary"):
+        load_previous_run(str(tmp_path / "bad"))
+    (tmp_path / "lonely.summary.json").write_text(json.dumps({"signatures": {}}))
+    with pytest.raises(ValueError, match="expected one scores file"):
+        load_previous_run(str(tmp_path / "lonely"))
+
+
+def test_nan_values_are_carried_as_nan():
+    from transforms.scoring.incremental import _values
+
+    assert math.isnan(_values({"x": None}, ["x"])["x"])
+    assert _values({"x": 0.25}, ["x"]) == {"x": 0.25}
+
+
+class CountingOverlapHandler:
+    """Wraps the model-branch test handler, counting the inputs it scores."""
+
+    inputs: list[int] = []
+
+    def __new__(cls, use, **kwargs):
+        from tests.scoring.test_score_model_metrics import OverlapHandler
+
+        class Counting(OverlapHandler):
+            def run_inference(self, batch, model, inference_args=None):
+                CountingOverlapHandler.inputs.append(len(batch))
+                return super().run_inference(batch, model, inference_args)
+        return Counting(use, **kwargs)
+
+
+@pytest.mark.slow
+def test_a_replaced_checkpoint_recomputes_only_its_model_metric(tmp_path, cross_encoder_path):
+    import shutil
+
+    data = _write(tmp_path / "in.jsonl", BASE)
+    retrained = str(tmp_path / "retrained")
+    shutil.copytree(cross_encoder_path, retrained)
+
+    def score(prefix, model, *extra):
+        run(["--input", data, "--output", str(tmp_path / prefix), "--metrics", "f1,sas",
+             "--sas_model", model, *extra, *RUNNER_ARGS["direct_in_process"]],
+            save_main_session=False, handler_factory=CountingOverlapHandler)
+        return json.loads(open(str(tmp_path / prefix) + ".summary.json").read())
+
+    score("n1", cross_encoder_path)
+    CountingOverlapHandler.inputs.clear()
+    summary = score("n2", cross_encoder_path, "--previous_run", str(tmp_path / "n1"))
+    assert CountingOverlapHandler.inputs == []  # nothing changed: no inference
+    CountingOverlapHandler.inputs.clear()
+    summary = score("n3", retrained, "--previous_run", str(tmp_path / "n2"))
+    metrics = summary["overall"]["metrics"]
+    assert (metrics["f1"]["carried"], metrics["sas"]["computed"]) == (20, 20)
+    assert metrics["sas"]["changed"] == 0  # the same weights under another path
+    assert sum(CountingOverlapHandler.inputs) == 40  # 20 rows x 2 references
+    assert "signature changed" in summary["incremental"]["computed_metrics"]["sas"]

@@ -1,0 +1,340 @@
+"""Incremental runs (`--previous_run PREFIX`): carry scores over from an earlier complete
+run, compute only what changed, and write a complete snapshot like any run.
+
+Every row has a content key (`rows.content_key`: a hash of the prediction, the references
+in order, the question and the negative references). A metric's values are carried from
+the previous run for a row whose content key the previous run scored, when the metric's
+signature is unchanged (model, revision, options, implementation version) and its values
+do not depend on this run's corpus (`plan_carry`); everything else is computed. Which
+metrics carry is decided once, on the launcher, from the two runs' signatures; which rows
+carry is decided per content key in the graph:
+
+    rows (row_key, ScoringRow) --key by content key--+
+    previous scores (content_key, {column: value}) --+--> GroupByContentKey
+        -> SplitByPrevious: per content key, one representative row (the smallest row
+           key), `new` (not in the previous run) or `old` (in it), the carried values of
+           an old one, and the group (every row with that content, the previous values)
+    branches: the recomputed metrics on new + old rows, the carried ones on new rows
+        only (their old rows get the previous values instead)
+    JoinIncremental: one CoGroupByKey by content key; each group's result fans out to
+        every row of the group (duplicate rows are scored once), with which columns were
+        carried and which recomputed ones changed, for summary.json.
+
+Rows absent from the input are absent from the snapshot: the previous run is only read.
+"""
+
+import dataclasses
+import json
+import logging
+import math
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+
+from transforms.io.counting import STATS_TAG, CountingDoFn
+from transforms.metrics.base import Metric
+from transforms.scoring.join import DEAD_LETTER, merge_branch_results
+from transforms.scoring.outputs import OUTPUT_FORMATS, OutputPaths
+from transforms.scoring.rows import CONTENT_KEY_VERSION, content_key, dead_letter
+from transforms.scoring.score import ScoreResult
+
+logger = logging.getLogger(__name__)
+
+_STAGE = "incremental"
+GROUPS = "groups"
+_ROWS = "rows"
+_PREVIOUS = "previous"
+NEW, OLD = "new", "old"
+CARRIED_FIELD = "_carried"  # scored records: the columns carried (not written)
+CHANGED_FIELD = "_changed"  # scored records: recomputed columns whose value changed
+
+
+@dataclasses.dataclass(frozen=True)
+class PreviousRun:
+    """What an incremental run needs of the run it builds on (read on the launcher).
+
+    Attributes:
+        prefix: the previous run's --output.
+        scores_path: its scores file.
+        output_format: parquet | jsonl.
+        signatures: its metric column -> signature.
+        content_keys: whether its scores carry content keys of this recipe.
+        summary: its summary.json (means per system and metric, ids and times).
+    """
+
+    prefix: str
+    scores_path: str
+    output_format: str
+    signatures: dict[str, str]
+    content_keys: bool
+    summary: dict[str, Any]
+
+    def means(self) -> dict[str, dict[str, float | None]]:
+        """Block ("overall", "system:<name>", "without_system") -> column -> mean."""
+        blocks = {"overall": self.summary.get("overall", {}),
+                  "without_system": self.summary.get("without_system", {})}
+        blocks.update({f"system:{name}": block
+                       for name, block in self.summary.get("systems", {}).items()})
+        return {name: {c: m.get("mean") for c, m in block.get("metrics", {}).items()}
+                for name, block in blocks.items() if block}
+
+
+def load_previous_run(prefix: str) -> PreviousRun:
+    """Reads the summary of the complete run at `prefix` and finds its scores file.
+
+    Raises:
+        ValueError: no complete run there (no summary.json, or no scores file), or a
+            summary that is not one of this pipeline's.
+    """
+    summary_path = OutputPaths(prefix, "parquet", "x").summary
+    if not FileSystems.exists(summary_path):
+        raise ValueError(f"--previous_run {prefix} is not a complete run: {summary_path} is "
+                         "missing (a run writes it last, once everything else is in place)")
+    try:
+        with FileSystems.open(summary_path) as f:
+            summary = json.loads(f.read().decode("utf-8"))
+        signatures = dict(summary["signatures"])
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError) as e:
+        raise ValueError(f"--previous_run {prefix}: {summary_path} is not a scoring "
+                         f"summary ({e})") from None
+    found = [(fmt, OutputPaths(prefix, fmt, "x").scores) for fmt in OUTPUT_FORMATS]
+    found = [(fmt, path) for fmt, path in found if FileSystems.exists(path)]
+    if len(found) != 1:
+        raise ValueError(f"--previous_run {prefix}: expected one scores file beside "
+                         f"{summary_path}, found {[p for _, p in found] or 'none'}")
+    fmt, path = found[0]
+    return PreviousRun(prefix, path, fmt, signatures,
+                       summary.get("content_key_version") == CONTENT_KEY_VERSION, summary)
+
+
+@dataclasses.dataclass(frozen=True)
+class CarryPlan:
+    """Which metrics an incremental run carries over, and why the others are computed.
+
+    Attributes:
+        carried: the metrics whose values are carried for rows the previous run scored.
+        computed: the other metrics, computed on every row.
+        reasons: metric column -> why it is computed (for summary.json).
+        compared: the computed columns the previous run has too (their changes counted).
+    """
+
+    carried: tuple[Metric, ...]
+    computed: tuple[Metric, ...]
+    reasons: dict[str, str]
+    compared: tuple[str, ...]
+
+    @property
+    def carried_columns(self) -> tuple[str, ...]:
+        return tuple(c for m in self.carried for c in m.columns)
+
+    def describe(self, previous: PreviousRun) -> dict[str, Any]:
+        """The `incremental` block of summary.json."""
+        return {"previous_run": previous.prefix,
+                "previous_run_id": previous.summary.get("run_id"),
+                "previous_finished_at": previous.summary.get("finished_at"),
+                "carried_metrics": list(self.carried_columns),
+                "computed_metrics": dict(self.reasons)}
+
+
+def depends_on_run_corpus(metric: Metric) -> bool:
+    """Whether a metric's values depend on the corpus scored with it (CIDEr-D document
+    frequencies, BERTScore idf): the same row scored in another corpus can differ."""
+    return bool(metric.corpus_statistics())
+
+
+def plan_carry(metrics: Sequence[Metric], signatures: Mapping[str, str],
+               previous: PreviousRun) -> CarryPlan:
+    """Decides, per metric, whether its values can be carried from `previous`: every
+    column of the metric has the same signature there, the previous run has content keys
+    of this recipe, and the metric does not depend on the run's corpus."""
+    carried, computed, reasons = [], [], {}
+    for metric in metrics:
+        why = None
+        if not previous.content_keys:
+            why = ("the previous run has no content keys of recipe "
+                   f"{CONTENT_KEY_VERSION} (written by an older version)")
+        elif depends_on_run_corpus(metric):
+            why = ("corpus-level: its values depend on this run's corpus statistics, "
+                   "recomputed on every run")
+        else:
+            for column in metric.columns:
+                before = previous.signatures.get(column)
+                if before is None:
+                    why = "not in the previous run"
+                elif before != signatures[column]:
+                    why = f"signature changed (was {before})"
+                if why:
+                    break
+        if why:
+            computed.append(metric)
+            reasons.update({c: why for c in metric.columns})
+        else:
+            carried.append(metric)
+    compared = tuple(c for m in computed for c in m.columns if c in previous.signatures)
+    return CarryPlan(tuple(carried), tuple(computed), reasons, compared)
+
+
+def _values(record: Mapping[str, Any], columns: Sequence[str]) -> dict[str, float]:
+    # A NaN is written as null; carried back as NaN, as the metric gave it.
+    return {c: math.nan if record.get(c) is None else float(record[c]) for c in columns}
+
+
+def _keyed_previous(record: Mapping[str, Any], columns: Sequence[str], path: str
+                    ) -> tuple[str, dict[str, float]]:
+    key = record.get("content_key")
+    if not isinstance(key, str):
+        raise ValueError(f"--previous_run scores {path}: a row without a content key "
+                         f"(row_key {record.get('row_key')!r})")
+    return key, _values(record, columns)
+
+
+def _first(values: Iterable[Any]) -> Any:
+    return next(iter(values))
+
+
+class ReadPreviousScores(beam.PTransform):
+    """The previous run's scores -> `(content_key, {column: value})`, one per content key
+    (duplicate rows of the previous run have equal values)."""
+
+    def __init__(self, previous: PreviousRun, columns: Sequence[str]) -> None:
+        super().__init__()
+        self._previous = previous
+        self._columns = tuple(columns)
+
+    def expand(self, p: beam.pvalue.PBegin) -> beam.PCollection:
+        path = self._previous.scores_path
+        if self._previous.output_format == "parquet":
+            records = p | "ReadPreviousParquet" >> beam.io.ReadFromParquet(
+                path, columns=["row_key", "content_key", *self._columns])
+        else:
+            records = (p | "ReadPreviousJsonLines" >> beam.io.ReadFromText(path)
+                       | "ParsePreviousJson" >> beam.Map(json.loads))
+        return (records
+                | "KeyByContent" >> beam.Map(_keyed_previous, self._columns, path)
+                | "OnePerContentKey" >> beam.CombinePerKey(_first))
+
+
+class SplitByPreviousFn(CountingDoFn):
+    """`(content_key, {rows: [...], previous: [...]})` -> main: the group
+    `(content_key, (rows, previous values or None))`; `new` / `old`: the representative
+    `(content_key, row)`; `carried`: `(content_key, {column: previous value})` of an old
+    one for the carried columns. Counts (namespace `incremental`): `new_contents`,
+    `old_contents`, `duplicate_rows` (rows beyond the first of a content key)."""
+
+    def __init__(self, carried_columns: Sequence[str]) -> None:
+        super().__init__(_STAGE, ["new_contents", "old_contents", "duplicate_rows"])
+        self._carried = tuple(carried_columns)
+
+    def process(self, element: tuple[str, Mapping[str, Iterable[Any]]]) -> Iterator[Any]:
+        key, grouped = element
+        rows = sorted(grouped[_ROWS], key=lambda row: (row.source.file, row.source.row))
+        if rows:  # else scored last time, absent now: absent from the snapshot
+            yield from self._split(key, rows, next(iter(grouped[_PREVIOUS]), None))
+
+    def _split(self, key: str, rows: list, previous: dict | None) -> Iterator[Any]:
+        self.count("duplicate_rows", len(rows) - 1)
+        yield (key, (rows, previous))
+        if previous is None:
+            self.count("new_contents")
+            yield beam.pvalue.TaggedOutput(NEW, (key, rows[0]))
+        else:
+            self.count("old_contents")
+            yield beam.pvalue.TaggedOutput(OLD, (key, rows[0]))
+            yield beam.pvalue.TaggedOutput("carried", (key, {
+                c: previous[c] for c in self._carried}))
+
+
+class SplitByPrevious(beam.PTransform):
+    """(rows `(row_key, ScoringRow)`, previous `(content_key, values)`) -> a dict of
+    `groups`, `new`, `old`, `carried` (see `SplitByPreviousFn`)."""
+
+    def __init__(self, carried_columns: Sequence[str]) -> None:
+        super().__init__()
+        self._fn = SplitByPreviousFn(carried_columns)
+
+    def expand(self, inputs: tuple[beam.PCollection, beam.PCollection]) -> dict:
+        rows, previous = inputs
+        by_content = rows | "KeyRowsByContent" >> beam.Map(
+            lambda keyed: (content_key(keyed[1].example), keyed[1]))
+        split = ({_ROWS: by_content, _PREVIOUS: previous}
+                 | "GroupByContentKey" >> beam.CoGroupByKey()
+                 | "SplitNewAndOld" >> beam.ParDo(self._fn).with_outputs(
+                     NEW, OLD, "carried", STATS_TAG, main=GROUPS))
+        return {GROUPS: split[GROUPS], NEW: split[NEW], OLD: split[OLD],
+                "carried": split.carried}
+
+
+def _same(a: float, b: float) -> bool:
+    return a == b or (math.isnan(a) and math.isnan(b))
+
+
+class MergeIncrementalFn(CountingDoFn):
+    """`(content_key, {groups: [(rows, previous)], branch: [ScoreResult], ...})` -> one
+    scored record (or dead letter) per row of the group, as `JoinScores` does for one row,
+    with `_carried` (the carried columns, for an old content) and `_changed` (recomputed
+    columns whose value differs from the previous run's; NaN equals NaN)."""
+
+    def __init__(self, branches: Sequence[str], carried_columns: Sequence[str],
+                 compared_columns: Sequence[str]) -> None:
+        super().__init__(_STAGE, ["passed", "orphan_score"])
+        self._branches = tuple(branches)
+        self._carried = tuple(carried_columns)
+        self._compared = tuple(compared_columns)
+
+    def process(self, element: tuple[str, Mapping[str, Iterable[Any]]]) -> Iterator[Any]:
+        key, grouped = element
+        groups = list(grouped[GROUPS])
+        results = {b: list(grouped[b]) for b in self._branches}
+        if len(groups) == 1:
+            yield from self._merge(groups[0], results)
+            return
+        self.count("orphan_score")  # a pipeline bug, not bad input: said loudly
+        logger.error("content key %s has %d row groups", key, len(groups))
+        for rows, _ in groups:
+            for row in rows:
+                yield beam.pvalue.TaggedOutput(DEAD_LETTER, dead_letter(
+                    row.source, "missing_score", f"content key {key} grouped "
+                    f"{len(groups)} times", row.id, row.system))
+
+    def _merge(self, group: tuple, results: Mapping[str, list]) -> Iterator[Any]:
+        rows, previous = group
+        for row in rows:
+            ok, record = merge_branch_results(row, results, self._branches)
+            if not ok:
+                yield beam.pvalue.TaggedOutput(DEAD_LETTER, record)
+                continue
+            self.count("passed")
+            if previous is not None:
+                record[CARRIED_FIELD] = self._carried
+                record[CHANGED_FIELD] = tuple(
+                    c for c in self._compared if not _same(record[c], previous[c]))
+            yield record
+
+
+class JoinIncremental(beam.PTransform):
+    """Joins `{groups: ..., branch: (content_key, ScoreResult), ...}` by content key;
+    returns `scored` and `dead_letter` like `JoinScores`."""
+
+    def __init__(self, carried_columns: Sequence[str], compared_columns: Sequence[str]):
+        super().__init__()
+        self._carried = tuple(carried_columns)
+        self._compared = tuple(compared_columns)
+
+    def expand(self, inputs: Mapping[str, beam.PCollection]) -> dict[str, beam.PCollection]:
+        branches = tuple(sorted(name for name in inputs if name != GROUPS))
+        merged = (dict(inputs)
+                  | "GroupByContentKey" >> beam.CoGroupByKey()
+                  | "MergeAndFanOut" >> beam.ParDo(MergeIncrementalFn(
+                      branches, self._carried, self._compared)).with_outputs(
+                      DEAD_LETTER, STATS_TAG, main="scored"))
+        return {"scored": merged.scored, "dead_letter": merged[DEAD_LETTER]}
+
+
+def carried_result(keyed: tuple[str, Mapping[str, float]], columns: Sequence[str]
+                   ) -> tuple[str, ScoreResult]:
+    """`(content_key, carried values)` -> `(content_key, ScoreResult)` of some columns, as
+    the branch that would have computed them gives it."""
+    key, values = keyed
+    return key, ScoreResult({c: values[c] for c in columns})
