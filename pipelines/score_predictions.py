@@ -59,6 +59,7 @@ from transforms.scoring.config import (
 )
 from transforms.scoring.outputs import OUTPUT_FORMATS
 from transforms.scoring.read import FORMATS
+from transforms.scoring.report_spec import DEFAULT_MIN_N
 from transforms.scoring.score_predictions import ScorePredictions, warn_multiprocess_direct_runner
 
 logger = logging.getLogger(__name__)
@@ -98,7 +99,12 @@ class ScoreOptions(PipelineOptions):
         parser.add_argument("--report_subsets", default=None,
                             help="Extra report scopes on metric values, e.g. 'f1>0,f1=0'.")
         parser.add_argument("--accuracy_threshold", default=None,
-                            help="Binary labels: '0.5' or '0.5,cider=1.0' (score >= t is 1).")
+                            help="Binary labels: '0.5' or '0.5,cider=1.0' (score >= t is 1); "
+                                 "overrides a checkpoint's saved threshold (default: saved, "
+                                 "else 0.5).")
+        parser.add_argument("--report_min_n", type=int, default=DEFAULT_MIN_N,
+                            help="Report scopes with fewer rows get no panel and no best "
+                                 "metric (system level: fewer systems).")
         parser.add_argument("--max_batch_size", type=int, default=512,
                             help="Rows per lexical metric batch at most.")
         parser.add_argument("--max_text_chars", type=int, default=DEFAULT_MAX_TEXT_CHARS,
@@ -137,7 +143,8 @@ def run(argv: list[str] | None = None, save_main_session: bool = True,
         input=io.input, output=io.output, metrics=opts.metrics,
         metric_options=opts.metric_options, input_format=opts.input_format,
         output_format=opts.output_format, report_subsets=opts.report_subsets,
-        accuracy_threshold=opts.accuracy_threshold, max_batch_size=opts.max_batch_size,
+        accuracy_threshold=opts.accuracy_threshold, report_min_n=opts.report_min_n,
+        max_batch_size=opts.max_batch_size,
         max_text_chars=opts.max_text_chars,
         model_flags={flag: getattr(opts, flag) for flag in MODEL_FLAGS},
         **{flag: getattr(opts, flag) for flag in COLUMN_FLAGS})
