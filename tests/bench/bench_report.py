@@ -1,6 +1,7 @@
 """Time and memory of the report's statistics (point estimates + bootstrap) at scale.
 
     python -m tests.bench.bench_report [--rows 100000] [--resamples 1000] [--metrics 8]
+        [--out bench_out]
 
 Synthetic scored rows (seeded): four systems; metrics of the shapes the product writes:
 continuous scores (bertscore/sas-like, all values distinct), a 0/1 metric (em-like) and
@@ -10,12 +11,14 @@ scopes (all rows, the system level, the four systems) and reports, next to it, t
 baseline measured in the same run: the plain approach of explicit resamples with scipy /
 scikit-learn per resample and metric (timed on `--baseline-resamples` resamples of one
 metric and scaled to the same work). Peak memory: tracemalloc's peak (numpy's arrays
-included) during `meta_evaluate`.
+included) during `meta_evaluate`. Prints a table and writes `<out>/report.json`.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import time
 import tracemalloc
 import warnings
@@ -68,13 +71,15 @@ def baseline_seconds_per_resample(human, values, binary, resamples, seed=0) -> f
     return (time.perf_counter() - started) / resamples
 
 
-def main(argv=None) -> None:
+def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--resamples", type=int, default=1000)
     parser.add_argument("--metrics", type=int, default=8)
     parser.add_argument("--baseline-resamples", type=int, default=5)
+    parser.add_argument("--out", default="bench_out")
     args = parser.parse_args(argv)
+    results = []
     print(f"rows={args.rows:,} metrics={args.metrics} resamples={args.resamples}")
     print("| human | scopes | ours: s | ours: peak MiB | Kendall CIs | baseline (scaled): s |")
     print("|---|---:|---:|---:|---|---:|")
@@ -94,8 +99,16 @@ def main(argv=None) -> None:
         kendall = sum(r.kendall_ci is not None for s in scopes for r in s.rows)
         total = sum(len(s.rows) for s in scopes)
         print(f"| {'binary' if binary else '5 levels'} | {len(scopes)} | {seconds:.1f} | "
-              f"{peak:.0f} | {kendall}/{total} | {baseline:.0f} |")
+              f"{peak:.0f} | {kendall}/{total} | {baseline:.0f} |", flush=True)
+        results.append({"human": "binary" if binary else "5 levels", "rows": args.rows,
+                        "metrics": args.metrics, "resamples": args.resamples,
+                        "scopes": len(scopes), "seconds": seconds, "peak_mib": peak,
+                        "kendall_intervals": [kendall, total], "baseline_seconds": baseline})
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "report.json"), "w") as f:
+        json.dump(results, f, indent=2)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

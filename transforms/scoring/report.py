@@ -446,14 +446,17 @@ def _system_panel(ax: Any, scope: Scope, order: Sequence[str], human_column: str
         by_human = np.argsort(human, kind="stable")
         ax.plot(human[by_human], scaled[by_human], marker="o", linewidth=0.8, alpha=0.8,
                 color=cmap(k), label=metric)
-    for name, h in zip((p[0] for p in scope.system_means), human, strict=True):
-        ax.annotate(name, (h, 1.02), fontsize=7, rotation=30, ha="left", va="bottom",
-                    annotation_clip=False)
-    ax.set_ylim(-0.05, 1.25)
+    names = [p[0] for p in scope.system_means]
+    for rank, i in enumerate(np.argsort(human, kind="stable")):
+        # staggered in height, so that systems with close human means stay readable
+        ax.annotate(names[i], (human[i], 1.04 + 0.09 * (rank % 3)), fontsize=7, ha="center",
+                    va="bottom", annotation_clip=False)
+        ax.axvline(human[i], color="#999999", linewidth=0.4, linestyle=":")
+    ax.set_ylim(-0.05, 1.35)
     ax.set_xlabel(f"system mean of human `{human_column}`", fontsize=8)
     ax.set_ylabel("system mean metric (min-max scaled per metric)", fontsize=8)
     ax.set_title(f"{SYSTEM_LEVEL_TITLE}: each system's means", fontsize=9)
-    ax.legend(fontsize=7, loc="lower right", ncol=2)
+    ax.legend(fontsize=7, loc="best", ncol=2)
     ax.grid(alpha=0.3)
 
 
