@@ -91,3 +91,18 @@ def test_interval_and_paired_p_value():
     # defined pairs: 3; |top| <= |other| in two of them -> (1 + 2) / (1 + 3)
     assert bs.paired_p_value(top, other) == pytest.approx(0.75)
     assert np.isnan(bs.paired_p_value(np.full(2, np.nan), np.ones(2)))
+
+
+def test_kendall_from_auroc_equals_the_level_count():
+    rng = np.random.default_rng(5)
+    human = rng.integers(0, 2, 60).astype(float)
+    x = np.round(rng.random(60) + human * 0.3, 1)  # ties within and across classes
+    c = bs.cells(x, human)
+    counts = np.stack([np.bincount(rng.integers(0, 60, 60), minlength=60)
+                       for _ in range(5)], axis=1).astype(float)
+    w = bs.cell_weights(counts, c)
+    wx, wy = bs.group_x(w, c), bs.group_y(w, c)
+    via_auroc = bs.kendall_from_auroc(bs.weighted_auroc(w, c, wx), wx, wy)
+    assert via_auroc == pytest.approx(bs.weighted_kendall(w, c, wx, wy))
+    assert via_auroc[0] == pytest.approx(stats.kendalltau(
+        np.repeat(x, counts[:, 0].astype(int)), np.repeat(human, counts[:, 0].astype(int)))[0])

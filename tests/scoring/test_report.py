@@ -301,3 +301,22 @@ def test_report_accuracy_uses_the_saved_threshold():
     text = render_markdown(meta_evaluate(points, ["sas"], ReportSpec(
         saved_thresholds=(("sas", 0.62),), resamples=10)), "label", None)
     assert "| 1.000 | 0.6200 (checkpoint) |" in text
+
+
+def test_a_kendall_interval_left_out_is_said_so(monkeypatch):
+    from transforms.scoring import bootstrap
+
+    monkeypatch.setattr(bootstrap, "KENDALL_MAX_GRID", 10)
+    monkeypatch.setattr(bootstrap, "KENDALL_MAX_LEVELS", 2)
+    monkeypatch.setattr(bootstrap, "KENDALL_LOOP_MAX_N", 20)
+    _, human, strong = _separable(40)
+    scopes = meta_evaluate([(None, h, (s,)) for h, s in zip(human, strong)], ["x"],
+                           ReportSpec(resamples=20))
+    row = scopes[0].rows[0]
+    assert row.kendall_ci is None and row.pearson_ci is not None
+    assert "Kendall tau intervals marked [n/a] were not computed" in render_markdown(
+        scopes, "label", None)
+    monkeypatch.undo()
+    scopes = meta_evaluate([(None, h, (s,)) for h, s in zip(human, strong)], ["x"],
+                           ReportSpec(resamples=20))
+    assert "Kendall tau intervals marked" not in render_markdown(scopes, "label", None)

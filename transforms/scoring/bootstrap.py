@@ -17,7 +17,8 @@ from materialised resamples:
   sides' counts is at most `KENDALL_MAX_GRID`; otherwise explicit resamples with scipy for
   n <= `KENDALL_LOOP_MAX_N`, else no interval (stated in the report);
 - AUROC (binary human values): for each positive, the weight of the negatives below it
-  plus half of those tied with it (ties averaged, as `sklearn.metrics.roc_auc_score`).
+  plus half of those tied with it (ties averaged, as `sklearn.metrics.roc_auc_score`);
+  with binary human values Kendall's pair count follows from it (`kendall_from_auroc`).
 
 With all weights 1 these give exactly scipy's / scikit-learn's values (tests/scoring/
 test_bootstrap.py checks that). The resamples are processed in chunks of at most
@@ -103,16 +104,24 @@ def row_weights(rng: np.random.Generator, n: int, count: int) -> np.ndarray:
 
 def cell_weights(rows: np.ndarray, c: Cells) -> np.ndarray:
     """(n, resamples) row counts -> (cells, resamples) cell weights."""
+    if len(c.starts) == len(c.order):  # every cell one row (continuous values): a gather
+        return rows[c.order]
     return np.add.reduceat(rows[c.order], c.starts, axis=0)
 
 
 def group_x(w: np.ndarray, c: Cells) -> np.ndarray:
     """(cells, resamples) -> (kx, resamples) weight of each distinct metric value."""
+    if c.kx == len(c.gx):  # one cell per metric value: nothing to add up
+        return w
     return np.add.reduceat(w, c.x_starts, axis=0)
 
 
 def group_y(w: np.ndarray, c: Cells) -> np.ndarray:
     """(cells, resamples) -> (ky, resamples) weight of each distinct human value."""
+    if c.ky == len(c.gy):
+        return w[c.by_y]
+    if c.ky <= KENDALL_MAX_LEVELS:  # few values: one masked sum each beats a gather
+        return np.stack([w[c.gy == level].sum(axis=0) for level in range(c.ky)])
     return np.add.reduceat(w[c.by_y], c.y_starts, axis=0)
 
 
@@ -179,13 +188,28 @@ def weighted_kendall(w: np.ndarray, c: Cells, wx: np.ndarray | None = None,
         members = np.flatnonzero(levels == level)
         if not len(members):
             continue
+        at = other[members]
+        if level == 0:  # nothing below the first level to pair with
+            prior[at] += w[members]
+            continue
         cum = np.cumsum(prior, axis=0)
         # below - above = (cum - prior) - (total - cum) at the members' positions
-        at = other[members]
         s += (w[members] * (2 * cum[at] - prior[at] - cum[-1:])).sum(axis=0)
         prior[at] += w[members]
     wx = group_x(w, c) if wx is None else wx
     wy = group_y(w, c) if wy is None else wy
+    return _tau_b(s, wx, wy)
+
+
+def kendall_from_auroc(auc: np.ndarray, wx: np.ndarray, wy: np.ndarray) -> np.ndarray:
+    """Kendall tau-b for human values 0/1 from the AUROC: the pair count S (concordant
+    minus discordant) is n_pos * n_neg * (2 AUROC - 1), ties in the metric counting 0 in
+    S and 1/2 in the AUROC."""
+    n_neg, n_pos = wy[0], wy[1]
+    return _tau_b(n_pos * n_neg * (2 * auc - 1), wx, wy)
+
+
+def _tau_b(s: np.ndarray, wx: np.ndarray, wy: np.ndarray) -> np.ndarray:
     total = wx.sum(axis=0)
     pairs = total * (total - 1) / 2
     untied_x = pairs - (wx * (wx - 1) / 2).sum(axis=0)
@@ -292,6 +316,11 @@ def _resample(rng: np.random.Generator, human: np.ndarray, values: np.ndarray, b
             wx, wy = group_x(w, c), group_y(w, c)
             out["pearson"][span, j] = weighted_pearson(w, c.x, c.y)
             out["spearman"][span, j] = weighted_spearman(w, c, wx, wy)
+            if binary and c.ky == 2:  # both classes: Kendall from the AUROC's count
+                auc = weighted_auroc(w, c, wx)
+                out["auroc"][span, j] = auc
+                out["kendall"][span, j] = kendall_from_auroc(np.nan_to_num(auc), wx, wy)
+                continue
             tau = weighted_kendall(w, c, wx, wy)
             if tau is not None:
                 out["kendall"][span, j] = tau

@@ -331,6 +331,12 @@ def render_markdown(scopes: Sequence[Scope], human_column: str, image_name: str 
              f"metric's. A best metric is named only when every such p < {ALPHA} and the scope",
              f"has at least {min_n} rows (system level: {min_n} systems); otherwise the",
              "metrics within reach of the top one are listed as tied.", ""]
+    if any(r.kendall_ci is None and r.pearson_ci is not None and not math.isnan(r.kendall)
+           for s in scopes for r in s.rows):
+        notes += ["Kendall tau intervals marked [n/a] were not computed: the metric and the "
+                  f"human values both have more than {bootstrap_lib.KENDALL_MAX_LEVELS}",
+                  f"distinct values and there are more than {bootstrap_lib.KENDALL_LOOP_MAX_N:,} "
+                  "rows (see docs/decisions.md).", ""]
     if any(s.binary for s in scopes):
         notes += ["Binary labels: accuracy counts a row as 1 when its score >= the threshold",
                   "shown (its source: `flag` --accuracy_threshold, `checkpoint` the model's",
