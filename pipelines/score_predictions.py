@@ -77,6 +77,7 @@ from transforms.scoring.config import (
 from transforms.scoring.manifest import CHECKSUM_MODES
 from transforms.scoring.outputs import OUTPUT_FORMATS
 from transforms.scoring.read import FORMATS
+from transforms.scoring.report_spec import DEFAULT_MIN_N
 from transforms.scoring.score_predictions import (
     ScorePredictions,
     warn_multiprocess_direct_runner,
@@ -160,7 +161,11 @@ def add_score_arguments(parser, with_io: bool = True) -> None:
     g.add_argument("--report_subsets", default=None,
                    help="extra report scopes on metric values, e.g. 'f1>0,f1=0'")
     g.add_argument("--accuracy_threshold", default=None,
-                   help="binary human labels: '0.5' or '0.5,cider=1.0' (score >= t is 1)")
+                   help="binary human labels: '0.5' or '0.5,cider=1.0' (score >= t is 1); "
+                        "overrides a checkpoint's saved threshold (default: saved, else 0.5)")
+    g.add_argument("--report_min_n", type=int, default=DEFAULT_MIN_N,
+                   help="report scopes with fewer rows get no panel and no best metric "
+                        "(system level: fewer systems)")
     g = parser.add_argument_group("metrics")
     g.add_argument("--metrics", default=None,
                    help="comma-separated metric names, e.g. em,f1,rougeL (required; the "
@@ -217,7 +222,8 @@ def prepare(argv: Sequence[str] | None) -> tuple[object, ScoringConfig]:
             input=args.input, output=args.output, metrics=args.metrics,
             metric_options=args.metric_options, input_format=args.input_format,
             output_format=args.output_format, report_subsets=args.report_subsets,
-            accuracy_threshold=args.accuracy_threshold, max_batch_size=args.max_batch_size,
+            accuracy_threshold=args.accuracy_threshold, report_min_n=args.report_min_n,
+            max_batch_size=args.max_batch_size,
             max_text_chars=args.max_text_chars, keep_input_columns=args.keep_input_columns,
             overwrite=args.overwrite, input_checksums=args.input_checksums,
             max_dead_letter_fraction=args.max_dead_letter_fraction,

@@ -111,6 +111,44 @@ def test_stats_come_from_the_run_and_add_up(mined):
     assert f"| positive pairs | {corpus['positives']:,} |" in card
 
 
+def test_dataset_card_front_matter_and_load_dataset(mined, tmp_path):
+    """README.md (= dataset_card.md) opens with Hugging Face YAML front matter, and
+    `datasets.load_dataset` reads the mined folder with the files' split names."""
+    import datasets
+    import yaml
+
+    out, stats = mined["out"], mined["stats"]
+    card = (out / "README.md").read_text()
+    assert card == (out / "dataset_card.md").read_text()
+    assert card.startswith("---\n")
+    meta = yaml.safe_load(card.split("---\n")[1])
+    assert meta["license"] == "cc-by-sa-3.0"  # enwiki-20160501: before CC BY-SA 4.0
+    assert meta["language"] == ["en"]
+    assert {"sentence-similarity", "text-classification"} <= set(meta["task_categories"])
+    assert [c["config_name"] for c in meta["configs"]] == ["k2", "k5"]
+    assert meta["configs"][0]["default"] is True
+    assert meta["configs"][1]["data_files"] == [
+        {"split": s, "path": f"wes-k5/{s}-*.parquet"} for s in ("train", "dev", "test")]
+    info = {c["config_name"]: c for c in meta["dataset_info"]}
+    assert [f["name"] for f in info["k5"]["features"]] == [
+        "title", "link_text", "label", "split", "cluster_id", "source_title",
+        "source_cluster_id"]
+    corpus = stats["corpora"]["wes-k5"]
+    assert {s["name"]: s["num_examples"] for s in info["k5"]["splits"]} == {
+        s: c["positives"] + c["negatives"] for s, c in corpus["splits"].items()}
+    assert "## Funnel" in card and f"| pages read | {stats['stages']['pages read']:,} |" in card
+    cache = str(tmp_path / "hf_cache")
+    k5 = datasets.load_dataset(str(out), name="k5", cache_dir=cache)
+    assert sorted(k5) == ["dev", "test", "train"]
+    for split, c in corpus["splits"].items():
+        assert k5[split].num_rows == c["positives"] + c["negatives"]
+        assert set(k5[split]["split"]) <= {split}
+    assert k5["train"].features["label"].dtype == "int8"
+    default = datasets.load_dataset(str(out), cache_dir=cache)  # the default config: k2
+    assert default["dev"].num_rows == sum(
+        stats["corpora"]["wes-k2"]["splits"]["dev"][w] for w in ("positives", "negatives"))
+
+
 def test_a_finished_run_leaves_only_final_files(mined):
     out = mined["out"]
     assert not list(out.glob(".temp-*")), "temporary shards left behind"
@@ -292,7 +330,7 @@ def test_overwrite_keeps_the_earlier_run_until_the_new_one_is_written(
     stats = json.loads((out / "stats.json").read_text())
     files = {str(p.relative_to(out)) for p in out.rglob("*")}
     assert files == {str(Path(f).relative_to(out)) for f in stats["files"]} | {
-        "stats.json", "dataset_card.md", "wes-k5", "wes-k5-clusters"}
+        "stats.json", "dataset_card.md", "README.md", "wes-k5", "wes-k5-clusters"}
     assert list(stats["corpora"]) == [f"wes-k{K}"]
     assert _rows(out) == _rows(mined["out"])
 

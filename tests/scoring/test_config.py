@@ -142,3 +142,54 @@ def test_keep_input_columns_resolution() -> None:
         resolve_kept_columns("note,nope", available, taken)
     with pytest.raises(ValueError, match=r"\['id'\] clash"):
         resolve_kept_columns("id", available, taken)
+
+
+def _judge_checkpoint(folder, threshold):
+    """A binary one-logit judge's checkpoint folder as train_cross_encoder leaves it:
+    config.json with the calibrated threshold (no real weights needed to build a config)."""
+    import json
+
+    from transforms.training.cross_encoder import THRESHOLD_KEY
+
+    folder.mkdir()
+    config = {"architectures": ["BertForSequenceClassification"], "num_labels": 1,
+              "id2label": {"0": "LABEL_0"}, "type_vocab_size": 2,
+              "max_position_embeddings": 512}
+    if threshold is not None:
+        config[THRESHOLD_KEY] = threshold
+        config[f"{THRESHOLD_KEY}_source"] = {"objective": "accuracy", "split": "dev"}
+    (folder / "config.json").write_text(json.dumps(config))
+    (folder / "model.safetensors").write_bytes(b"not read here")
+    return str(folder)
+
+
+def test_saved_threshold_reaches_the_signature_and_the_report(csv_input, tmp_path):
+    from transforms.metrics.model_base import DECISION_THRESHOLD_KEY
+    from transforms.training.cross_encoder import THRESHOLD_KEY
+
+    assert DECISION_THRESHOLD_KEY == THRESHOLD_KEY  # the scorer reads what training writes
+    judge = _judge_checkpoint(tmp_path / "judge", 0.62)
+    common = {"input": csv_input, "output": str(tmp_path / "o"), "metrics": "sas,f1",
+              "human_column": "label", "model_flags": {"sas_model": judge}, "run_id": "r"}
+    config = build_config(**common)
+    assert "|thr:0.62|" in config.signatures["sas"]
+    assert (config.report.threshold("sas"), config.report.threshold_source("sas")) == (
+        0.62, "checkpoint")
+    assert (config.report.threshold("f1"), config.report.threshold_source("f1")) == (
+        0.5, "default")
+    assert build_config(**common, accuracy_threshold="sas=0.3").report.threshold("sas") == 0.3
+    overall = build_config(**common, accuracy_threshold="0.4").report
+    assert (overall.threshold("sas"), overall.threshold_source("sas")) == (0.4, "flag")
+    plain = build_config(**{**common, "model_flags": {
+        "sas_model": _judge_checkpoint(tmp_path / "plain", None)}})
+    assert "thr:" not in plain.signatures["sas"] and plain.report.threshold("sas") == 0.5
+
+
+def test_bad_saved_threshold_and_min_n_fail(csv_input, tmp_path):
+    judge = _judge_checkpoint(tmp_path / "judge", "high")
+    with pytest.raises(ValueError, match="qa_eval_decision_threshold must be a finite number"):
+        build_config(input=csv_input, output=str(tmp_path / "o"), metrics="sas",
+                     model_flags={"sas_model": judge})
+    with pytest.raises(ValueError, match="--report_min_n must be >= 1"):
+        build_config(input=csv_input, output=str(tmp_path / "o"), metrics="f1",
+                     human_column="label", report_min_n=0)

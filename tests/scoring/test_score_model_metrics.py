@@ -245,3 +245,55 @@ def test_model_metrics_on_the_multiprocess_direct_runner_warn(argv, warned, capl
     with caplog.at_level(logging.WARNING):
         assert warn_multiprocess_direct_runner(PipelineOptions(argv)) is warned
     assert ("multiprocess_cogroupbykey" in caplog.text) is warned
+
+
+@pytest.mark.slow
+def test_a_judges_saved_threshold_is_in_the_signature_and_used_by_the_report(
+        cross_encoder_path, tmp_path):
+    """A binary judge's checkpoint with `qa_eval_decision_threshold` (as
+    train_cross_encoder's calibration writes it): qa-score puts it in the sas signature
+    and the report's accuracy uses it; --accuracy_threshold overrides it."""
+    import shutil
+
+    import numpy as np
+
+    from transforms.training.cross_encoder import THRESHOLD_KEY
+
+    plain, judge = tmp_path / "plain_judge", tmp_path / "judge"
+    shutil.copytree(cross_encoder_path, plain)
+    shutil.copytree(cross_encoder_path, judge)
+    config = json.loads((judge / "config.json").read_text())
+    rows = pd.read_csv(SAS).head(40)
+    rows = rows.assign(label=(rows["label"] >= 0.5).astype(int))
+    path = tmp_path / "in.csv"
+    rows.to_csv(path, index=False)
+
+    def report(prefix, *extra, model=judge):
+        run(["--input", str(path), "--output", prefix, "--metrics", "sas,f1",
+             "--prediction_column", "answer1", "--references_column", "answer2",
+             "--human_column", "label", "--sas_model", str(model), "--device", "cpu",
+             *extra, *RUNNER_ARGS["direct_in_process"]], save_main_session=False)
+        with open(prefix + ".report.json") as f:
+            scope = json.load(f)["scopes"][0]
+        return {r["metric"]: r for r in scope["rows"]}, pd.read_parquet(
+            prefix + ".scores.parquet")
+
+    # A threshold between the scores, so that it decides differently from 0.5.
+    first, scores = report(str(tmp_path / "plain"), model=plain)  # no threshold saved
+    sas = scores.sort_values("row")["sas"].to_numpy()
+    threshold = float(np.round(np.median(sas), 6))
+    assert first["sas"]["threshold_source"] == "default" and first["sas"]["threshold"] == 0.5
+    config[THRESHOLD_KEY] = threshold
+    (judge / "config.json").write_text(json.dumps(config))
+
+    saved, scores = report(str(tmp_path / "saved"))
+    labels = rows["label"].to_numpy()
+    assert saved["sas"]["threshold"] == threshold
+    assert saved["sas"]["threshold_source"] == "checkpoint"
+    assert saved["sas"]["accuracy"] == pytest.approx(np.mean((sas >= threshold) == (labels == 1)))
+    assert saved["f1"]["threshold_source"] == "default"
+    assert f"|thr:{threshold:g}|" in dict(scores.iloc[0]["signature"])["sas"]
+
+    override, _ = report(str(tmp_path / "flag"), "--accuracy_threshold", "sas=0.5")
+    assert (override["sas"]["threshold"], override["sas"]["threshold_source"]) == (0.5, "flag")
+    assert override["sas"]["accuracy"] == first["sas"]["accuracy"]

@@ -64,7 +64,8 @@ def sas_table(report_json: Path) -> str:
     """SQuAD-SAS Pearson r on F1 = 0 and F1 > 0, beside the SAS paper's Table 2."""
     report = json.loads(report_json.read_text())
     by_scope = {scope["subset"]: {m["metric"]: m for m in scope["rows"]}
-                for scope in report["scopes"] if scope["system"] is None}
+                for scope in report["scopes"]
+                if scope["system"] is None and scope.get("level", "rows") == "rows"}
     zero, some = by_scope.get("f1=0", {}), by_scope.get("f1>0", {})
     lines = ["| metric | r, F1 = 0 (here) | r, F1 > 0 (here) | SAS paper Table 2 (F1 = 0 / > 0) |",
              "|---|---:|---:|---|"]

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import math
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -37,6 +38,8 @@ from transforms.metrics.base import Metric, QAExample
 TASKS = ("token_embeddings", "sentence_embedding", "sequence_score", "token_scores")
 ACTIVATIONS = ("sigmoid", "softmax", "none")
 SEGMENT_OVERFLOW = ("error", "clamp")
+# Written into a binary checkpoint's config.json by transforms/training/cross_encoder.py.
+DECISION_THRESHOLD_KEY = "qa_eval_decision_threshold"
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -114,11 +117,32 @@ class ModelUse:
         return repr(self)
 
     def signature_fields(self) -> dict[str, str]:
-        """Model fields for a metric signature (model, revision, layer, max length, dtype)."""
+        """Model fields for a metric signature (model, revision, layer, max length, dtype,
+        and `thr` when the checkpoint saved a decision threshold)."""
         fields = self.spec.signature_fields()
         if self.task in ("token_embeddings", "sentence_embedding"):
             fields["layer"] = "last" if self.layer is None else str(self.layer)
+        threshold = self.decision_threshold()
+        if threshold is not None:
+            fields["thr"] = f"{threshold:g}"
         return fields
+
+    def decision_threshold(self) -> float | None:
+        """A sequence-score checkpoint's saved decision threshold (config.json's
+        `DECISION_THRESHOLD_KEY`), or None.
+
+        Raises:
+            ValueError: the saved value is not a finite number.
+        """
+        if self.task != "sequence_score":
+            return None
+        value = (self.spec.config() or {}).get(DECISION_THRESHOLD_KEY)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            raise ValueError(f"{self.spec.display_name()}: config.json's {DECISION_THRESHOLD_KEY} "
+                             f"must be a finite number, got {value!r}")
+        return float(value)
 
 
 def encoder_use(spec: ModelSpec, layer: int | None, pooled: bool = False) -> ModelUse:

@@ -31,7 +31,9 @@ runs it with the `ScoringConfig` of config.py)::
   `CombineGlobally` over all rows, handed to every batch as a singleton side input.
 - Build-time modules, imported by config.py without the writers or the plotting:
   outputs.py (the output names at the prefix), report_spec.py (`--report_subsets`,
-  `--accuracy_threshold`); the model flags are one table, `config.MODEL_FLAG_TABLE`,
+  `--accuracy_threshold`, `--report_min_n`, thresholds saved with checkpoints); the
+  report itself is report.py (tables, PNG) and bootstrap.py (vectorised intervals and
+  the paired test), run once all rows are gathered; the model flags are one table, `config.MODEL_FLAG_TABLE`,
   that gives both the command line and where each value goes.
 - Counting DoFns (`ReadRowsFn`, `ScoreRowsFn`, `MergeScoresFn`) are `CountingDoFn`s
   (transforms/io/counting.py): namespace = the stage, `passed` / `filtered:<reason>`.

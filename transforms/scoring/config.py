@@ -27,7 +27,13 @@ from transforms.scoring.incremental import CarryPlan, PreviousRun, load_previous
 from transforms.scoring.manifest import run_manifest, utc_now
 from transforms.scoring.outputs import OutputPaths, check_prefix
 from transforms.scoring.read import sniff_columns
-from transforms.scoring.report_spec import ReportSpec, parse_subsets, parse_thresholds
+from transforms.scoring.report_spec import (
+    DEFAULT_MIN_N,
+    ReportSpec,
+    default_threshold_given,
+    parse_subsets,
+    parse_thresholds,
+)
 from transforms.scoring.rows import CONTENT_KEY_VERSION, KEPT_TEXTS, ColumnMapping
 
 # The longest prediction, reference or question scored, in characters (--max_text_chars).
@@ -372,11 +378,25 @@ def parse_metric_options(value: str | Mapping[str, Any] | None) -> dict[str, Any
     return parsed
 
 
+def saved_thresholds(metrics: Sequence[Any]) -> dict[str, float]:
+    """{column: decision threshold} of the single-column model metrics whose checkpoint
+    saved one (`ModelUse.decision_threshold`, e.g. a binary judge trained with
+    train_cross_encoder); other metrics have none."""
+    out = {}
+    for metric in metrics:
+        uses = metric.model_uses() if hasattr(metric, "model_uses") else {}
+        found = {t for use in uses.values() if (t := use.decision_threshold()) is not None}
+        if len(found) == 1 and len(metric.columns) == 1:
+            out[metric.columns[0]] = found.pop()
+    return out
+
+
 def build_config(*, input: str | None, output: str | None, metrics: str | None,
                  metric_options: str | Mapping[str, Any] | None = None,
                  input_format: str | None = None, output_format: str = "parquet",
                  report_subsets: str | None = None, accuracy_threshold: str | None = None,
-                 max_batch_size: int = 512, run_id: str | None = None,
+                 report_min_n: int = DEFAULT_MIN_N, max_batch_size: int = 512,
+                 run_id: str | None = None,
                  model_flags: Mapping[str, Any] | None = None,
                  max_text_chars: int = DEFAULT_MAX_TEXT_CHARS,
                  keep_input_columns: str | None = None, overwrite: bool = False,
@@ -394,7 +414,9 @@ def build_config(*, input: str | None, output: str | None, metrics: str | None,
         input_format: jsonl|csv|parquet, or None to go by extension.
         output_format: parquet|jsonl for the scores file.
         report_subsets: see `report.parse_subsets`.
-        accuracy_threshold: see `report.parse_thresholds`.
+        accuracy_threshold: see `report_spec.parse_thresholds`; without it a metric uses
+            the threshold saved with its checkpoint (`saved_thresholds`), else 0.5.
+        report_min_n: report scopes with fewer rows name no best metric and get no panel.
         max_batch_size: rows per `score_batch` call at most.
         max_text_chars: rows with a longer prediction, reference, negative reference or
             question are dead-lettered `text_too_long`; 0 = no limit.
@@ -469,11 +491,16 @@ def build_config(*, input: str | None, output: str | None, metrics: str | None,
     if mapping.human is None and (report_subsets or accuracy_threshold):
         raise ValueError("--report_subsets/--accuracy_threshold need a human column; "
                          f"available columns: {available} (set it with --human_column)")
+    if report_min_n < 1:
+        raise ValueError(f"--report_min_n must be >= 1, got {report_min_n}")
     spec = None
     if mapping.human is not None:
         default, overrides = parse_thresholds(accuracy_threshold, metric_columns)
         spec = ReportSpec(parse_subsets(report_subsets, metric_columns), default,
-                          tuple(sorted(overrides.items())))
+                          tuple(sorted(overrides.items())),
+                          saved_thresholds=tuple(sorted(saved_thresholds(built).items())),
+                          default_given=default_threshold_given(accuracy_threshold),
+                          min_n=report_min_n)
     return ScoringConfig(
         input=input, input_format=input_format, files=tuple(files),
         available_columns=tuple(available), mapping=mapping, metrics=built,

@@ -218,7 +218,8 @@ class WriteReportFn(beam.DoFn):
     def process(self, points: Sequence[tuple]) -> Iterator[str]:
         scopes = report_lib.meta_evaluate(points, self._columns, self._spec)
         image_name = posixpath.basename(self._paths.report_png.replace("\\", "/"))
-        markdown = report_lib.render_markdown(scopes, self._human_column, image_name)
+        markdown = report_lib.render_markdown(scopes, self._human_column, image_name,
+                                              self._spec.resamples)
         json_path = self._paths.temp(self._paths.report_json)
         document = {"human_column": self._human_column,
                     "scopes": report_lib.scope_table(scopes)}
@@ -227,7 +228,7 @@ class WriteReportFn(beam.DoFn):
         png_path = self._paths.temp(self._paths.report_png)
         _write_bytes(md_path, markdown.encode("utf-8"))
         buffer = io.BytesIO()
-        report_lib.render_png(scopes, buffer)
+        report_lib.render_png(scopes, buffer, self._human_column)
         _write_bytes(png_path, buffer.getvalue())
         yield from (json_path, md_path, png_path)
 

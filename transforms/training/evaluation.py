@@ -27,14 +27,13 @@ def is_binary(labels: Sequence[float]) -> bool:
 
 
 def auroc(labels: np.ndarray, scores: np.ndarray) -> float:
-    """Area under the ROC curve (ties count one half); NaN without both classes."""
+    """Area under the ROC curve (`sklearn.metrics.roc_auc_score`, ties count one half);
+    NaN without both classes (scikit-learn would raise)."""
     labels = np.asarray(labels, dtype=bool)
-    n_pos, n_neg = int(labels.sum()), int((~labels).sum())
-    if not n_pos or not n_neg:
+    if labels.all() or not labels.any():
         return math.nan
-    from scipy.stats import rankdata
-    ranks = rankdata(scores)
-    return float((ranks[labels].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+    from sklearn.metrics import roc_auc_score
+    return float(roc_auc_score(labels, np.asarray(scores, dtype=float)))
 
 
 def binary_metrics(labels: np.ndarray, scores: np.ndarray) -> dict[str, float]:

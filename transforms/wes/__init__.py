@@ -19,7 +19,7 @@ runs it)::
                                    └─ keyed_redirect_rows (redirects.py)
                                                  └────────> WriteParquetShards (write.py)
                                                                └─> WriteStats (stats.py: stats.json,
-                                                                     dataset_card.md)
+                                                                     dataset_card.md, README.md)
                                                                      └─> PublishRun (transforms/io/)
 
 - Every counting stage is a `CountingDoFn` (transforms/io/counting.py): its counts go to

@@ -1,4 +1,10 @@
-"""`WriteStats`: the run's own counts -> `stats.json` and `dataset_card.md`.
+"""`WriteStats`: the run's own counts -> `stats.json` and the dataset card.
+
+The card is written twice with the same text: `dataset_card.md` (its name since the first
+release) and `README.md`, the file the Hugging Face Hub and `datasets.load_dataset(DIR)`
+read. Its YAML front matter declares one config per threshold k (`k2`, `k5`, ...; the
+first is the default) whose `data_files` map each split to its shards explicitly, so the
+splits keep the names the files use: `train`, `dev`, `test` (not HF's `validation`).
 
 Written once every shard is written and named (their names are a side input), under
 temporary names; `PublishRun` (transforms/io/publish.py) moves them in last, `stats.json`
@@ -7,6 +13,8 @@ after everything else, so a run that failed never leaves them: the presence of
 """
 
 import json
+import os
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -18,6 +26,14 @@ from transforms.wes.sampling import SPLIT_NAMES
 
 STATS_FILE = "stats.json"
 CARD_FILE = "dataset_card.md"
+HF_CARD_FILE = "README.md"
+# Wikimedia's Terms of Use moved project text to CC BY-SA 4.0 on 7 June 2023; revisions
+# before that are CC BY-SA 3.0 (and GFDL).
+CC_BY_SA_4_SINCE = "20230607"
+# The Parquet columns of a corpus (write.PAIR_SCHEMA) as Hugging Face feature dtypes.
+FEATURES = (("title", "string"), ("link_text", "string"), ("label", "int8"),
+            ("split", "string"), ("cluster_id", "int64"), ("source_title", "string"),
+            ("source_cluster_id", "int64"))
 
 # (label, stats key) in pipeline order: the count after every stage.
 STAGES = (
@@ -86,10 +102,128 @@ def build_stats(counts: Mapping[str, int], config: Mapping[str, Any],
     }
 
 
+def config_name(corpus: str) -> str:
+    """`wes-k5` -> `k5`: the Hugging Face config of a corpus folder."""
+    return corpus.removeprefix("wes-")
+
+
+def dump_dates(inputs: Sequence[str]) -> list[str]:
+    """The YYYYMMDD dates in the dump file names (`enwiki-20160501-...`), where present."""
+    dates = (re.search(r"wiki-(\d{8})", os.path.basename(p)) for p in inputs)
+    return [m.group(1) for m in dates if m]
+
+
+def text_license(inputs: Sequence[str]) -> str:
+    """`cc-by-sa-3.0` when every dump is dated before CC_BY_SA_4_SINCE, else `cc-by-sa-4.0`
+    (newer dumps mix 3.0 and 4.0 text; BY-SA 3.0 lets adaptations use a later version)."""
+    dates = dump_dates(inputs)
+    return "cc-by-sa-3.0" if dates and max(dates) < CC_BY_SA_4_SINCE else "cc-by-sa-4.0"
+
+
+def dump_languages(inputs: Sequence[str]) -> list[str]:
+    """Language codes from dump names (`enwiki-...` -> en, `simplewiki` -> en)."""
+    codes = set()
+    for path in inputs:
+        match = re.match(r"([a-z]{2,3}|simple)wiki-", os.path.basename(path))
+        if match:
+            codes.add("en" if match.group(1) == "simple" else match.group(1))
+    return sorted(codes)
+
+
+def _size_category(n: int) -> str:
+    for limit, name in ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"),
+                        (1_000_000, "100K<n<1M"), (10_000_000, "1M<n<10M"),
+                        (100_000_000, "10M<n<100M")):
+        if n < limit:
+            return name
+    return "100M<n<1B"
+
+
+def _q(value: Any) -> str:
+    """A YAML scalar: JSON's quoting (JSON strings and numbers are valid YAML)."""
+    return json.dumps(value, ensure_ascii=False)
+
+
+def front_matter(stats: Mapping[str, Any]) -> list[str]:
+    """The card's YAML front matter lines (between `---` lines), Hugging Face's fields."""
+    inputs = stats["config"]["inputs"]
+    corpora = stats["corpora"]
+    sizes = [sum(c["positives"] + c["negatives"] for c in corpus["splits"].values())
+             for corpus in corpora.values()]
+    lines = ["---", f"license: {text_license(inputs)}"]
+    languages = dump_languages(inputs)
+    if languages:
+        lines += ["language:", *(f"- {_q(code)}" for code in languages)]
+    lines += [f"pretty_name: {_q('Wiki Entity Similarity (WES)')}",
+              "task_categories:", "- sentence-similarity", "- text-classification",
+              "tags:", "- wikipedia", "- entity-linking", "- synonyms",
+              "size_categories:", f"- {_size_category(max(sizes, default=0))}",
+              "configs:"]
+    for i, name in enumerate(corpora):
+        lines += [f"- config_name: {config_name(name)}", "  data_files:"]
+        for split in SPLIT_NAMES:
+            lines += [f"  - split: {split}", f"    path: {_q(f'{name}/{split}-*.parquet')}"]
+        if i == 0:
+            lines.append("  default: true")
+    lines.append("dataset_info:")
+    for name, corpus in corpora.items():
+        lines += [f"- config_name: {config_name(name)}", "  features:"]
+        for feature, dtype in FEATURES:
+            lines += [f"  - name: {feature}", f"    dtype: {dtype}"]
+        lines.append("  splits:")
+        for split, c in corpus["splits"].items():
+            lines += [f"  - name: {split}", f"    num_examples: {c['positives'] + c['negatives']}"]
+    return [*lines, "---", ""]
+
+
+def funnel(stats: Mapping[str, Any]) -> list[str]:
+    """The funnel: pages -> links -> pairs -> each corpus's written pairs, with the share
+    kept where a stage counts the same things as an earlier one."""
+    stages = stats["stages"]
+    steps = [("pages read", stages.get("pages read", 0)),
+             ("article pages", stages.get("article pages", 0)),
+             ("links extracted", stages.get("links extracted", 0)),
+             ("links after the character filter",
+              stages.get("links after the character filter (incoming links)", 0)),
+             ("distinct (title, link text) pairs",
+              stages.get("distinct (title, link text) pairs after dedup", 0))]
+    lines = ["## Funnel", "", "| stage | count | kept |", "|---|---:|---|"]
+
+    def kept(n: int, of: int, what: str) -> str:
+        return f"{n / of:.1%} of {what}" if of else ""
+
+    (_, pages), (_, articles), (_, links), (_, passed), (_, pairs) = steps
+    lines += [f"| pages read | {pages:,} | |",
+              f"| article pages | {articles:,} | {kept(articles, pages, 'pages read')} |",
+              f"| links extracted (from the article pages) | {links:,} | |",
+              f"| links after the character filter | {passed:,} | "
+              f"{kept(passed, links, 'links extracted')} |",
+              f"| distinct (title, link text) pairs | {pairs:,} | |"]
+    for name, corpus in stats["corpora"].items():
+        at_k, written = corpus["threshold_pairs"], corpus["positives"]
+        lines.append(f"| {name}: pairs of titles with >= k incoming links | {at_k:,} | "
+                     f"{kept(at_k, pairs, 'distinct pairs')} |")
+        lines.append(f"| {name}: positive pairs written (+ as many negatives) | {written:,} | "
+                     f"{kept(written, at_k, 'the pairs at k')} |")
+    return [*lines, ""]
+
+
+def license_text(inputs: Sequence[str]) -> str:
+    """The card's license sentence, saying how `text_license` decided."""
+    dates = dump_dates(inputs)
+    if dates and max(dates) < CC_BY_SA_4_SINCE:
+        return (f"CC BY-SA 3.0 (dumps of {', '.join(sorted(set(dates)))}, before Wikimedia "
+                "moved project text to CC BY-SA 4.0 on 2023-06-07).")
+    return ("CC BY-SA 4.0 (Wikimedia's project license since 2023-06-07; older revisions "
+            "are CC BY-SA 3.0, which lets adaptations be shared under 4.0).")
+
+
 def render_dataset_card(stats: Mapping[str, Any]) -> str:
-    """The dataset card (markdown) of a mining run, from its stats."""
+    """The dataset card (markdown with Hugging Face YAML front matter) of a mining run,
+    from its stats."""
     config = stats["config"]
     lines = [
+        *front_matter(stats),
         "# Wiki Entity Similarity (WES) corpus",
         "",
         "(article title, link text) pairs mined from Wikipedia links, after Huang (2022), "
@@ -108,6 +242,7 @@ def render_dataset_card(stats: Mapping[str, Any]) -> str:
     if stats["bad_files"]:
         lines += ["**INCOMPLETE: these inputs could not be read to their end:**", ""]
         lines += [f"- {b}" for b in stats["bad_files"]] + [""]
+    lines += funnel(stats)
     lines += ["## Count after every stage", "", "| stage | count |", "|---|---:|"]
     lines += [f"| {label} | {n:,} |" for label, n in stats["stages"].items()]
     first = next(iter(stats["corpora"]), "wes-k5")
@@ -124,15 +259,19 @@ def render_dataset_card(stats: Mapping[str, Any]) -> str:
         "`source_title` and `source_cluster_id` (the title a negative's text came from).",
         "`wes-k<k>-clusters/clusters-*.parquet`: `title`, `cluster_id`, `split`, `incoming_links`, "
         "`link_texts` (the synonym cluster). `redirects-*.parquet`: `title`, `target`.",
+        "", "## Loading", "",
+        f"Configs: {', '.join(f'`{config_name(n)}`' for n in stats['corpora'])} (one per k; "
+        f"`{config_name(first)}` is the default). Splits keep the files' names: `train`, "
+        "`dev`, `test` (the front matter maps them explicitly; there is no `validation`).",
         "", "```python",
+        "from datasets import load_dataset",
+        f"wes = load_dataset('<dir>', name={config_name(first)!r})  # <dir>: this folder",
+        "train, dev = wes['train'], wes['dev']",
         "import pyarrow.dataset as ds",
         f"train = ds.dataset('<dir>/{first}', format='parquet')"
         ".to_table(filter=ds.field('split') == 'train')",
-        "from datasets import load_dataset",
-        f"wes = load_dataset('parquet', data_files={{s: f'<dir>/{first}/{{s}}-*.parquet' "
-        "for s in ('train', 'dev', 'test')})",
         "```", "",
-        "Text: Wikipedia contributors, CC BY-SA.", "",
+        f"## License\n\nText: Wikipedia contributors, {license_text(config['inputs'])}", "",
     ]
     return "\n".join(lines)
 
@@ -148,8 +287,9 @@ class WriteStatsFn(beam.DoFn):
 
     def process(self, counts, files, bad_files):
         stats = build_stats(counts, self._config, [final for _, final in files], bad_files)
+        card = render_dataset_card(stats)
         for name, content in (
-                (CARD_FILE, render_dataset_card(stats)),
+                (CARD_FILE, card), (HF_CARD_FILE, card),
                 (STATS_FILE, json.dumps(stats, indent=2, ensure_ascii=False) + "\n")):
             temp = FileSystems.join(self._temp_dir, name)
             with FileSystems.create(temp) as f:
@@ -159,7 +299,8 @@ class WriteStatsFn(beam.DoFn):
 
 class WriteStats(beam.PTransform):
     """{"counts": one stats dict, "files": (temporary, final) shard paths, "bad_files"} ->
-    (temporary, final) paths of the dataset card and stats.json."""
+    (temporary, final) paths of the dataset card (dataset_card.md, README.md) and
+    stats.json."""
 
     def __init__(self, output_dir: str, temp_dir: str, config: Mapping[str, Any]):
         super().__init__()

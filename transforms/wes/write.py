@@ -58,7 +58,8 @@ REDIRECT_SCHEMA = pa.schema([
 
 # An earlier run's files in its output directory (`wes-k*` also matches the
 # `wes-k<k>-clusters` folders).
-RUN_FILES = ("stats.json", "dataset_card.md", "redirects-*.parquet", "wes-k*/*.parquet")
+RUN_FILES = ("stats.json", "dataset_card.md", "README.md", "redirects-*.parquet",
+             "wes-k*/*.parquet")
 
 
 def run_files(output_dir: str) -> list[str]:

@@ -1,0 +1,108 @@
+"""Tests for transforms/scoring/bootstrap.py: the weighted statistics equal scipy's and
+scikit-learn's on the resampled rows (all-ones weights: the point estimates; random
+weights: explicit resamples), ties and missing values included."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from scipy import stats
+from sklearn.metrics import roc_auc_score
+
+from transforms.scoring import bootstrap as bs
+
+
+def _reference(x, y):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out = {"pearson": stats.pearsonr(x, y)[0], "spearman": stats.spearmanr(x, y)[0],
+               "kendall": stats.kendalltau(x, y)[0]}
+    if set(np.unique(y)) == {0.0, 1.0}:
+        out["auroc"] = roc_auc_score(y, x)
+    return out
+
+
+def _weighted(counts, c, x, y):
+    """The module's statistics for one resample given as (n, 1) row counts."""
+    w = bs.cell_weights(counts, c)
+    out = {"pearson": bs.weighted_pearson(w, c.x, c.y)[0],
+           "spearman": bs.weighted_spearman(w, c)[0]}
+    tau = bs.weighted_kendall(w, c)
+    out["kendall"] = (tau[0] if tau is not None
+                      else bs._kendall_loop(counts[c.order], x[c.order], y[c.order])[0])
+    if set(np.unique(c.y)) == {0.0, 1.0}:
+        out["auroc"] = bs.weighted_auroc(w, c)[0]
+    return out
+
+
+@pytest.mark.parametrize("case", range(40))
+def test_weighted_statistics_equal_scipy_on_explicit_resamples(case):
+    rng = np.random.default_rng(case)
+    n = int(rng.integers(8, 80))
+    human = (rng.integers(0, 2, n).astype(float) if case % 2
+             else rng.integers(0, 5, n) / 4 if case % 3 else rng.random(n))
+    x = np.round(rng.random(n), 1) if case % 4 else rng.random(n) + human
+    x[rng.random(n) < 0.1] = np.nan
+    c = bs.cells(x, human)
+    ones = np.ones((n, 1))
+    keep = ~np.isnan(x)
+    assert _weighted(ones, c, x, human) == pytest.approx(_reference(x[keep], human[keep]),
+                                                         nan_ok=True)
+    rows = rng.integers(0, n, n)
+    counts = np.bincount(rows, minlength=n).astype(float)[:, None]
+    kept = rows[keep[rows]]
+    assert _weighted(counts, c, x, human) == pytest.approx(_reference(x[kept], human[kept]),
+                                                           nan_ok=True)
+
+
+def test_kendall_by_levels_and_its_fallbacks(monkeypatch):
+    rng = np.random.default_rng(0)
+    x, y = rng.random(300), rng.random(300)  # 300 x 300 distinct values
+    assert bs.kendall_by_levels(bs.cells(x, y))
+    monkeypatch.setattr(bs, "KENDALL_MAX_GRID", 1000)
+    assert not bs.kendall_by_levels(bs.cells(x, y))
+    loop = bs.bootstrap(y, x[:, None], False, resamples=20, seed=1)
+    assert loop.kendall_missing == () and not np.isnan(loop.values["kendall"]).any()
+    monkeypatch.setattr(bs, "KENDALL_LOOP_MAX_N", 100)
+    missing = bs.bootstrap(y, x[:, None], False, resamples=20, seed=1)
+    assert missing.kendall_missing == (0,) and np.isnan(missing.values["kendall"]).all()
+    monkeypatch.undo()
+    levels = bs.bootstrap(y, x[:, None], False, resamples=20, seed=1)
+    assert levels.values["kendall"] == pytest.approx(loop.values["kendall"])
+
+
+def test_chunks_do_not_change_the_resamples(monkeypatch):
+    rng = np.random.default_rng(2)
+    human = rng.integers(0, 2, 50).astype(float)
+    values = np.stack([human + rng.random(50), rng.random(50)], axis=1)
+    whole = bs.bootstrap(human, values, True, resamples=30, seed=4)
+    monkeypatch.setattr(bs, "CHUNK_ELEMENTS", 50 * 7)  # 7 resamples per chunk
+    chunked = bs.bootstrap(human, values, True, resamples=30, seed=4)
+    for k in bs.STATS:
+        assert chunked.values[k] == pytest.approx(whole.values[k], nan_ok=True)
+
+
+def test_interval_and_paired_p_value():
+    assert bs.interval(np.arange(101, dtype=float)) == pytest.approx((2.5, 97.5))
+    assert bs.interval(np.array([np.nan, np.nan, 1.0])) is None
+    top, other = np.array([0.9, 0.8, 0.5, np.nan]), np.array([0.1, -0.85, 0.6, 0.2])
+    # defined pairs: 3; |top| <= |other| in two of them -> (1 + 2) / (1 + 3)
+    assert bs.paired_p_value(top, other) == pytest.approx(0.75)
+    assert np.isnan(bs.paired_p_value(np.full(2, np.nan), np.ones(2)))
+
+
+def test_kendall_from_auroc_equals_the_level_count():
+    rng = np.random.default_rng(5)
+    human = rng.integers(0, 2, 60).astype(float)
+    x = np.round(rng.random(60) + human * 0.3, 1)  # ties within and across classes
+    c = bs.cells(x, human)
+    counts = np.stack([np.bincount(rng.integers(0, 60, 60), minlength=60)
+                       for _ in range(5)], axis=1).astype(float)
+    w = bs.cell_weights(counts, c)
+    wx, wy = bs.group_x(w, c), bs.group_y(w, c)
+    via_auroc = bs.kendall_from_auroc(bs.weighted_auroc(w, c, wx), wx, wy)
+    assert via_auroc == pytest.approx(bs.weighted_kendall(w, c, wx, wy))
+    assert via_auroc[0] == pytest.approx(stats.kendalltau(
+        np.repeat(x, counts[:, 0].astype(int)), np.repeat(human, counts[:, 0].astype(int)))[0])
