@@ -257,6 +257,7 @@ def test_a_judges_saved_threshold_is_in_the_signature_and_used_by_the_report(
 
     import numpy as np
 
+    from transforms.scoring.write import read_signatures
     from transforms.training.cross_encoder import THRESHOLD_KEY
 
     plain, judge = tmp_path / "plain_judge", tmp_path / "judge"
@@ -292,7 +293,7 @@ def test_a_judges_saved_threshold_is_in_the_signature_and_used_by_the_report(
     assert saved["sas"]["threshold_source"] == "checkpoint"
     assert saved["sas"]["accuracy"] == pytest.approx(np.mean((sas >= threshold) == (labels == 1)))
     assert saved["f1"]["threshold_source"] == "default"
-    assert f"|thr:{threshold:g}|" in dict(scores.iloc[0]["signature"])["sas"]
+    assert f"|thr:{threshold:g}|" in read_signatures(str(tmp_path / "saved.scores.parquet"))["sas"]
 
     override, _ = report(str(tmp_path / "flag"), "--accuracy_threshold", "sas=0.5")
     assert (override["sas"]["threshold"], override["sas"]["threshold_source"]) == (0.5, "flag")
