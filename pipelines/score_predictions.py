@@ -107,6 +107,14 @@ class ScoreOptions(PipelineOptions):
                                  "than N characters: metric cost grows with length (ROUGE-L "
                                  "quadratically), so one huge row would stall a worker "
                                  f"(default {DEFAULT_MAX_TEXT_CHARS}; 0 = no limit).")
+        parser.add_argument("--corpus_statistics", default=None,
+                            help="Score CIDEr-D against the document frequencies in this "
+                                 "Parquet file (written by --save_corpus_statistics) instead "
+                                 "of the run's own; the signature names the file's hash.")
+        parser.add_argument("--save_corpus_statistics", default=None,
+                            help="Write the CIDEr-D document frequencies (per reference "
+                                 "position or pooled, and the corpus sizes) the run scored "
+                                 "against to this Parquet file.")
         add_model_flags(parser)
 
 
@@ -138,7 +146,8 @@ def run(argv: list[str] | None = None, save_main_session: bool = True,
         metric_options=opts.metric_options, input_format=opts.input_format,
         output_format=opts.output_format, report_subsets=opts.report_subsets,
         accuracy_threshold=opts.accuracy_threshold, max_batch_size=opts.max_batch_size,
-        max_text_chars=opts.max_text_chars,
+        max_text_chars=opts.max_text_chars, corpus_statistics=opts.corpus_statistics,
+        save_corpus_statistics=opts.save_corpus_statistics,
         model_flags={flag: getattr(opts, flag) for flag in MODEL_FLAGS},
         **{flag: getattr(opts, flag) for flag in COLUMN_FLAGS})
     if config.model_metrics:

@@ -23,10 +23,13 @@ from typing import Any
 
 from transforms.metrics import registry
 from transforms.metrics.base import Metric
+from transforms.scoring.corpus_stats import is_distributed, shards_for_input
 from transforms.scoring.outputs import OutputPaths
 from transforms.scoring.read import sniff_columns
 from transforms.scoring.report_spec import ReportSpec, parse_subsets, parse_thresholds
 from transforms.scoring.rows import ColumnMapping
+from transforms.scoring.score import unique_statistics
+from transforms.scoring.statistics_file import check_statistics_file, statistics_signature
 
 # The longest prediction, reference or question scored, in characters (--max_text_chars).
 # ROUGE-L costs 0.06 s on two texts of this length, 13.6 s on two of 2 MB (quadratic).
@@ -57,6 +60,12 @@ class ScoringConfig:
     max_batch_size: int
     handler_kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
     max_text_chars: int | None = DEFAULT_MAX_TEXT_CHARS
+    # --corpus_statistics / --save_corpus_statistics (statistics_file.py); the digest of
+    # the file scored against, and the n-gram shards of CIDEr-D's frequencies.
+    corpus_statistics: str | None = None
+    save_corpus_statistics: str | None = None
+    statistics_digest: str | None = None
+    df_shards: int = 16
 
     @property
     def model_metrics(self) -> tuple[Metric, ...]:
@@ -341,6 +350,8 @@ def build_config(*, input: str | None, output: str | None, metrics: str | None,
                  max_batch_size: int = 512, run_id: str | None = None,
                  model_flags: Mapping[str, Any] | None = None,
                  max_text_chars: int = DEFAULT_MAX_TEXT_CHARS,
+                 corpus_statistics: str | None = None,
+                 save_corpus_statistics: str | None = None,
                  **column_flags: Any) -> ScoringConfig:
     """Validates the command line and builds the run's configuration.
 
@@ -358,6 +369,9 @@ def build_config(*, input: str | None, output: str | None, metrics: str | None,
             question are dead-lettered `text_too_long`; 0 = no limit.
         run_id: names the temporary files; random when None.
         model_flags: the dedicated model flags (`MODEL_FLAGS`), see `merge_model_flags`.
+        corpus_statistics: a statistics file (statistics_file.py) to score CIDEr-D against
+            instead of the run's own document frequencies.
+        save_corpus_statistics: where to write the statistics the run scored against.
         **column_flags: the keyword arguments of `resolve_columns`.
 
     Returns:
@@ -387,6 +401,18 @@ def build_config(*, input: str | None, output: str | None, metrics: str | None,
         if absent:
             raise ValueError(f"metric {metric.family} gives no signature for {absent}")
         signatures.update({c: str(signature[c]) for c in metric.columns})
+    distributed = [s for s in unique_statistics(built) if is_distributed(s)]
+    if (corpus_statistics or save_corpus_statistics) and not distributed:
+        raise ValueError("--corpus_statistics/--save_corpus_statistics need a metric with "
+                         "document frequencies (cider); requested: " + ",".join(names))
+    digest = (check_statistics_file(corpus_statistics, distributed)
+              if corpus_statistics else None)
+    for metric in built:
+        stats = metric.corpus_statistics()
+        if stats:
+            source = statistics_signature(
+                digest if all(is_distributed(s) for s in stats) else None)
+            signatures.update({c: f"{signatures[c]}|{source}" for c in metric.columns})
     if max_batch_size < 1:
         raise ValueError(f"--max_batch_size must be >= 1, got {max_batch_size}")
     if max_text_chars < 0:
@@ -415,4 +441,6 @@ def build_config(*, input: str | None, output: str | None, metrics: str | None,
         available_columns=tuple(available), mapping=mapping, metrics=built,
         metric_columns=metric_columns, signatures=signatures, paths=paths, report=spec,
         max_batch_size=max_batch_size, handler_kwargs=handler_kwargs,
-        max_text_chars=max_text_chars or None)
+        max_text_chars=max_text_chars or None, corpus_statistics=corpus_statistics or None,
+        save_corpus_statistics=save_corpus_statistics or None, statistics_digest=digest,
+        df_shards=shards_for_input(files))

@@ -17,9 +17,11 @@ from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions,
 
 from transforms.inference.run_model_metrics import RunModelMetrics
 from transforms.scoring.config import ScoringConfig
+from transforms.scoring.corpus_stats import is_distributed
 from transforms.scoring.join import ROWS, JoinScores
 from transforms.scoring.read import ReadPredictions
-from transforms.scoring.score import ComputeCorpusStatistics, ScoreMetrics
+from transforms.scoring.score import ComputeCorpusStatistics, ScoreMetrics, unique_statistics
+from transforms.scoring.statistics_file import ReadCorpusStatistics, WriteCorpusStatistics
 from transforms.scoring.summary import SummarizeScores
 from transforms.scoring.write import (
     FinalizeOutputs,
@@ -77,9 +79,17 @@ class ScorePredictions(beam.PTransform):
             config.metrics)
         branches = {ROWS: read["rows"]}
         if config.in_process_metrics:
+            distributed = [s for s in unique_statistics(config.in_process_metrics)
+                           if is_distributed(s)]
+            frozen = sink = None
+            if config.corpus_statistics:
+                frozen = p | "ReadCorpusStatistics" >> ReadCorpusStatistics(
+                    config.corpus_statistics, distributed, config.df_shards)
+            if config.save_corpus_statistics:
+                sink = WriteCorpusStatistics(config.save_corpus_statistics, distributed)
             branches["in_process"] = read["rows"] | "ScoreInProcessMetrics" >> ScoreMetrics(
                 config.in_process_metrics, beam.pvalue.AsSingleton(corpus_stats),
-                config.max_batch_size)
+                config.max_batch_size, config.df_shards, frozen, sink)
         if config.model_metrics:
             branches["models"] = read["rows"] | "ScoreModelMetrics" >> RunModelMetrics(
                 config.model_metrics, corpus_stats=beam.pvalue.AsSingleton(corpus_stats),
