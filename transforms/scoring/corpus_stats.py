@@ -73,10 +73,28 @@ def text_gram(text: str) -> str | tuple[str, ...]:
     return tokens[0] if len(tokens) == 1 else tuple(tokens)
 
 
+_WORD_HASH: dict[str, int] = {}
+_WORD_HASH_MAX = 1 << 20
+
+
+def _word_hash(word: str) -> int:
+    value = _WORD_HASH.get(word)
+    if value is None:
+        if len(_WORD_HASH) >= _WORD_HASH_MAX:
+            _WORD_HASH.clear()
+        value = _WORD_HASH[word] = zlib.crc32(word.encode("utf-8", "surrogatepass"))
+    return value
+
+
 def ngram_shard(gram: str | tuple[str, ...], shards: int) -> int:
-    """The shard of an n-gram: CRC-32 of its UTF-8 text, stable across processes (Python's
-    own hash of a str is not)."""
-    return zlib.crc32(gram_text(gram).encode("utf-8", "surrogatepass")) % shards
+    """The shard of an n-gram, from the CRC-32 of its words (memoised per word), stable
+    across processes and runs (Python's own hash of a str is not)."""
+    if isinstance(gram, str):
+        return _word_hash(gram) % shards
+    value = 0
+    for word in gram:
+        value = (value * 1_000_003 + _word_hash(word)) & 0xFFFFFFFFFFFF
+    return value % shards
 
 
 def shards_for_input(files: Sequence[str]) -> int:
