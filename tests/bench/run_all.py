@@ -1,7 +1,7 @@
 """`make bench`: runs every benchmark in turn; each prints its table and writes JSON to
 bench_out/. Figures are recorded in docs/benchmarks.md.
 
-    python -m tests.bench.run_all [--only mining,lexical,model_metrics]
+    python -m tests.bench.run_all [--only mining,lexical,model_metrics,scale]
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ BENCHMARKS = {
     "mining": "tests.bench.bench_mining",
     "lexical": "tests.bench.bench_lexical",
     "model_metrics": "tests.bench.bench_model_metrics",
+    "scale": "tests.bench.bench_scale",
 }
 
 

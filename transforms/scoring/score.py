@@ -28,6 +28,7 @@ from transforms.scoring.corpus_stats import (
     DOCS,
     MIN_SHARDS,
     ROWS,
+    BatchByReferences,
     ShardedCiderStatistics,
     batch_corpora,
     is_distributed,
@@ -263,14 +264,18 @@ class ScoreMetrics(beam.PTransform):
         self._sink = statistics_sink
 
     def expand(self, rows: beam.PCollection) -> beam.PCollection:
-        batches = rows | "BatchRows" >> beam.BatchElements(
-            min_batch_size=1, max_batch_size=self._max_batch_size)
         distributed = [s for s in unique_statistics(self._metrics) if is_distributed(s)]
         if not distributed:
+            batches = rows | "BatchRows" >> beam.BatchElements(
+                min_batch_size=1, max_batch_size=self._max_batch_size)
             return (batches
                     | "ScoreBatches" >> beam.ParDo(ScoreRowsFn(self._metrics),
                                                    self._corpus_stats)
                     .with_outputs(STATS_TAG, main="scores")).scores
+        # rows with equal references batched together: their n-grams are counted and
+        # requested once per batch; about 8 groups per shard, i.e. per MB of input
+        batches = rows | "BatchRowsByReferences" >> BatchByReferences(
+            self._max_batch_size, self._shards * 8)
         stats = batches | "ShardedCiderStatistics" >> ShardedCiderStatistics(
             distributed, self._shards, self._frozen)
         if self._sink is not None:
