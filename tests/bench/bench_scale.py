@@ -70,12 +70,12 @@ def plain_loop(path: str, metrics: str) -> int:
     return len(examples)
 
 
-def _measure(command: list[str], max_gb: float) -> dict:
+def _measure(command: list[str], max_gb: float, env: dict[str, str]) -> dict:
     """Runs a command under the watchdog; wall, CPU seconds (with children), peak RSS."""
     from tests.bench.watchdog import Watchdog
 
     started = time.perf_counter()
-    child = subprocess.Popen(command)
+    child = subprocess.Popen(command, env=env)
     dog = Watchdog(child.pid, int(max_gb * (1 << 30))).start()
     _, status, usage = os.wait4(child.pid, 0)
     dog.stop()
@@ -148,8 +148,7 @@ def main(argv: list[str] | None = None) -> int:
                 *MODES[mode]]
         for name, command in runs.items():
             print(f"--- {name}", flush=True)
-            os.environ.update(env)
-            results[name] = _measure(command, args.max_gb)
+            results[name] = _measure(command, args.max_gb, env)
             results[name]["rows_per_cpu_s"] = args.rows / max(results[name]["cpu_s"], 1e-9)
             print(json.dumps(results[name]), flush=True)
         saved = [os.path.join(tmp, f"{m}.stats.parquet") for m in MODES
