@@ -84,7 +84,8 @@ def test_broken_input_is_dead_lettered_and_counts_add_up(tmp_path, monkeypatch):
         ("g1", "a", 1.0, 8.0), ("g2", "b", 1.0, 8.0), ("g3", "b", 1.0, 8.0)]
     # The corpus statistic counts every row that reached the metrics (the rejected one too).
     assert {r["fake_corpus"] for r in scores} == {4.0}
-    assert scores[0]["signature"]["fake_len"] == "fake_len|impl:fake|v:1"
+    # fake_len declares a corpus statistic: its signature names the source (issue 14)
+    assert scores[0]["signature"]["fake_len"] == "fake_len|impl:fake|v:1|stats:run"
     with open(prefix + ".summary.json") as f:
         summary = json.load(f)
     overall = summary["overall"]
