@@ -174,6 +174,14 @@ def add_score_arguments(parser, with_io: bool = True) -> None:
                    help='per-family options as JSON, e.g. {"cider": {"df_mode": "pooled"}}')
     g.add_argument("--max_batch_size", type=int, default=512,
                    help="rows per lexical metric batch at most")
+    g.add_argument("--corpus_statistics", default=None,
+                   help="score CIDEr-D against the document frequencies in this Parquet "
+                        "file (written by --save_corpus_statistics) instead of the run's "
+                        "own; the signature names the file's hash (default: the run's own)")
+    g.add_argument("--save_corpus_statistics", default=None,
+                   help="write the CIDEr-D document frequencies (per reference position or "
+                        "pooled, and the corpus sizes) the run scored against to this "
+                        "Parquet file (default: not written)")
     add_model_flags(parser)
 
 
@@ -228,6 +236,8 @@ def prepare(argv: Sequence[str] | None) -> tuple[object, ScoringConfig]:
             overwrite=args.overwrite, input_checksums=args.input_checksums,
             max_dead_letter_fraction=args.max_dead_letter_fraction,
             previous_run=args.previous_run,
+            corpus_statistics=args.corpus_statistics,
+            save_corpus_statistics=args.save_corpus_statistics,
             model_flags={flag: getattr(args, flag) for flag in MODEL_FLAGS},
             **{flag: getattr(args, flag) for flag in COLUMN_FLAGS})
     except (ValueError, OSError) as e:

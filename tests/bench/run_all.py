@@ -1,7 +1,7 @@
 """`make bench`: runs every benchmark in turn; each prints its table and writes JSON to
 bench_out/. Figures are recorded in docs/benchmarks.md.
 
-    python -m tests.bench.run_all [--only mining,lexical,model_metrics,report]
+    python -m tests.bench.run_all [--only mining,lexical,model_metrics,report,scale,rescoring]
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ BENCHMARKS = {
     "lexical": "tests.bench.bench_lexical",
     "model_metrics": "tests.bench.bench_model_metrics",
     "report": "tests.bench.bench_report",
+    "scale": "tests.bench.bench_scale",
+    "rescoring": "tests.bench.bench_rescoring",
 }
 
 

@@ -87,7 +87,8 @@ def test_broken_input_is_dead_lettered_and_counts_add_up(tmp_path, monkeypatch):
     assert {r["fake_corpus"] for r in scores} == {4.0}
     # JSONL scores keep the signatures in the summary, not on every row.
     assert "signature" not in scores[0]
-    assert read_signatures(prefix + ".scores.jsonl")["fake_len"] == "fake_len|impl:fake|v:1"
+    assert read_signatures(prefix + ".scores.jsonl")["fake_len"] == "fake_len|impl:fake|v:1|stats:run"
+    # fake_len declares a corpus statistic: its signature names the source (issue 14)
     with open(prefix + ".summary.json") as f:
         summary = json.load(f)
     assert summary["signatures"]["fake_len"] == "fake_len|impl:fake|v:1"

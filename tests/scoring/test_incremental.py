@@ -230,3 +230,25 @@ def test_a_replaced_checkpoint_recomputes_only_its_model_metric(tmp_path, cross_
     assert metrics["sas"]["changed"] == 0  # the same weights under another path
     assert sum(CountingOverlapHandler.inputs) == 40  # 20 rows x 2 references
     assert "signature changed" in summary["incremental"]["computed_metrics"]["sas"]
+
+
+@pytest.mark.slow
+def test_cider_with_the_runs_statistics_equals_a_full_run_and_frozen_ones_carry(tmp_path):
+    rows = [*BASE, _row(3, system="b"), _row(3, system="c")]  # duplicates count in df
+    first = _write(tmp_path / "n1.jsonl", rows)
+    _score(first, str(tmp_path / "n1"), metrics="em,cider")
+    changed = _write(tmp_path / "n2.jsonl", [*rows[1:], _row(30)])
+    incremental, summary = _score(changed, str(tmp_path / "n2"), "--previous_run",
+                                  str(tmp_path / "n1"), metrics="em,cider")
+    full, _ = _score(changed, str(tmp_path / "full"), metrics="em,cider")
+    assert _comparable(incremental, ("em", "cider")) == _comparable(full, ("em", "cider"))
+    assert summary["overall"]["metrics"]["cider"]["computed"] == 22
+    # Frozen statistics: the signature names the file, so cider carries between runs
+    # scored against the same file.
+    stats = str(tmp_path / "stats.parquet")
+    _score(first, str(tmp_path / "s0"), "--save_corpus_statistics", stats, metrics="cider")
+    _score(first, str(tmp_path / "s1"), "--corpus_statistics", stats, metrics="cider")
+    _, summary = _score(changed, str(tmp_path / "s2"), "--corpus_statistics", stats,
+                        "--previous_run", str(tmp_path / "s1"), metrics="cider")
+    cider = summary["overall"]["metrics"]["cider"]
+    assert (cider["carried"], cider["computed"]) == (21, 1)

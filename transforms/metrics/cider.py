@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -78,14 +78,7 @@ class CiderDocumentFrequency(CorpusStatistic):
 
     def add_tokenized(self, accumulator: dict[int, list], references: Sequence[str]) -> None:
         """Adds one example given its tokenised references."""
-        if self.df_mode == "pooled":
-            docs = [set().union(*(c for r in references for c in text_ngrams(r)))]
-            keys: Sequence[int] = (POOLED,)
-        else:
-            # one reference is one document: its distinct n-grams are the keys of its counts
-            docs = [[g for c in text_ngrams(r) for g in c] for r in references]
-            keys = range(len(references))
-        for key, doc in zip(keys, docs, strict=True):
+        for key, doc in document_ngrams(references, self.df_mode):
             entry = accumulator.get(key)
             if entry is None:
                 entry = accumulator[key] = [0, Counter()]
@@ -102,14 +95,55 @@ class CiderDocumentFrequency(CorpusStatistic):
         return merged
 
     def extract(self, accumulator: dict[int, list]) -> dict[int, CiderCorpus]:
-        out = {}
-        for key, (docs, df) in accumulator.items():
-            # numpy's scalar log, one call per distinct df, as coco calls it: its array
-            # (SIMD) log can differ in the last bit on some CPUs.
-            logs = {d: float(np.log(max(1.0, float(d)))) for d in set(df.values())}
-            out[key] = CiderCorpus(float(np.log(float(docs))),
-                                   {g: logs[d] for g, d in df.items()}, docs)
-        return out
+        return {key: corpus_of(docs, df) for key, (docs, df) in accumulator.items()}
+
+
+def corpus_keys(n_references: int, df_mode: str) -> list[int]:
+    """The corpus key each of an example's references is scored against, in order."""
+    return [POOLED] * n_references if df_mode == "pooled" else list(range(n_references))
+
+
+def document_ngrams(references: Sequence[str], df_mode: str
+                    ) -> list[tuple[int, Collection[tuple[str, ...]]]]:
+    """The documents one example adds to the corpora: (corpus key, its distinct n-grams).
+
+    per_position: one document per reference, in corpus j for reference j; pooled: one
+    document, the union of the references' n-grams, in corpus `POOLED`.
+    """
+    if df_mode == "pooled":
+        return [(POOLED, set().union(*(c for r in references for c in text_ngrams(r))))]
+    # one reference is one document: its distinct n-grams are the keys of its counts
+    return [(j, [g for c in text_ngrams(r) for g in c]) for j, r in enumerate(references)]
+
+
+def needed_ngrams(prediction: str, references: Sequence[str], df_mode: str
+                  ) -> dict[int, set[tuple[str, ...]]]:
+    """Corpus key -> the n-grams whose document frequency `cider_d` reads for this example
+    (the prediction's and the reference's n-grams, per corpus a reference is scored in)."""
+    hyp = [g for c in text_ngrams(prediction) for g in c]
+    out: dict[int, set[tuple[str, ...]]] = {}
+    for key, reference in zip(corpus_keys(len(references), df_mode), references, strict=True):
+        grams = out.setdefault(key, set(hyp))
+        grams.update(g for c in text_ngrams(reference) for g in c)
+    return out
+
+
+def log_dfs(df: Mapping[tuple[str, ...], int]) -> dict[tuple[str, ...], float]:
+    """n-gram -> log(max(1, df)), with numpy's scalar log, one call per distinct df, as coco
+    calls it (its array (SIMD) log can differ in the last bit on some CPUs)."""
+    logs = {d: float(np.log(max(1.0, float(d)))) for d in set(df.values())}
+    return {g: logs[d] for g, d in df.items()}
+
+
+def corpus_of(docs: int, df: Mapping[tuple[str, ...], int]) -> CiderCorpus:
+    """The `CiderCorpus` of `docs` documents with document frequencies `df`.
+
+    `df` may be any subset of the corpus' frequencies that holds every n-gram the scored
+    examples read with df >= 2: an n-gram with df 0 or 1 has log(max(1, df)) = 0, the value
+    `cider_d` uses for an n-gram it does not find, so leaving it out changes no value (the
+    corpus size `docs`, which sets ref_len, must be the whole corpus').
+    """
+    return CiderCorpus(float(np.log(float(docs))), log_dfs(df), docs)
 
 
 def _vec(counts: Sequence[Counter], corpus: CiderCorpus):
@@ -213,10 +247,7 @@ class CiderMetric(LexicalMetric):
             ) from None
         out = []
         for ex in examples:
-            if self.df_mode == "pooled":
-                keys = [POOLED] * len(ex.references)
-            else:
-                keys = list(range(len(ex.references)))
+            keys = corpus_keys(len(ex.references), self.df_mode)
             missing = [k for k in keys if k not in corpora]
             if missing:
                 raise MetricInputError(f"no CIDEr corpus statistics for reference position(s) "

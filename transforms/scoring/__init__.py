@@ -27,8 +27,11 @@ runs it with the `ScoringConfig` of config.py)::
 - `join.JoinScores` groups the rows and every branch by row key: a row with scores from
   every branch becomes one scored record; a row that any branch rejected (or gave nothing)
   becomes one dead-letter record with the reasons. Rows are never half-scored.
-- Corpus-level statistics (CIDEr-D document frequencies, BERTScore idf) are one
+- Corpus-level statistics bounded by the vocabulary (BERTScore idf) are one
   `CombineGlobally` over all rows, handed to every batch as a singleton side input.
+  CIDEr-D's document frequencies grow with the corpus: they are summed per n-gram shard
+  and each batch of rows is joined with the frequencies of its own n-grams
+  (corpus_stats.py, inside `ScoreMetrics`).
 - Build-time modules, imported by config.py without the writers or the plotting:
   outputs.py (the output names at the prefix), report_spec.py (`--report_subsets`,
   `--accuracy_threshold`, `--report_min_n`, thresholds saved with checkpoints); the

@@ -23,6 +23,7 @@ from typing import Any
 
 from transforms.metrics import registry
 from transforms.metrics.base import Metric
+from transforms.scoring.corpus_stats import is_distributed, shards_for_input
 from transforms.scoring.incremental import CarryPlan, PreviousRun, load_previous_run, plan_carry
 from transforms.scoring.manifest import run_manifest, utc_now
 from transforms.scoring.outputs import OutputPaths, check_prefix
@@ -35,6 +36,8 @@ from transforms.scoring.report_spec import (
     parse_thresholds,
 )
 from transforms.scoring.rows import CONTENT_KEY_VERSION, KEPT_TEXTS, ColumnMapping
+from transforms.scoring.score import unique_statistics
+from transforms.scoring.statistics_file import check_statistics_file, statistics_signature
 
 # The longest prediction, reference or question scored, in characters (--max_text_chars).
 # ROUGE-L costs 0.06 s on two texts of this length, 13.6 s on two of 2 MB (quadratic).
@@ -72,6 +75,12 @@ class ScoringConfig:
     max_dead_letter_fraction: float | None = None
     previous: PreviousRun | None = None
     carry: CarryPlan | None = None
+    # --corpus_statistics / --save_corpus_statistics (statistics_file.py); the digest of
+    # the file scored against, and the n-gram shards of CIDEr-D's frequencies.
+    corpus_statistics: str | None = None
+    save_corpus_statistics: str | None = None
+    statistics_digest: str | None = None
+    df_shards: int = 16
 
     @property
     def model_metrics(self) -> tuple[Metric, ...]:
@@ -403,6 +412,8 @@ def build_config(*, input: str | None, output: str | None, metrics: str | None,
                  input_checksums: str = "auto",
                  max_dead_letter_fraction: float | None = None,
                  previous_run: str | None = None,
+                 corpus_statistics: str | None = None,
+                 save_corpus_statistics: str | None = None,
                  **column_flags: Any) -> ScoringConfig:
     """Validates the command line and builds the run's configuration.
 
@@ -431,6 +442,9 @@ def build_config(*, input: str | None, output: str | None, metrics: str | None,
         previous_run: the prefix of an earlier complete run to carry scores over from
             (`incremental`); it may be `output` itself with `overwrite`.
         model_flags: the dedicated model flags (`MODEL_FLAGS`), see `merge_model_flags`.
+        corpus_statistics: a statistics file (statistics_file.py) to score CIDEr-D against
+            instead of the run's own document frequencies.
+        save_corpus_statistics: where to write the statistics the run scored against.
         **column_flags: the keyword arguments of `resolve_columns`.
 
     Returns:
@@ -460,6 +474,18 @@ def build_config(*, input: str | None, output: str | None, metrics: str | None,
         if absent:
             raise ValueError(f"metric {metric.family} gives no signature for {absent}")
         signatures.update({c: str(signature[c]) for c in metric.columns})
+    distributed = [s for s in unique_statistics(built) if is_distributed(s)]
+    if (corpus_statistics or save_corpus_statistics) and not distributed:
+        raise ValueError("--corpus_statistics/--save_corpus_statistics need a metric with "
+                         "document frequencies (cider); requested: " + ",".join(names))
+    digest = (check_statistics_file(corpus_statistics, distributed)
+              if corpus_statistics else None)
+    for metric in built:
+        stats = metric.corpus_statistics()
+        if stats:
+            source = statistics_signature(
+                digest if all(is_distributed(s) for s in stats) else None)
+            signatures.update({c: f"{signatures[c]}|{source}" for c in metric.columns})
     if max_batch_size < 1:
         raise ValueError(f"--max_batch_size must be >= 1, got {max_batch_size}")
     if max_text_chars < 0:
@@ -509,4 +535,6 @@ def build_config(*, input: str | None, output: str | None, metrics: str | None,
         max_text_chars=max_text_chars or None, overwrite=overwrite,
         max_dead_letter_fraction=max_dead_letter_fraction,
         manifest=run_manifest(files, input_checksums, started_at),
-        previous=previous, carry=carry)
+        previous=previous, carry=carry, corpus_statistics=corpus_statistics or None,
+        save_corpus_statistics=save_corpus_statistics or None, statistics_digest=digest,
+        df_shards=shards_for_input(files))

@@ -138,10 +138,16 @@ class CarryPlan:
                 "computed_metrics": dict(self.reasons)}
 
 
-def depends_on_run_corpus(metric: Metric) -> bool:
+FROZEN_STATISTICS = "|stats:file:"  # in the signature of a metric scored against a file
+
+
+def depends_on_run_corpus(metric: Metric, signatures: Mapping[str, str]) -> bool:
     """Whether a metric's values depend on the corpus scored with it (CIDEr-D document
-    frequencies, BERTScore idf): the same row scored in another corpus can differ."""
-    return bool(metric.corpus_statistics())
+    frequencies, BERTScore idf): the same row scored in another corpus can differ. Not
+    so when its statistics come from a file (`--corpus_statistics`): its signature then
+    names the file's hash, and equal signatures mean equal statistics."""
+    return bool(metric.corpus_statistics()) and not all(
+        FROZEN_STATISTICS in signatures[c] for c in metric.columns)
 
 
 def plan_carry(metrics: Sequence[Metric], signatures: Mapping[str, str],
@@ -155,9 +161,9 @@ def plan_carry(metrics: Sequence[Metric], signatures: Mapping[str, str],
         if not previous.content_keys:
             why = ("the previous run has no content keys of recipe "
                    f"{CONTENT_KEY_VERSION} (written by an older version)")
-        elif depends_on_run_corpus(metric):
+        elif depends_on_run_corpus(metric, signatures):
             why = ("corpus-level: its values depend on this run's corpus statistics, "
-                   "recomputed on every run")
+                   "recomputed on every run (--corpus_statistics freezes them)")
         else:
             for column in metric.columns:
                 before = previous.signatures.get(column)
@@ -286,7 +292,9 @@ class MergeIncrementalFn(CountingDoFn):
     def process(self, element: tuple[str, Mapping[str, Iterable[Any]]]) -> Iterator[Any]:
         key, grouped = element
         groups = list(grouped[GROUPS])
-        results = {b: list(grouped[b]) for b in self._branches}
+        # A branch fed every row (not one per content) gives equal results for a
+        # content's rows: one is kept.
+        results = {b: list(grouped[b])[:1] for b in self._branches}
         if len(groups) == 1:
             yield from self._merge(groups[0], results)
             return

@@ -2,9 +2,12 @@
 
 `ReadPredictions` matches a glob, reads every file with its row numbers and validates each
 record (`rows.to_scoring_row`); it yields `(row_key, ScoringRow)` on `rows` and dead-letter
-dicts on `dead_letter`. A file is read by one worker as a stream (rows are never all held in
-memory); `Reshuffle` then spreads the rows so that scoring parallelises even when the input
-is one large file. For a corpus too large for one reader, split it into several files.
+dicts on `dead_letter`. Each file is planned into splits (`plan_splits`) that workers read
+in parallel as streams: Parquet by row group, uncompressed JSONL by byte ranges
+(`SPLIT_BYTES`; a first pass counts the newlines of each range so that rows keep their
+file line numbers: the row key stays `file:line`), compressed files and CSV whole (a CSV
+field may hold a newline, so a byte range cannot tell where a record starts). `Reshuffle`
+then spreads the rows so that scoring parallelises.
 
 `sniff_columns` runs on the launcher at graph build time: it reads the header (CSV), the
 schema (Parquet) or the first rows (JSONL) of the matched files so that a missing column
@@ -17,6 +20,8 @@ of opening or reading a file (here and in `sniff_columns`) is an `InputFileError
 """
 
 import csv
+import dataclasses
+import functools
 import itertools
 import logging
 import re
@@ -28,7 +33,14 @@ from apache_beam.io import fileio
 from apache_beam.io.filesystems import FileSystems
 
 from transforms.io.counting import STATS_TAG, CountingDoFn
-from transforms.scoring.inputs import COMPRESSIONS, open_input, read_input
+from transforms.scoring.inputs import (
+    COMPRESSIONS,
+    READ_ERRORS,
+    compression_of,
+    input_error,
+    open_input,
+    read_input,
+)
 from transforms.scoring.rows import (
     REASONS,
     ColumnMapping,
@@ -48,6 +60,8 @@ _EXTENSIONS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".csv": 
                ".parquet": "parquet", ".pq": "parquet"}
 _CSV_FIELD_LIMIT = 64 * 1024 * 1024
 _PARQUET_BATCH_ROWS = 4096
+# Uncompressed JSONL larger than this is read in byte ranges of this size, in parallel.
+SPLIT_BYTES = 64 << 20
 _SURROGATE = re.compile("[\udc80-\udcff]")
 
 Record = dict[str, Any] | RowError
@@ -160,7 +174,141 @@ def iter_parquet(fobj: IO[bytes]) -> Iterator[tuple[int, int | None, Record]]:
             yield row_number, None, record
 
 
+def iter_jsonl_range(fobj: IO[bytes], start: int, end: int, first_line: int
+                     ) -> Iterator[tuple[int, int | None, Record]]:
+    """`iter_jsonl` over the lines that start at a byte offset in [start, end).
+
+    Args:
+        fobj: the seekable, uncompressed file.
+        start, end: the byte range (a line starting before `end` is read to its end).
+        first_line: the 1-based number of the line that holds byte `start` (1 plus the
+            newlines before `start`; `PlanSplits` counts them).
+    """
+    line_number = first_line
+    if start > 0:
+        fobj.seek(start - 1)
+        if fobj.read(1) != b"\n":  # `start` is inside a line: that line is the previous
+            fobj.readline()         # split's; ours start after it
+            line_number += 1
+    position = fobj.tell()
+    while position < end:
+        raw = fobj.readline()
+        if not raw:
+            return
+        position += len(raw)
+        if raw.strip():
+            try:
+                yield line_number, line_number, parse_json_line(raw)
+            except RowError as e:
+                yield line_number, line_number, e
+        line_number += 1
+
+
+def iter_parquet_groups(fobj: IO[bytes], groups: tuple[int, ...], first_row: int
+                        ) -> Iterator[tuple[int, int | None, Record]]:
+    """`iter_parquet` over some row groups; `first_row` is the 1-based number of the first
+    group's first row in the file."""
+    import pyarrow.parquet as pq
+
+    row_number = first_row - 1
+    for batch in pq.ParquetFile(fobj).iter_batches(batch_size=_PARQUET_BATCH_ROWS,
+                                                   row_groups=list(groups)):
+        for record in batch.to_pylist():
+            row_number += 1
+            yield row_number, None, record
+
+
 _ITERATORS = {"jsonl": iter_jsonl, "csv": iter_csv, "parquet": iter_parquet}
+
+
+@dataclasses.dataclass(frozen=True)
+class ReadSplit:
+    """A part of one input file that one worker reads.
+
+    Attributes:
+        path: the file.
+        fmt: its format (one of FORMATS).
+        start, end: JSONL byte range (`end` None: the whole file, any format).
+        first_line: JSONL: the number of the line holding byte `start`.
+        groups: Parquet row groups (empty: every group); first_row: the 1-based number of
+            their first row.
+    """
+
+    path: str
+    fmt: str
+    start: int = 0
+    end: int | None = None
+    first_line: int = 1
+    groups: tuple[int, ...] = ()
+    first_row: int = 1
+
+    def records(self) -> Iterator[tuple[int, int | None, Record]]:
+        """(row, line, record or RowError) of the split, through `inputs.read_input`."""
+        if self.groups:
+            return read_input(self.path, functools.partial(
+                iter_parquet_groups, groups=self.groups, first_row=self.first_row),
+                seekable=True)
+        if self.end is not None:
+            return read_input(self.path, functools.partial(
+                iter_jsonl_range, start=self.start, end=self.end,
+                first_line=self.first_line), seekable=True)
+        return read_input(self.path, _ITERATORS[self.fmt], seekable=self.fmt == "parquet")
+
+
+def plan_splits(path: str, size: int, input_format: str | None, split_bytes: int
+                ) -> list[ReadSplit]:
+    """How a matched file is read: uncompressed JSONL larger than `split_bytes` in byte
+    ranges of that size (their `first_line` still to count: `count_lines`), Parquet one
+    split per row group (row numbers from the footer), everything else whole: compressed
+    files (a compressed stream cannot be entered in the middle) and CSV (a quoted field may
+    hold a newline, so a byte range cannot tell where a record starts)."""
+    fmt = input_format_of(path, input_format)
+    if compression_of(path) is not None:
+        return [ReadSplit(path, fmt)]
+    if fmt == "jsonl" and size > split_bytes:
+        return [ReadSplit(path, fmt, start, min(start + split_bytes, size))
+                for start in range(0, size, split_bytes)]
+    if fmt == "parquet":
+        import pyarrow.parquet as pq
+
+        with open_input(path, seekable=True) as fobj:
+            metadata = pq.ParquetFile(fobj).metadata
+        splits, first = [], 1
+        for group in range(metadata.num_row_groups):
+            rows = metadata.row_group(group).num_rows
+            splits.append(ReadSplit(path, fmt, groups=(group,), first_row=first))
+            first += rows
+        return splits or [ReadSplit(path, fmt)]
+    return [ReadSplit(path, fmt)]
+
+
+def count_newlines(split: ReadSplit) -> tuple[str, tuple[int, int]]:
+    """(path, (start, newlines in [start, end))) of a JSONL byte-range split."""
+    count = 0
+    try:
+        with open_input(split.path, seekable=True) as fobj:
+            fobj.seek(split.start)
+            remaining = split.end - split.start
+            while remaining > 0:
+                block = fobj.read(min(remaining, 1 << 22))
+                if not block:
+                    break
+                count += block.count(b"\n")
+                remaining -= len(block)
+    except READ_ERRORS as e:
+        raise input_error(split.path, e) from e
+    return split.path, (split.start, count)
+
+
+def number_lines(splits: list[ReadSplit], counts: list[tuple[int, int]]) -> list[ReadSplit]:
+    """The splits of one file with `first_line` set from the newline counts of the ranges
+    before each (`counts`: (start, newlines) of every range of the file)."""
+    before = 0
+    first_line = {}
+    for start, newlines in sorted(counts):
+        first_line[start] = 1 + before
+        before += newlines
+    return [dataclasses.replace(s, first_line=first_line[s.start]) for s in splits]
 
 
 def sniff_columns(file_pattern: str, input_format: str | None = None, max_files: int = 20,
@@ -207,8 +355,17 @@ def sniff_columns(file_pattern: str, input_format: str | None = None, max_files:
     return files, common or []
 
 
+def _describe(split: ReadSplit) -> str:
+    if split.groups:
+        return f"row groups {list(split.groups)}"
+    if split.end is not None:
+        return f"bytes {split.start}-{split.end}"
+    return "whole file"
+
+
 class ReadRowsFn(CountingDoFn):
-    """Reads one matched file and validates each record; bad ones go to `dead_letter`.
+    """Reads one split of a matched file (`ReadSplit`, or a whole `ReadableFile`) and
+    validates each record; bad ones go to `dead_letter`.
     Counts (namespace `read`): `passed` and `filtered:<reason>`."""
 
     def __init__(self, mapping: ColumnMapping, input_format: str | None = None,
@@ -218,12 +375,14 @@ class ReadRowsFn(CountingDoFn):
         self._input_format = input_format
         self._max_text_chars = max_text_chars
 
-    def process(self, readable_file: fileio.ReadableFile) -> Iterator[Any]:
-        path = readable_file.metadata.path
-        fmt = input_format_of(path, self._input_format)
+    def process(self, split: ReadSplit | fileio.ReadableFile) -> Iterator[Any]:
+        if not isinstance(split, ReadSplit):  # a whole matched file
+            path = split.metadata.path
+            split = ReadSplit(path, input_format_of(path, self._input_format))
+        path, fmt = split.path, split.fmt
         text_cells = fmt == "csv"
-        logger.info("reading %s as %s", path, fmt)
-        for row, line, record in read_input(path, _ITERATORS[fmt], seekable=fmt == "parquet"):
+        logger.info("reading %s as %s (%s)", path, fmt, _describe(split))
+        for row, line, record in split.records():
             source = RowSource(file=path, row=row, line=line)
             if isinstance(record, RowError):
                 self.count(f"filtered:{record.reason}")
@@ -247,6 +406,7 @@ class ReadRowsFn(CountingDoFn):
 class ReadPredictions(beam.PTransform):
     """Reads and validates prediction rows.
 
+    Files are read in splits (`plan_splits`, at most `split_bytes` per JSONL range).
     Returns a dict: `rows` -> `(row_key, ScoringRow)`, `dead_letter` -> dead-letter dicts,
     `stats` -> the `((namespace, name), n)` counts of `ReadRowsFn`.
     A file that cannot be read to its end (cut short, corrupt, unreadable) fails the run
@@ -254,21 +414,39 @@ class ReadPredictions(beam.PTransform):
     """
 
     def __init__(self, file_pattern: str, mapping: ColumnMapping,
-                 input_format: str | None = None, max_text_chars: int | None = None) -> None:
+                 input_format: str | None = None, max_text_chars: int | None = None,
+                 split_bytes: int = SPLIT_BYTES) -> None:
         super().__init__()
+        if split_bytes < 1:
+            raise ValueError(f"split_bytes must be >= 1, got {split_bytes}")
         self._file_pattern = file_pattern
         self._mapping = mapping
         self._input_format = input_format
         self._max_text_chars = max_text_chars
+        self._split_bytes = split_bytes
 
     def expand(self, pbegin: beam.pvalue.PBegin):  # -> {"rows", "dead_letter", ...}
-        read = (
+        input_format, split_bytes = self._input_format, self._split_bytes
+        planned = (
             pbegin
             | "MatchInputFiles" >> fileio.MatchFiles(self._file_pattern)
-            | "OpenInputFiles" >> fileio.ReadMatches()
-            | "ReadAndValidateRows" >> beam.ParDo(
-                ReadRowsFn(self._mapping, self._input_format,
-                           self._max_text_chars)).with_outputs(
-                    DEAD_LETTER, STATS_TAG, main="rows"))
+            | "PlanSplits" >> beam.FlatMap(
+                lambda m: plan_splits(m.path, m.size_in_bytes, input_format, split_bytes)))
+        ranges = planned | "ByteRanges" >> beam.Filter(lambda s: s.end is not None)
+        numbered = (
+            (ranges | "KeyRangesByFile" >> beam.Map(lambda s: (s.path, s)),
+             ranges | "CountNewlines" >> beam.Map(count_newlines))
+            | "RangesAndCounts" >> beam.Flatten()
+            | "GroupByFile" >> beam.GroupByKey()
+            | "NumberLines" >> beam.FlatMap(lambda kv: number_lines(
+                [v for v in kv[1] if isinstance(v, ReadSplit)],
+                [v for v in kv[1] if not isinstance(v, ReadSplit)])))
+        splits = (
+            (planned | "WholeOrRowGroups" >> beam.Filter(lambda s: s.end is None), numbered)
+            | "AllSplits" >> beam.Flatten()
+            | "SpreadSplitsOverWorkers" >> beam.Reshuffle())
+        read = splits | "ReadAndValidateRows" >> beam.ParDo(
+            ReadRowsFn(self._mapping, self._input_format, self._max_text_chars)).with_outputs(
+                DEAD_LETTER, STATS_TAG, main="rows")
         rows = read.rows | "SpreadRowsOverWorkers" >> beam.Reshuffle()
         return {"rows": rows, "dead_letter": read[DEAD_LETTER], "stats": read[STATS_TAG]}

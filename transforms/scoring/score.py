@@ -1,8 +1,11 @@
 """Scoring keyed rows with in-process (lexical) metrics.
 
-`ComputeCorpusStatistics` runs every `CorpusStatistic` the metrics declare as one
-`CombineGlobally` and yields a single `{key: value}` dict, which `ScoreMetrics` takes as an
-`AsSingleton` side input. `ScoreMetrics` batches rows (`BatchElements`), calls each
+`ComputeCorpusStatistics` runs the `CorpusStatistic`s the metrics declare whose size is
+bounded by the vocabulary (BERTScore's idf) as one `CombineGlobally` and yields a single
+`{key: value}` dict, which `ScoreMetrics` takes as an `AsSingleton` side input. CIDEr-D's
+document frequencies grow with the corpus: `ScoreMetrics` computes and serves them per
+n-gram shard (`corpus_stats.ShardedCiderStatistics`), so each batch gets the frequencies
+of its own n-grams only. `ScoreMetrics` batches rows (`BatchElements`), calls each
 metric's `score_batch`, and emits `(row_key, ScoreResult)` for every row it is given: the
 scores, or the reason the row could not be scored. When `score_batch` raises
 `MetricInputError`, the batch is re-scored example by example so only the failing row is
@@ -12,13 +15,22 @@ so `join.JoinScores` can merge branches by row key.
 
 import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, NamedTuple
 
 import apache_beam as beam
 
 from transforms.io.counting import STATS_TAG, CountingDoFn
 from transforms.metrics.base import CorpusStatistic, Metric, MetricInputError, QAExample
+from transforms.scoring.corpus_stats import (
+    DOCS,
+    MIN_SHARDS,
+    ROWS,
+    BatchByReferences,
+    ShardedCiderStatistics,
+    batch_corpora,
+    is_distributed,
+)
 from transforms.scoring.rows import ScoringRow
 
 logger = logging.getLogger(__name__)
@@ -139,11 +151,14 @@ def _example_of(keyed_row: tuple[Any, Any]) -> QAExample:
 
 
 class ComputeCorpusStatistics(beam.PTransform):
-    """`(row_key, ScoringRow)` -> one `{statistic key: value}` dict (empty when none)."""
+    """`(row_key, ScoringRow)` -> one `{statistic key: value}` dict (empty when none) of the
+    statistics that are not distributed (`corpus_stats.is_distributed`): those are
+    computed inside `ScoreMetrics`."""
 
     def __init__(self, metrics: Sequence[Metric]) -> None:
         super().__init__()
-        self._statistics = unique_statistics(metrics)
+        self._statistics = tuple(s for s in unique_statistics(metrics)
+                                 if not is_distributed(s))
 
     def expand(self, rows: beam.PCollection) -> beam.PCollection:
         if not self._statistics:
@@ -176,6 +191,10 @@ class ScoreRowsFn(CountingDoFn):
 
     def process(self, batch: Sequence[tuple[str, ScoringRow]],
                 corpus_stats: dict[str, Any]) -> Iterator[tuple[str, ScoreResult]]:
+        return self._score(batch, corpus_stats)
+
+    def _score(self, batch: Sequence[tuple[str, ScoringRow]],
+               corpus_stats: dict[str, Any]) -> Iterator[tuple[str, ScoreResult]]:
         start = time.perf_counter()
         results = score_examples(self._metrics, [row.example for _, row in batch],
                                  corpus_stats)
@@ -190,31 +209,78 @@ class ScoreRowsFn(CountingDoFn):
             yield key, result
 
 
+class ScoreBatchesWithFrequenciesFn(ScoreRowsFn):
+    """`(batch id, {rows: [batch], answers: [(statistic, corpus key, {n-gram: df})]})` ->
+    `(row_key, ScoreResult)` per row, CIDEr-D scored against the batch's own frequencies
+    (`corpus_stats.batch_corpora`) and the corpus sizes (`docs` side input)."""
+
+    def __init__(self, metrics: Sequence[Metric], statistics: Sequence[CorpusStatistic]
+                 ) -> None:
+        super().__init__(metrics)
+        self._statistics = tuple(statistics)
+
+    def process(self, element: tuple[str, dict[str, Iterable[Any]]],
+                corpus_stats: dict[str, Any], docs: dict[tuple[int, int], int]
+                ) -> Iterator[tuple[str, ScoreResult]]:
+        _, grouped = element
+        stats = {**corpus_stats, **batch_corpora(self._statistics, grouped["answers"], docs)}
+        for batch in grouped[ROWS]:  # one batch per id
+            yield from self._score(batch, stats)
+
+
 class ScoreMetrics(beam.PTransform):
     """`(row_key, ScoringRow)` -> `(row_key, ScoreResult)` for in-process metrics.
 
     `ScoreRowsFn`'s counts go to Beam counters; its stats output is not kept, as every
     row's result reaches `JoinScores`, which counts them (and summary.json from them).
+    With CIDEr-D among the metrics, batches are joined with their n-grams' document
+    frequencies first (`corpus_stats.ShardedCiderStatistics`).
 
     Args:
         metrics: metrics built (and validated) on the launcher.
         corpus_stats: the `AsSingleton` side input from `ComputeCorpusStatistics`.
         max_batch_size: upper bound for `BatchElements`.
+        shards: n-gram shards of the document frequencies (`corpus_stats.shards_for_input`).
+        frozen: None, or `{docs, df}` PCollections of saved statistics
+            (`statistics_file.ReadCorpusStatistics`) to score against instead of the run's.
+        statistics_sink: None, or a PTransform applied to the `{docs, df}` PCollections
+            used (`statistics_file.WriteCorpusStatistics`).
     """
 
     def __init__(self, metrics: Sequence[Metric], corpus_stats: Any,
-                 max_batch_size: int = 512) -> None:
+                 max_batch_size: int = 512, shards: int = MIN_SHARDS,
+                 frozen: dict[str, beam.PCollection] | None = None,
+                 statistics_sink: beam.PTransform | None = None) -> None:
         super().__init__()
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
         self._metrics = tuple(metrics)
         self._corpus_stats = corpus_stats
         self._max_batch_size = max_batch_size
+        self._shards = shards
+        self._frozen = frozen
+        self._sink = statistics_sink
 
     def expand(self, rows: beam.PCollection) -> beam.PCollection:
-        return (
-            rows
-            | "BatchRows" >> beam.BatchElements(
+        distributed = [s for s in unique_statistics(self._metrics) if is_distributed(s)]
+        if not distributed:
+            batches = rows | "BatchRows" >> beam.BatchElements(
                 min_batch_size=1, max_batch_size=self._max_batch_size)
-            | "ScoreBatches" >> beam.ParDo(ScoreRowsFn(self._metrics), self._corpus_stats)
-            .with_outputs(STATS_TAG, main="scores")).scores
+            return (batches
+                    | "ScoreBatches" >> beam.ParDo(ScoreRowsFn(self._metrics),
+                                                   self._corpus_stats)
+                    .with_outputs(STATS_TAG, main="scores")).scores
+        # rows with equal references batched together: their n-grams are counted and
+        # requested once per batch; about 8 groups per shard, i.e. per MB of input
+        batches = rows | "BatchRowsByReferences" >> BatchByReferences(
+            self._max_batch_size, self._shards * 8)
+        stats = batches | "ShardedCiderStatistics" >> ShardedCiderStatistics(
+            distributed, self._shards, self._frozen)
+        if self._sink is not None:
+            _ = {DOCS: stats[DOCS], "df": stats["df"]} | "SaveStatistics" >> self._sink
+        return ({ROWS: stats[ROWS], "answers": stats["answers"]}
+                | "GroupFrequenciesByBatch" >> beam.CoGroupByKey()
+                | "ScoreBatches" >> beam.ParDo(
+                    ScoreBatchesWithFrequenciesFn(self._metrics, distributed),
+                    self._corpus_stats, beam.pvalue.AsDict(stats[DOCS]))
+                .with_outputs(STATS_TAG, main="scores")).scores

@@ -17,6 +17,7 @@ from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions,
 from transforms.inference.run_model_metrics import RunModelMetrics
 from transforms.metrics.base import Metric
 from transforms.scoring.config import ScoringConfig, is_model_backed
+from transforms.scoring.corpus_stats import is_distributed
 from transforms.scoring.incremental import (
     GROUPS,
     NEW,
@@ -28,7 +29,9 @@ from transforms.scoring.incremental import (
 )
 from transforms.scoring.join import ROWS, JoinScores
 from transforms.scoring.read import ReadPredictions
-from transforms.scoring.score import ComputeCorpusStatistics, ScoreMetrics
+from transforms.scoring.rows import content_key
+from transforms.scoring.score import ComputeCorpusStatistics, ScoreMetrics, unique_statistics
+from transforms.scoring.statistics_file import ReadCorpusStatistics, WriteCorpusStatistics
 from transforms.scoring.summary import SummarizeScores
 from transforms.scoring.write import (
     FinalizeOutputs,
@@ -85,6 +88,11 @@ class ScorePredictions(beam.PTransform):
         corpus_stats = beam.pvalue.AsSingleton(
             read["rows"] | "ComputeCorpusStatistics" >> ComputeCorpusStatistics(
                 config.metrics))
+        self._frozen = None
+        if config.corpus_statistics:
+            distributed = [s for s in unique_statistics(config.metrics) if is_distributed(s)]
+            self._frozen = p | "ReadCorpusStatistics" >> ReadCorpusStatistics(
+                config.corpus_statistics, distributed, config.df_shards)
         if config.previous is None:
             branches = {ROWS: read["rows"], **self._branches(
                 read["rows"], config.metrics, corpus_stats)}
@@ -119,8 +127,13 @@ class ScorePredictions(beam.PTransform):
         models = [m for m in metrics if is_model_backed(m)]
         branches = {}
         if in_process:
+            distributed = [s for s in unique_statistics(in_process) if is_distributed(s)]
+            sink = None
+            if distributed and config.save_corpus_statistics:
+                sink = WriteCorpusStatistics(config.save_corpus_statistics, distributed)
             branches[f"in_process{label}"] = rows | f"ScoreInProcessMetrics{label}" >> \
-                ScoreMetrics(in_process, corpus_stats, config.max_batch_size)
+                ScoreMetrics(in_process, corpus_stats, config.max_batch_size,
+                             config.df_shards, self._frozen if distributed else None, sink)
         if models:
             branches[f"models{label}"] = rows | f"ScoreModelMetrics{label}" >> RunModelMetrics(
                 models, corpus_stats=corpus_stats, handler_factory=self._handler_factory,
@@ -136,8 +149,16 @@ class ScorePredictions(beam.PTransform):
             config.previous, (*plan.carried_columns, *plan.compared))
         split = (rows, previous) | "SplitByPrevious" >> SplitByPrevious(plan.carried_columns)
         contents = (split[NEW], split[OLD]) | "EveryContent" >> beam.Flatten()
-        branches = {GROUPS: split[GROUPS],
-                    **self._branches(contents, plan.computed, corpus_stats)}
+        # CIDEr-D with the run's own document frequencies counts them over the rows its
+        # branch scores: that branch gets every row (keyed by content), not one per content.
+        computed_in = [m for m in plan.computed if not is_model_backed(m)]
+        counts_rows = not config.corpus_statistics and any(
+            is_distributed(s) for s in unique_statistics(computed_in))
+        in_rows = contents if not counts_rows else rows | "KeyEveryRowByContent" >> beam.Map(
+            lambda keyed: (content_key(keyed[1].example), keyed[1]))
+        branches = {GROUPS: split[GROUPS], **self._branches(in_rows, computed_in, corpus_stats),
+                    **self._branches(contents, [m for m in plan.computed if is_model_backed(m)],
+                                     corpus_stats)}
         fresh = self._branches(split[NEW], plan.carried, corpus_stats, "_carried")
         for name, results in fresh.items():
             columns = [c for m in plan.carried for c in m.columns

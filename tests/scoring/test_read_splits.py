@@ -1,0 +1,157 @@
+"""Splittable reads: JSONL byte ranges and Parquet row groups read the same rows, with the
+same keys and line numbers, and score the same, as one file read whole."""
+
+from __future__ import annotations
+
+import json
+
+import apache_beam as beam
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from apache_beam.testing import test_pipeline
+from apache_beam.testing.util import assert_that, equal_to
+
+from tests.runners import RUNNER_ARGS
+from transforms.metrics.registry import build_metrics
+from transforms.scoring.read import (
+    ReadPredictions,
+    ReadSplit,
+    count_newlines,
+    iter_jsonl,
+    number_lines,
+    plan_splits,
+)
+from transforms.scoring.rows import ColumnMapping
+from transforms.scoring.score import ComputeCorpusStatistics, ScoreMetrics
+
+LINES = [json.dumps({"id": f"r{i}", "prediction": f"the answer {i % 7} is here",
+                     "references": [f"the answer {i % 5} is there", f"answer {i % 3}"]})
+         for i in range(40)]
+LINES[5] = '{"id": "broken", '  # malformed: dead-lettered with its line number
+LINES[9] = ""  # blank: skipped, still counted as a line
+LINES[17] = "   "
+
+
+def _jsonl(tmp_path, name="preds.jsonl", lines=LINES):
+    path = tmp_path / name
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return str(path)
+
+
+def _whole(path):
+    with open(path, "rb") as f:
+        return [(row, line, repr(rec)) for row, line, rec in iter_jsonl(f)]
+
+
+@pytest.mark.parametrize("split_bytes", [1, 7, 53, 64, 300, 10_000])
+def test_byte_ranges_read_every_line_once_with_its_number(tmp_path, split_bytes):
+    path = _jsonl(tmp_path)
+    size = len(open(path, "rb").read())
+    splits = plan_splits(path, size, None, split_bytes)
+    if split_bytes < size:
+        assert len(splits) > 1 and all(s.end is not None for s in splits)
+    counts = [count_newlines(s)[1] for s in splits if s.end is not None]
+    if counts:
+        splits = number_lines(splits, counts)
+    got = [(row, line, repr(rec)) for s in splits for row, line, rec in s.records()]
+    assert got == _whole(path)
+
+
+def test_a_split_starting_exactly_at_a_line_start(tmp_path):
+    path = _jsonl(tmp_path, lines=['{"a": 1}', '{"a": 2}'])  # 9 bytes per line
+    splits = number_lines(plan_splits(path, 18, None, 9), [(0, 1), (9, 1)])
+    assert [s.first_line for s in splits] == [1, 2]
+    assert [[r[0] for r in s.records()] for s in splits] == [[1], [2]]
+
+
+def test_parquet_is_planned_by_row_group_with_row_numbers(tmp_path):
+    path = str(tmp_path / "p.parquet")
+    table = pa.table({"prediction": [f"p{i}" for i in range(23)],
+                      "references": [[f"r{i}"] for i in range(23)]})
+    pq.write_table(table, path, row_group_size=5)
+    splits = plan_splits(path, 0, None, 1 << 30)
+    assert [(s.groups, s.first_row) for s in splits] == [
+        ((0,), 1), ((1,), 6), ((2,), 11), ((3,), 16), ((4,), 21)]
+    got = [(row, rec["prediction"]) for s in splits for row, _, rec in s.records()]
+    assert got == [(i + 1, f"p{i}") for i in range(23)]
+
+
+def test_csv_and_compressed_files_are_read_whole(tmp_path):
+    assert plan_splits(str(tmp_path / "a.csv"), 10 << 30, None, 1) == [
+        ReadSplit(str(tmp_path / "a.csv"), "csv")]
+    assert plan_splits(str(tmp_path / "a.jsonl.gz"), 10 << 30, None, 1) == [
+        ReadSplit(str(tmp_path / "a.jsonl.gz"), "jsonl")]
+
+
+def _collect(pcoll, prefix: str, label: str = "Collect") -> None:
+    _ = (pcoll | f"{label}Json" >> beam.Map(json.dumps)
+         | f"{label}Write" >> beam.io.WriteToText(prefix))
+
+
+def _collected(prefix: str) -> list:
+    import glob
+
+    return sorted(tuple(json.loads(line)) for path in glob.glob(prefix + "*")
+                  for line in open(path, encoding="utf-8"))
+
+
+def _scores_by_id(pattern, split_bytes, out_prefix, runner="direct_in_process"):
+    metrics = build_metrics(["f1", "bleu4", "cider"], {})
+    with test_pipeline.TestPipeline(argv=RUNNER_ARGS[runner]) as pipeline:
+        read = pipeline | ReadPredictions(pattern, ColumnMapping(id="id"),
+                                          split_bytes=split_bytes)
+        stats = beam.pvalue.AsSingleton(read["rows"] | ComputeCorpusStatistics(metrics))
+        scored = read["rows"] | ScoreMetrics(metrics, stats, max_batch_size=4, shards=3)
+        ids = (read["rows"] | "Ids" >> beam.Map(lambda kv: (kv[0], kv[1].id)))
+        joined = ({"id": ids, "s": scored} | beam.CoGroupByKey()
+                  | beam.Map(lambda kv: (kv[1]["id"][0], kv[0].rsplit(":", 1)[1],
+                                         tuple(sorted(kv[1]["s"][0].scores.items())))))
+        dead = read["dead_letter"] | beam.Map(lambda d: (d["row"], d.get("line"),
+                                                         d["reason"]))
+        _collect(joined, out_prefix)
+        assert_that(dead, equal_to([(6, 6, "malformed_json")]), label="dead")
+    return [(i, n, [tuple(kv) for kv in s]) for i, n, s in _collected(out_prefix)]
+
+
+@pytest.mark.slow
+def test_ranges_and_two_files_score_as_one_file_read_whole(tmp_path):
+    whole_dir, two_dir = tmp_path / "whole", tmp_path / "two"
+    whole_dir.mkdir()
+    two_dir.mkdir()
+    out = str(tmp_path / "out")
+    whole = _scores_by_id(_jsonl(whole_dir), 1 << 30, out + "1")
+    assert len(whole) == 37
+    assert _scores_by_id(_jsonl(whole_dir), 97, out + "2") == whole
+    assert _scores_by_id(_jsonl(whole_dir), 97, out + "3",
+                         runner="direct_multi_processing") == whole
+    _jsonl(two_dir, "a.jsonl", LINES[:20])
+    _jsonl(two_dir, "b.jsonl", LINES[20:])
+    two = _scores_by_id(str(two_dir / "*.jsonl"), 1 << 30, out + "4")
+    # same scores per id; line numbers of b.jsonl restart at 1
+    assert [(i, s) for i, _, s in two] == [(i, s) for i, _, s in whole]
+
+
+@pytest.mark.slow
+def test_parquet_by_row_groups_scores_as_one_group(tmp_path):
+    rows = [json.loads(line) for line in LINES if line.strip() and "broken" not in line]
+    table = pa.Table.from_pylist(rows)
+    one, many = str(tmp_path / "one.parquet"), str(tmp_path / "many.parquet")
+    pq.write_table(table, one)
+    pq.write_table(table, many, row_group_size=4)
+    assert pq.ParquetFile(many).metadata.num_row_groups == 10
+    metrics = build_metrics(["f1", "cider"], {})
+
+    def scores(path):
+        prefix = path + ".out"
+        with test_pipeline.TestPipeline(argv=RUNNER_ARGS["direct_in_process"]) as p:
+            read = p | ReadPredictions(path, ColumnMapping(id="id"))
+            stats = beam.pvalue.AsSingleton(read["rows"] | ComputeCorpusStatistics(metrics))
+            scored = read["rows"] | ScoreMetrics(metrics, stats, max_batch_size=3, shards=2)
+            keyed = scored | beam.Map(lambda kv: (kv[0].rsplit(":", 1)[1],
+                                                  tuple(sorted(kv[1].scores.items()))))
+            _collect(keyed, prefix)
+        return _collected(prefix)
+
+    got = scores(many)
+    assert len(got) == 37 and got == scores(one)
