@@ -91,7 +91,7 @@ def test_broken_input_is_dead_lettered_and_counts_add_up(tmp_path, monkeypatch):
     # fake_len declares a corpus statistic: its signature names the source (issue 14)
     with open(prefix + ".summary.json") as f:
         summary = json.load(f)
-    assert summary["signatures"]["fake_len"] == "fake_len|impl:fake|v:1"
+    assert summary["signatures"]["fake_len"] == "fake_len|impl:fake|v:1|stats:run"
     overall = summary["overall"]
     assert (overall["in"], overall["scored"], overall["dead_lettered"]) == (11, 3, 8)
     assert overall["metrics"]["fake_len"] == {"count": 3, "mean": 8.0}
