@@ -14,7 +14,9 @@ In one run, each on the in-process FnApiRunner, graph construction and model loa
 included (wall and CPU seconds of this process):
   full            qa-score on the corpus, every metric;
   (a) incremental the corpus with 5% of rows changed and 5% added, from `full`;
-      full_a      the same corpus scored in full: scores must equal (a)'s row for row;
+      full_a      the same corpus scored in full: scores must equal (a)'s row for row
+                  (lexical metrics exactly, model metrics within 1e-5: a model's output
+                  moves in the last bits with the batch it is computed in);
   (b) incremental the unchanged corpus with the retrained sas checkpoint, from `full`;
       sas_only    a full run of sas alone with the retrained checkpoint: (b)'s baseline.
 Targets (issue 15): (a) at most 15% of `full`'s time; (b) at most 1.1x `sas_only`'s,
@@ -42,6 +44,12 @@ from tests.inference.checkpoints import save_cross_encoder
 from transforms.training import evouna
 
 REPO = Path(__file__).resolve().parents[2]
+# A model's outputs for one input differ in the last float bits with the other inputs of
+# its batch (padding, matrix shapes): a full run batches rows differently from an
+# incremental one, so model metrics are compared within this; lexical ones exactly.
+MODEL_METRICS = {"bertscore", "bertscore_precision", "bertscore_recall", "sas", "wes", "bem",
+                 "bi_encoder"}
+MODEL_TOLERANCE = 1e-5
 JUDGMENTS = REPO.parent / "shared" / "data" / "judgments"
 
 
@@ -170,7 +178,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  (a) increment {runs['a_incremental']['wall_s']:7.1f} s", flush=True)
         runs["a_full"] = score(changed, tmp / "a_full", args.metrics, sas)
         print(f"  (a) full      {runs['a_full']['wall_s']:7.1f} s", flush=True)
-        equal = scores_of(tmp / "a", columns).equals(scores_of(tmp / "a_full", columns))
+        inc, full = scores_of(tmp / "a", columns), scores_of(tmp / "a_full", columns)
+        same_rows = inc["id"].tolist() == full["id"].tolist()
+        max_diff = {c: float((inc[c] - full[c]).abs().max()) if same_rows else None
+                    for c in columns}
         runs["b_incremental"] = score(base, tmp / "b", args.metrics, sas2,
                                       f"--previous_run={tmp / 'full'}")
         print(f"  (b) increment {runs['b_incremental']['wall_s']:7.1f} s", flush=True)
@@ -182,7 +193,11 @@ def main(argv: list[str] | None = None) -> int:
             "rows": len(corpus), "metrics": args.metrics,
             "times": {k: {"wall_s": v["wall_s"], "cpu_s": v["cpu_s"]} for k, v in runs.items()},
             "a_ratio_to_full": round(runs["a_incremental"]["wall_s"] / runs["full"]["wall_s"], 3),
-            "a_scores_equal_full": bool(equal),
+            "a_same_rows_as_full": same_rows,
+            "a_max_abs_diff_to_full": max_diff,
+            "a_scores_equal_full": same_rows and all(
+                d is not None and d <= (MODEL_TOLERANCE if c in MODEL_METRICS else 0.0)
+                for c, d in max_diff.items()),
             "a_counts": counts(runs["a_incremental"]["summary"]),
             "b_ratio_to_sas_only": round(runs["b_incremental"]["wall_s"]
                                          / runs["b_sas_only"]["wall_s"], 3),

@@ -260,7 +260,7 @@ class SplitByPrevious(beam.PTransform):
         super().__init__()
         self._fn = SplitByPreviousFn(carried_columns)
 
-    def expand(self, inputs: tuple[beam.PCollection, beam.PCollection]) -> dict:
+    def expand(self, inputs):  # (rows, previous) -> {groups, new, old, carried}
         rows, previous = inputs
         by_content = rows | "KeyRowsByContent" >> beam.Map(
             lambda keyed: (content_key(keyed[1].example), keyed[1]))
@@ -330,7 +330,7 @@ class JoinIncremental(beam.PTransform):
         self._carried = tuple(carried_columns)
         self._compared = tuple(compared_columns)
 
-    def expand(self, inputs: Mapping[str, beam.PCollection]) -> dict[str, beam.PCollection]:
+    def expand(self, inputs):  # {groups, branch: ...} -> {scored, dead_letter}
         branches = tuple(sorted(name for name in inputs if name != GROUPS))
         merged = (dict(inputs)
                   | "GroupByContentKey" >> beam.CoGroupByKey()
