@@ -77,7 +77,7 @@ from transforms.scoring.config import (
 from transforms.scoring.manifest import CHECKSUM_MODES
 from transforms.scoring.outputs import OUTPUT_FORMATS
 from transforms.scoring.read import FORMATS
-from transforms.scoring.report_spec import DEFAULT_MIN_N
+from transforms.scoring.report_spec import DEFAULT_MIN_N, DEFAULT_RESAMPLES
 from transforms.scoring.score_predictions import (
     ScorePredictions,
     warn_multiprocess_direct_runner,
@@ -166,6 +166,10 @@ def add_score_arguments(parser, with_io: bool = True) -> None:
     g.add_argument("--report_min_n", type=int, default=DEFAULT_MIN_N,
                    help="report scopes with fewer rows get no panel and no best metric "
                         "(system level: fewer systems)")
+    g.add_argument("--report_resamples", type=int, default=DEFAULT_RESAMPLES,
+                   help="bootstrap resamples of the report's intervals and paired tests "
+                        "(the report's time grows with rows x resamples: on a million rows "
+                        "1,000 take about 15-30 min on one core, 100 about 3-4 min)")
     g = parser.add_argument_group("metrics")
     g.add_argument("--metrics", default=None,
                    help="comma-separated metric names, e.g. em,f1,rougeL (required; the "
@@ -231,6 +235,7 @@ def prepare(argv: Sequence[str] | None) -> tuple[object, ScoringConfig]:
             metric_options=args.metric_options, input_format=args.input_format,
             output_format=args.output_format, report_subsets=args.report_subsets,
             accuracy_threshold=args.accuracy_threshold, report_min_n=args.report_min_n,
+            report_resamples=args.report_resamples,
             max_batch_size=args.max_batch_size,
             max_text_chars=args.max_text_chars, keep_input_columns=args.keep_input_columns,
             overwrite=args.overwrite, input_checksums=args.input_checksums,

@@ -194,3 +194,14 @@ def test_bad_saved_threshold_and_min_n_fail(csv_input, tmp_path):
     with pytest.raises(ValueError, match="--report_min_n must be >= 1"):
         build_config(input=csv_input, output=str(tmp_path / "o"), metrics="f1",
                      human_column="label", report_min_n=0)
+
+
+def test_report_resamples_reach_the_report_spec(csv_input, tmp_path):
+    config = build_config(input=csv_input, output=str(tmp_path / "o"), metrics="em",
+                          human_column="label", report_resamples=200)
+    assert config.report.resamples == 200
+    assert build_config(input=csv_input, output=str(tmp_path / "o"), metrics="em",
+                        human_column="label").report.resamples == 1000
+    with pytest.raises(ValueError, match="--report_resamples must be >= 100"):
+        build_config(input=csv_input, output=str(tmp_path / "o"), metrics="em",
+                     human_column="label", report_resamples=10)

@@ -30,6 +30,8 @@ from transforms.scoring.outputs import OutputPaths, check_prefix
 from transforms.scoring.read import sniff_columns
 from transforms.scoring.report_spec import (
     DEFAULT_MIN_N,
+    DEFAULT_RESAMPLES,
+    MIN_RESAMPLES,
     ReportSpec,
     default_threshold_given,
     parse_subsets,
@@ -404,7 +406,8 @@ def build_config(*, input: str | None, output: str | None, metrics: str | None,
                  metric_options: str | Mapping[str, Any] | None = None,
                  input_format: str | None = None, output_format: str = "parquet",
                  report_subsets: str | None = None, accuracy_threshold: str | None = None,
-                 report_min_n: int = DEFAULT_MIN_N, max_batch_size: int = 512,
+                 report_min_n: int = DEFAULT_MIN_N,
+                 report_resamples: int = DEFAULT_RESAMPLES, max_batch_size: int = 512,
                  run_id: str | None = None,
                  model_flags: Mapping[str, Any] | None = None,
                  max_text_chars: int = DEFAULT_MAX_TEXT_CHARS,
@@ -519,6 +522,9 @@ def build_config(*, input: str | None, output: str | None, metrics: str | None,
                          f"available columns: {available} (set it with --human_column)")
     if report_min_n < 1:
         raise ValueError(f"--report_min_n must be >= 1, got {report_min_n}")
+    if report_resamples < MIN_RESAMPLES:
+        raise ValueError(f"--report_resamples must be >= {MIN_RESAMPLES} (a 95% interval "
+                         f"from fewer resamples is too coarse), got {report_resamples}")
     spec = None
     if mapping.human is not None:
         default, overrides = parse_thresholds(accuracy_threshold, metric_columns)
@@ -526,7 +532,7 @@ def build_config(*, input: str | None, output: str | None, metrics: str | None,
                           tuple(sorted(overrides.items())),
                           saved_thresholds=tuple(sorted(saved_thresholds(built).items())),
                           default_given=default_threshold_given(accuracy_threshold),
-                          min_n=report_min_n)
+                          min_n=report_min_n, resamples=report_resamples)
     return ScoringConfig(
         input=input, input_format=input_format, files=tuple(files),
         available_columns=tuple(available), mapping=mapping, metrics=built,

@@ -24,6 +24,7 @@ HUMAN = "human"
 DEFAULT_THRESHOLD = 0.5
 DEFAULT_MIN_N = 30
 DEFAULT_RESAMPLES = 1000
+MIN_RESAMPLES = 100  # --report_resamples at least
 DEFAULT_SEED = 0
 OPS = {">=": np.greater_equal, "<=": np.less_equal, "!=": np.not_equal, "==": np.equal,
         ">": np.greater, "<": np.less, "=": np.equal}
