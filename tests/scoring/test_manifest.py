@@ -40,6 +40,7 @@ def test_describe_input_without_reading(tmp_path):
 
 
 def test_code_version_names_the_checkout():
+    manifest.code_version.cache_clear()  # asked once per process: the checkout may have moved
     code = manifest.code_version()
     assert code["package"] == "qa-eval-beam"
     head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
