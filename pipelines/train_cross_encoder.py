@@ -33,12 +33,14 @@ from typing import Any
 from transforms.io import cli
 from transforms.training.cross_encoder import (
     BINARY_METRICS,
+    CLASS_WEIGHTS,
     DEFAULT_MAX_LENGTH,
     GRADED_METRICS,
     CrossEncoderData,
     train_cross_encoder,
 )
 from transforms.training.options import add_train_args, cli_main, train_config
+from transforms.training import pair_data
 from transforms.training.pair_data import FORMATS
 
 
@@ -78,6 +80,16 @@ def build_parser() -> cli.ArgumentParser:
     g.add_argument("--threshold_objective", default="accuracy", choices=("accuracy", "f1"),
                    help="binary targets: the decision threshold saved with the checkpoint "
                         "maximises this on the dev split (default accuracy)")
+    g.add_argument("--class_weight", default="none", choices=CLASS_WEIGHTS,
+                   help="0/1 targets: balanced weighs each class's examples so both carry "
+                        "half the loss (default none)")
+    g = parser.add_argument_group("evouna")
+    g.add_argument("--gold_layout", default="best", choices=pair_data.GOLD_LAYOUTS,
+                   help="the judge's reference segment: the best-matching gold (best) or "
+                        "every distinct gold, best match first, joined by ' / ' (all)")
+    g.add_argument("--max_gold_chars", type=int, default=pair_data.DEFAULT_MAX_GOLD_CHARS,
+                   help="gold_layout all: golds are added while the segment stays within "
+                        f"this many characters (default {pair_data.DEFAULT_MAX_GOLD_CHARS})")
     add_train_args(parser)
     return parser
 
@@ -96,7 +108,9 @@ def run(argv: Sequence[str] | None = None,
         init_checkpoint=args.init_checkpoint, max_length=args.max_length,
         max_train_rows=args.max_train_rows, max_dev_rows=args.max_dev_rows,
         max_test_rows=args.max_test_rows, skip_test=args.skip_test,
-        best_metric=args.best_metric, threshold_objective=args.threshold_objective)
+        best_metric=args.best_metric, threshold_objective=args.threshold_objective,
+        gold_layout=args.gold_layout, max_gold_chars=args.max_gold_chars,
+        class_weight=args.class_weight)
     return train_cross_encoder(data, train_config(args), on_step=on_step)
 
 

@@ -128,3 +128,40 @@ def test_pair_rows_use_the_best_matching_gold_and_fixed_splits() -> None:
     assert len(row.segments) == 3 and row.label in (0.0, 1.0)
     with pytest.raises(ValueError, match="explicit split files do not apply"):
         pair_data.split_files("evouna", str(TQ), {"train": str(TQ)})
+
+
+def test_judge_reference_lays_out_all_golds_best_match_first() -> None:
+    from transforms.training import pair_data
+
+    golds = ("Sunset Blvd", "West Sunset Boulevard", "Sunset Boulevard", "Sunset Bulevard",
+             "Sunset Blvd.")
+    answer = "The street is Sunset Boulevard."
+    assert pair_data.judge_reference(answer, golds, "best") == "Sunset Boulevard"
+    # Contained golds first (file order among ties of recall), normalised duplicates once.
+    assert pair_data.ranked_golds(answer, golds) == [
+        "Sunset Boulevard", "West Sunset Boulevard", "Sunset Blvd", "Sunset Bulevard"]
+    assert pair_data.judge_reference(answer, golds, "all") == (
+        "Sunset Boulevard / West Sunset Boulevard / Sunset Blvd / Sunset Bulevard")
+    # The cap stops before the first gold that would pass it; the best gold always stays.
+    assert pair_data.judge_reference(answer, golds, "all", max_gold_chars=40) == (
+        "Sunset Boulevard / West Sunset Boulevard")
+    assert pair_data.judge_reference(answer, golds, "all", max_gold_chars=3) == "Sunset Boulevard"
+    # Label-free: a wrong answer gets the same kind of segment, led by its closest gold.
+    assert pair_data.judge_reference("West Hollywood", golds, "all").startswith(
+        "West Sunset Boulevard / ")
+    with pytest.raises(ValueError, match="gold_layout"):
+        pair_data.judge_reference(answer, golds, "every")
+    with pytest.raises(ValueError, match="at least one gold"):
+        pair_data.judge_reference(answer, (), "all")
+
+
+def test_evouna_rows_with_all_golds(tmp_path) -> None:
+    from transforms.training import pair_data
+
+    src = tmp_path / "TQ.json"
+    src.write_text(json.dumps([_record("Who?")]))
+    rows = pair_data.read_evouna(str(src), evouna.question_split("Who?"), gold_layout="all")
+    assert [r.segments for r in rows][0] == (
+        "fid says David Seville", "David Seville / Ross Bagdasarian", "Who?")
+    best = pair_data.read_evouna(str(src), evouna.question_split("Who?"))
+    assert best[0].segments == ("fid says David Seville", "David Seville", "Who?")

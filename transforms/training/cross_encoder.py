@@ -43,6 +43,7 @@ BINARY_METRICS = ("auroc", "accuracy", "loss")
 # The key of the decision threshold in a binary checkpoint's config.json.
 THRESHOLD_KEY = "qa_eval_decision_threshold"
 GRADED_METRICS = ("spearman", "pearson", "loss")
+CLASS_WEIGHTS = ("none", "balanced")
 _SIGMOID = "torch.nn.modules.activation.Sigmoid"
 _METRIC_CLASS = {"wes": "WESMetric", "stsb": "SASMetric", "square": "SQuArEMetric",
                  "bem": "BEMMetric", "evouna": "BEMMetric"}
@@ -65,6 +66,11 @@ class CrossEncoderData:
             targets, Spearman for graded ones).
         threshold_objective: what the decision threshold of a binary model maximises on
             the dev split ("accuracy" or "f1").
+        gold_layout: evouna: the reference segment holds the best-matching gold ("best")
+            or every distinct gold, best match first ("all"; `pair_data.judge_reference`).
+        max_gold_chars: evouna with gold_layout "all": the reference segment's length cap.
+        class_weight: "none", or "balanced" (0/1 targets: each class carries half the
+            loss; `class_weights`).
     """
 
     format: str
@@ -81,8 +87,22 @@ class CrossEncoderData:
     skip_test: bool = False
     best_metric: str = "auto"
     threshold_objective: str = "accuracy"
+    gold_layout: str = "best"
+    max_gold_chars: int = pair_data.DEFAULT_MAX_GOLD_CHARS
+    class_weight: str = "none"
 
     def __post_init__(self) -> None:
+        if self.class_weight not in CLASS_WEIGHTS:
+            raise ValueError(f"class_weight must be one of {CLASS_WEIGHTS}, got "
+                             f"{self.class_weight!r}")
+        if self.gold_layout not in pair_data.GOLD_LAYOUTS:
+            raise ValueError(f"gold_layout must be one of {pair_data.GOLD_LAYOUTS}, got "
+                             f"{self.gold_layout!r}")
+        if self.max_gold_chars < 1:
+            raise ValueError(f"max_gold_chars must be >= 1, got {self.max_gold_chars}")
+        if self.format != "evouna" and (self.gold_layout != "best" or self.max_gold_chars
+                                        != pair_data.DEFAULT_MAX_GOLD_CHARS):
+            raise ValueError("gold_layout and max_gold_chars apply to format evouna only")
         if self.format not in pair_data.FORMATS:
             raise ValueError(f"format must be one of {pair_data.FORMATS}, got {self.format!r}")
         if self.max_length is not None and self.max_length < 8:
@@ -109,8 +129,12 @@ class CrossEncoderTask:
     name = "cross-encoder"
     auto_class = "AutoModelForSequenceClassification"
 
-    def __init__(self, binary: bool, segments: int, best_metric: str) -> None:
+    def __init__(self, binary: bool, segments: int, best_metric: str,
+                 class_weights: tuple[float, float] = (1.0, 1.0)) -> None:
+        """`class_weights`: the loss weight of a target-0 and of a target-1 example (a
+        graded target t gets (1 - t) * w0 + t * w1)."""
         self.binary, self.segments, self.best_metric = binary, segments, best_metric
+        self.class_weights = class_weights
 
     def model_kwargs(self) -> dict[str, Any]:
         return {"num_labels": 1}
@@ -128,8 +152,13 @@ class CrossEncoderTask:
 
     def loss(self, model: Any, batch: Mapping[str, Any]) -> Any:
         import torch
+        labels = batch["labels"]
+        weight = None
+        if self.class_weights != (1.0, 1.0):
+            w0, w1 = self.class_weights
+            weight = (1 - labels) * w0 + labels * w1
         return torch.nn.functional.binary_cross_entropy_with_logits(
-            self._logits(model, batch), batch["labels"])
+            self._logits(model, batch), labels, weight=weight)
 
     def outputs(self, model: Any, batch: Mapping[str, Any]) -> list[np.ndarray]:
         return list(self._logits(model, batch).cpu().numpy())
@@ -141,6 +170,28 @@ class CrossEncoderTask:
         scores = 1 / (1 + np.exp(-logits))
         quality = binary_metrics(labels, scores) if self.binary else graded_metrics(labels, scores)
         return {**quality, "loss": float(bce.mean())}
+
+
+def class_weights(labels: Sequence[float], mode: str) -> tuple[float, float]:
+    """The loss weights of target-0 and target-1 examples: (1, 1) for "none"; for
+    "balanced", n / (2 * n_class), so each class carries half the loss (EVOUNA-TQ's train
+    split, 85% positive: 3.33 and 0.59).
+
+    Raises:
+        ValueError: an unknown mode, or "balanced" for targets that are not 0/1 or lack a
+            class.
+    """
+    if mode not in CLASS_WEIGHTS:
+        raise ValueError(f"class_weight must be one of {CLASS_WEIGHTS}, got {mode!r}")
+    if mode == "none":
+        return (1.0, 1.0)
+    if not is_binary(labels):
+        raise ValueError("class_weight balanced needs 0/1 targets")
+    positives = sum(1 for x in labels if x >= 0.5)
+    negatives = len(labels) - positives
+    if not positives or not negatives:
+        raise ValueError("class_weight balanced needs both classes in the train split")
+    return (len(labels) / (2 * negatives), len(labels) / (2 * positives))
 
 
 def _sigmoid(logits: Sequence[Any]) -> np.ndarray:
@@ -224,6 +275,12 @@ def encode_rows(tokenizer: Any, rows: Sequence[pair_data.PairRow], max_length: i
     return [Features(e.input_ids, e.token_type_ids, r.label) for e, r in zip(encoded, rows)]
 
 
+def _layout(data: CrossEncoderData) -> str:
+    if data.format == "evouna" and data.gold_layout == "all":
+        return pair_data.LAYOUT_ALL_GOLDS.format(max_gold_chars=data.max_gold_chars)
+    return pair_data.LAYOUT[data.format]
+
+
 def train_cross_encoder(data: CrossEncoderData, config: TrainConfig,
                         on_step: Callable[[int], None] | None = None) -> dict[str, Any]:
     """Validates the data, trains, evaluates the best checkpoint on test, writes the card.
@@ -239,13 +296,15 @@ def train_cross_encoder(data: CrossEncoderData, config: TrainConfig,
     if data.skip_test:
         files["test"] = []
     limits = {"train": data.max_train_rows, "dev": data.max_dev_rows, "test": data.max_test_rows}
-    splits = pair_data.load_pairs(data.format, files, config.seed, limits)
+    splits = pair_data.load_pairs(data.format, files, config.seed, limits,
+                                  data.gold_layout, data.max_gold_chars)
     binary = is_binary([r.label for s in ("train", "dev") for r in splits[s]])
     allowed = BINARY_METRICS if binary else GRADED_METRICS
     best = allowed[0] if data.best_metric == "auto" else data.best_metric
     if best not in allowed:
         raise ValueError(f"best_metric {best} does not suit {'binary' if binary else 'graded'} "
                          f"targets; choose one of {allowed}")
+    weights = class_weights([r.label for r in splits["train"]], data.class_weight)
     source = _start_checkpoint(data)
     tokenizer = loading.load_tokenizer(loading.ModelSpec(source))
     max_length = data.max_length or DEFAULT_MAX_LENGTH[data.format]
@@ -253,8 +312,11 @@ def train_cross_encoder(data: CrossEncoderData, config: TrainConfig,
     fingerprint = {"format": data.format, "files": {s: f for s, f in files.items()},
                    "rows": {s: len(r) for s, r in encoded.items()},
                    "digest": rows_digest(encoded["train"] + encoded["dev"]),
-                   "start": source, "max_length": max_length, "best_metric": best}
-    task = CrossEncoderTask(binary, pair_data.SEGMENTS[data.format], best)
+                   "start": source, "max_length": max_length, "best_metric": best,
+                   **({"gold_layout": data.gold_layout, "max_gold_chars": data.max_gold_chars}
+                      if data.format == "evouna" else {}),
+                   **({"class_weights": list(weights)} if data.class_weight != "none" else {})}
+    task = CrossEncoderTask(binary, pair_data.SEGMENTS[data.format], best, weights)
     trainer = Trainer(task, config, encoded["train"], encoded["dev"], tokenizer=tokenizer,
                       model_source=source, fingerprint=fingerprint)
     logger.info("training a cross-encoder on %s: %s rows, %d steps", data.format,
@@ -287,10 +349,13 @@ def train_cross_encoder(data: CrossEncoderData, config: TrainConfig,
               "row_caps": {k: v for k, v in limits.items() if v},
               **({"dataset_card": mined_card}
                  if data.format == "wes" and os.path.isfile(mined_card) else {})},
-        layout=f"`transforms.metrics.layouts.{pair_data.LAYOUT[data.format]}`, truncated to "
+        layout=f"`transforms.metrics.layouts.{_layout(data)}`, truncated to "
                f"{max_length} tokens; one logit, sigmoid = score",
         config=config, extra_hparams={"max_length": max_length, "best_metric": best,
-                                      "loss": "BCE with logits"},
+                                      "loss": "BCE with logits" + (
+                                          f", class weights {weights[0]:.3f} (0) / "
+                                          f"{weights[1]:.3f} (1)" if weights != (1.0, 1.0)
+                                          else "")},
         result=result, test=test, calibration=calibration,
         usage=(f"Score with it: the `model` option of the `{family}` metric of "
                f"`python -m pipelines.score_predictions` (`{_METRIC_CLASS[data.format]}"

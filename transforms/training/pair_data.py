@@ -6,7 +6,7 @@
 | `stsb` | `<input>/sts-<split>.csv` (TAB-separated; first 7 fields: genre, filename, year, sid, score, sentence1, sentence2) | `pair_input(sentence1, sentence2)` | score / 5 |
 | `square` | `<input>/<split>.jsonl`: question, target, positive_references (list), negative_references (list, optional), label | `square_input(question, target, positives, negatives)` | label in [0, 1] |
 | `bem` | `<input>/<split>.jsonl`: question, reference, candidate, label | `bem_input(candidate, reference, question)` | label in [0, 1] |
-| `evouna` | `<input>` = EVOUNA's `TQ.json` (or a folder holding it); splits by question (transforms/training/evouna.py) | `bem_input(answer, best-matching gold, question)` | human judgment 0/1 |
+| `evouna` | `<input>` = EVOUNA's `TQ.json` (or a folder holding it); splits by question (transforms/training/evouna.py) | `bem_input(answer, best-matching gold, question)`, or with `gold_layout="all"` every distinct gold in one reference segment (`judge_reference`) | human judgment 0/1 |
 
 WES pairs are laid out (prediction = link text, reference = title): the scorer pairs
 (prediction, reference), and a system's answer is more often an alias (a link text) of
@@ -25,13 +25,14 @@ import glob
 import json
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from transforms.metrics import layouts
 from transforms.metrics.overlap import overlap_score
+from transforms.metrics.squad import normalize_answer
 from transforms.training import evouna
 
 FORMATS = ("wes", "stsb", "square", "bem", "evouna")
@@ -42,6 +43,10 @@ JSONL_FIELDS = {
     "square": ("question", "target", "positive_references", "label"),
     "bem": ("question", "reference", "candidate", "label"),
 }
+# How EVOUNA's gold answers fill the judge's reference segment (`judge_reference`).
+GOLD_LAYOUTS = ("best", "all")
+GOLD_SEPARATOR = " / "
+DEFAULT_MAX_GOLD_CHARS = 200
 SEGMENTS = {"wes": 2, "stsb": 2, "square": 1, "bem": 3, "evouna": 3}
 LAYOUT = {
     "wes": "pair_input(prediction=link_text, reference=title): [CLS] link_text [SEP] title [SEP]",
@@ -53,6 +58,10 @@ LAYOUT = {
     "evouna": "bem_input(answer, best-matching gold, question): [CLS] a [SEP] g [SEP] q "
               "[SEP], segment ids 0/1/2",
 }
+# The `evouna` layout with `gold_layout="all"`.
+LAYOUT_ALL_GOLDS = ("bem_input(answer, distinct golds best match first joined by ' / ' up "
+                    "to {max_gold_chars} characters, question): [CLS] a [SEP] g1 / g2 ... "
+                    "[SEP] q [SEP], segment ids 0/1/2")
 
 
 class PairRow(NamedTuple):
@@ -115,11 +124,56 @@ def best_gold(answer: str, golds: tuple[str, ...]) -> str:
     return max(golds, key=lambda g: overlap_score(answer, (g,))[:2])
 
 
-def read_evouna(path: str, split: str, seed: int = evouna.DEFAULT_SEED) -> list[PairRow]:
-    """The judged answers of one split of an EVOUNA file, as BEM-layout pairs."""
+def ranked_golds(answer: str, golds: Sequence[str]) -> list[str]:
+    """The gold answers, best match first (containment, then token recall, then file
+    order), one per SQuAD-normalised form (`"Sunset Blvd."` repeats `"Sunset Blvd"`)."""
+    seen, unique = set(), []
+    for g in golds:
+        key = normalize_answer(g) or g
+        if key not in seen:
+            seen.add(key)
+            unique.append(g)
+    scored = [(overlap_score(answer, (g,))[:2], -i, g) for i, g in enumerate(unique)]
+    return [g for _, _, g in sorted(scored, reverse=True)]
+
+
+def judge_reference(answer: str, golds: Sequence[str], gold_layout: str = "best",
+                    max_gold_chars: int = DEFAULT_MAX_GOLD_CHARS) -> str:
+    """The reference segment of the judge's input for one answer, label-free.
+
+    `best`: the best-matching gold (`best_gold`). `all`: every distinct gold, best match
+    first, joined by `GOLD_SEPARATOR`, stopping before the gold that would pass
+    `max_gold_chars` characters (the best one is always kept): TriviaQA questions have up
+    to 185 aliases (median 8), and those that match the answer least go first.
+
+    Raises:
+        ValueError: an unknown layout or no gold.
+    """
+    if gold_layout not in GOLD_LAYOUTS:
+        raise ValueError(f"gold_layout must be one of {GOLD_LAYOUTS}, got {gold_layout!r}")
+    if not golds:
+        raise ValueError("the judge needs at least one gold answer")
+    if gold_layout == "best":
+        return best_gold(answer, tuple(golds))
+    ranked = ranked_golds(answer, golds)
+    kept, size = [ranked[0]], len(ranked[0])
+    for g in ranked[1:]:
+        size += len(GOLD_SEPARATOR) + len(g)
+        if size > max_gold_chars:
+            break
+        kept.append(g)
+    return GOLD_SEPARATOR.join(kept)
+
+
+def read_evouna(path: str, split: str, seed: int = evouna.DEFAULT_SEED,
+                gold_layout: str = "best",
+                max_gold_chars: int = DEFAULT_MAX_GOLD_CHARS) -> list[PairRow]:
+    """The judged answers of one split of an EVOUNA file, as BEM-layout pairs whose
+    reference segment is `judge_reference(answer, golds, gold_layout, max_gold_chars)`."""
     rows = evouna.judged_answers(evouna.read_questions(path), seed=seed, splits=(split,))
-    return [PairRow(layouts.bem_input(r.prediction, best_gold(r.prediction, r.references),
-                                      r.question), float(r.human)) for r in rows]
+    return [PairRow(layouts.bem_input(
+        r.prediction, judge_reference(r.prediction, r.references, gold_layout, max_gold_chars),
+        r.question), float(r.human)) for r in rows]
 
 
 def _check_label(value: Any, where: str) -> float:
@@ -225,14 +279,18 @@ def read_jsonl(path: str, fmt: str) -> list[PairRow]:
     return rows
 
 
-def read_split(fmt: str, files: list[str], split: str | None = None) -> list[PairRow]:
-    """Every row of one split's files, in file order (`split` picks EVOUNA's questions)."""
+def read_split(fmt: str, files: list[str], split: str | None = None,
+               gold_layout: str = "best",
+               max_gold_chars: int = DEFAULT_MAX_GOLD_CHARS) -> list[PairRow]:
+    """Every row of one split's files, in file order (`split` picks EVOUNA's questions;
+    `gold_layout` and `max_gold_chars` lay out its golds, see `judge_reference`)."""
     rows: list[PairRow] = []
     for path in files:
         if fmt == "evouna":
             if split is None:
                 raise ValueError("format evouna needs the split to read")
-            rows += read_evouna(path, split)
+            rows += read_evouna(path, split, gold_layout=gold_layout,
+                                max_gold_chars=max_gold_chars)
         elif fmt == "wes":
             rows += read_wes(path)
         elif fmt == "stsb":
@@ -256,8 +314,10 @@ def _expected(fmt: str, split: str) -> str:
 
 
 def load_pairs(fmt: str, files: Mapping[str, list[str]], seed: int,
-               limits: Mapping[str, int | None] | None = None) -> dict[str, list[PairRow]]:
-    """Reads and validates every split; `limits[split]` caps its rows (seeded sample).
+               limits: Mapping[str, int | None] | None = None, gold_layout: str = "best",
+               max_gold_chars: int = DEFAULT_MAX_GOLD_CHARS) -> dict[str, list[PairRow]]:
+    """Reads and validates every split; `limits[split]` caps its rows (seeded sample);
+    `gold_layout` and `max_gold_chars` apply to EVOUNA (`judge_reference`).
 
     Raises:
         ValueError: no train or dev files, an empty train or dev split, a dev split with
@@ -272,7 +332,7 @@ def load_pairs(fmt: str, files: Mapping[str, list[str]], seed: int,
                 continue
             raise ValueError(f"no {split} files for format {fmt} (expected {_expected(fmt, split)}"
                              " or an explicit file)")
-        rows = read_split(fmt, files[split], split)
+        rows = read_split(fmt, files[split], split, gold_layout, max_gold_chars)
         if not rows and split != "test":
             raise ValueError(f"the {split} split is empty ({', '.join(files[split])})")
         out[split] = subsample(rows, limits.get(split), seed)
