@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tests.conftest import SHARED_DATA
 from transforms.demo import scoring as demo
 
@@ -34,3 +36,65 @@ def test_sas_table_puts_the_paper_beside_the_run(tmp_path):
     assert lines[2:] == ["| sas | 0.500 | -0.700 | 0.56 / 0.75 |",  # by |r| on F1 > 0
                          "| f1 | n/a | 0.200 | 0.00 / 0.60 |",
                          "| wes | n/a | 0.100 | - |"]
+
+
+def test_evouna_jobs_name_the_judge_and_the_dev_thresholds(tmp_path):
+    rows = tmp_path / "test.jsonl"
+    job = demo.evouna_job(rows, tmp_path / "t", {"sas": "/m/sas", "judge": "/m/judge"},
+                          {"f1": 0.0081, "contains": 0.5})
+    assert f"--input={rows}" in job and "--human_column=human" in job
+    assert "--metrics=em,f1,contains,token_recall,bertscore,sas,bem" in job
+    assert "--bem_model=/m/judge" in job and "--sas_model=/m/sas" in job
+    assert "--accuracy_threshold=contains=0.5,f1=0.0081" in job
+    dev = demo.evouna_job(rows, tmp_path / "d", {"sas": None})
+    assert "--metrics=em,f1,contains,token_recall,bertscore" in dev
+    assert not any(a.startswith(("--bem_model", "--accuracy_threshold")) for a in dev)
+
+
+def test_evouna_rows_are_the_dev_and_test_splits(tmp_path):
+    import json
+
+    from transforms.training import evouna
+
+    paths = demo.evouna_rows(SHARED_DATA, tmp_path)
+    counts = evouna.counts(evouna.read_questions(
+        str(SHARED_DATA / "judgments/evouna/TQ.json")))
+    assert set(paths) == {"dev", "test"}
+    for split, path in paths.items():
+        lines = path.read_text().splitlines()
+        assert len(lines) == counts[split]["answers"]
+        assert set(json.loads(lines[0])) >= {"prediction", "references", "human", "system"}
+    short = demo.evouna_rows(SHARED_DATA, tmp_path / "short", max_rows=7)
+    assert len(short["test"].read_text().splitlines()) == 7
+
+
+def test_dev_thresholds_maximise_accuracy(tmp_path):
+    import pandas as pd
+
+    path = tmp_path / "dev.scores.parquet"
+    pd.DataFrame({"human": [0, 0, 1, 1, 1], "f1": [0.0, 0.2, 0.3, 0.9, None],
+                  "em": [1.0, 0.0, 0.0, 1.0, 1.0]}).to_parquet(path)
+    thresholds = demo.dev_thresholds(path, ["f1", "em"])
+    assert thresholds["f1"] == pytest.approx(0.25)  # separates 0.2 (0) from 0.3 (1)
+    assert 0 < thresholds["em"] <= 1  # 1 counts as correct: 3 of 5 right either way
+
+
+def test_judge_table_has_a_line_per_metric_and_a_column_per_system(tmp_path):
+    import json
+
+    def rows(acc):
+        return [{"metric": "contains", "accuracy": acc, "threshold": 0.5,
+                 "threshold_source": "flag", "auroc": 0.9},
+                {"metric": "bem", "accuracy": acc + 0.02, "threshold": 0.6,
+                 "threshold_source": "checkpoint", "auroc": 0.95}]
+
+    report = {"scopes": [{"subset": None, "system": None, "rows": rows(0.90)},
+                         {"subset": None, "system": "fid", "rows": rows(0.80)},
+                         {"subset": None, "system": "gpt4", "rows": rows(0.95)},
+                         {"subset": None, "system": None, "level": "system", "rows": []}]}
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(report))
+    lines = demo.judge_table(path).splitlines()
+    assert lines[0] == "| metric | threshold | accuracy | AUROC | acc. fid | acc. gpt4 |"
+    assert lines[2] == "| judge (bem) | 0.6000 (checkpoint) | 0.920 | 0.950 | 0.820 | 0.970 |"
+    assert lines[3] == "| contains | 0.5000 (flag) | 0.900 | 0.900 | 0.800 | 0.950 |"

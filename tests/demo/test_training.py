@@ -30,3 +30,31 @@ def test_rest_of_the_budget_goes_to_the_next_run_of_a_lane(tmp_path):
     with pytest.raises(RuntimeError, match="first training failed"):
         demo.run_lanes([lane], tmp_path, 2.0)
     assert not (tmp_path / "second.log").exists()  # a lane stops at its first failure
+
+
+def test_judge_plan_continues_from_sas_on_evouna(tmp_path):
+    (name, args), = demo.judge_plan(SHARED_DATA, tmp_path / "m", "/ck/sas", 3.0)
+    assert name == "judge" and args[0] == "pipelines.train_cross_encoder"
+    assert "--format=evouna" in args and "--init_checkpoint=/ck/sas" in args
+    assert f"--input={SHARED_DATA / 'judgments' / 'evouna'}" in args
+    assert f"--output={tmp_path / 'm' / 'judge'}" in args
+    # The schedule is what fits the budget, so the learning rate decays within it.
+    assert f"--max_steps={3 * demo.JUDGE_STEPS_PER_MINUTE}" in args
+    assert "--max_minutes=3.00" in args and "--skip_test" in args
+    (_, capped), = demo.judge_plan(SHARED_DATA, tmp_path, "/ck/sas", 3.0, max_steps=2)
+    assert "--max_steps=2" in capped
+    (_, tiny), = demo.judge_plan(SHARED_DATA, tmp_path, "/ck/sas", 0.01)
+    assert "--max_steps=10" in tiny
+
+
+def test_judge_line_reports_the_calibrated_dev_accuracy(tmp_path):
+    import json
+    (tmp_path / "metrics.json").write_text(json.dumps({
+        "training": {"global_step": 120, "total_steps": 120, "epochs_done": 0.55,
+                     "wall_s": 170.0},
+        "best": {"metric": "auroc", "value": 0.97, "step": 120},
+        "dev_history": [{"step": 120, "auroc": 0.97, "accuracy": 0.95}],
+        "calibration": {"threshold": 0.62, "value": 0.96}}))
+    line = demo.describe_training("judge", tmp_path)
+    assert line.startswith("EVOUNA-TQ dev split: AUROC 0.970, accuracy 0.960 at its "
+                           "threshold 0.620 (chosen there; 0.950 at 0.5)")

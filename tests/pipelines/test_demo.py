@@ -17,6 +17,9 @@ def test_bad_budget_is_refused(capsys):
     assert demo.main(["--train_minutes", "0"]) == 2
     assert capsys.readouterr().err.strip() == (
         "python -m pipelines.demo: error: --train_minutes must be > 0, got 0.0")
+    assert demo.main(["--judge_minutes", "-1"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "python -m pipelines.demo: error: --judge_minutes must be > 0, got -1.0")
 
 
 @pytest.mark.slow
@@ -25,7 +28,7 @@ def test_demo_end_to_end_tiny(tmp_path, capsys):
     assert demo.main(["--output", str(out), "--max_steps", "2", "--max_rows", "40",
                       "--train_minutes", "2"]) == 0
     printed = capsys.readouterr().out
-    for name in ("wes", "sas", "keyphrase"):
+    for name in ("wes", "sas", "keyphrase", "judge"):
         card = (out / "models" / name / "model_card.md").read_text()
         assert "| global_step | 2 |" in card  # the card states the steps trained
         assert (out / "models" / name / "config.json").is_file()
@@ -42,3 +45,14 @@ def test_demo_end_to_end_tiny(tmp_path, capsys):
     assert summary["overall"]["in"] == 40
     assert summary["overall"]["scored"] + summary["overall"]["dead_lettered"] == 40
     assert Path(str(out / "scores" / "squad_sas.report.png")).is_file()
+    # The judge: trained from the demo's sas on EVOUNA-TQ, calibrated on dev, scoring test.
+    judge_config = json.loads((out / "models" / "judge" / "config.json").read_text())
+    assert 0 < judge_config["qa_eval_decision_threshold"] < 1
+    evouna = pq.read_table(out / "scores" / "evouna_tq.scores.parquet").to_pandas()
+    assert len(evouna) == 40
+    assert {"em", "f1", "contains", "token_recall", "bertscore", "sas", "bem"} <= set(
+        evouna.columns)
+    assert str(out / "models" / "judge") in read_signatures(
+        str(out / "scores" / "evouna_tq.scores.parquet"))["bem"]
+    assert "EVOUNA-TQ test split: accuracy at the dev-chosen threshold" in printed
+    assert "| judge (bem) |" in printed and "(checkpoint)" in printed

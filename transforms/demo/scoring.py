@@ -1,5 +1,7 @@
-"""The demo's scoring phase: the scoring runs (`scoring_jobs`) and the SQuAD-SAS table
-beside the SAS paper's Table 2 (`sas_table`)."""
+"""The demo's scoring phase: the scoring runs (`scoring_jobs`), the SQuAD-SAS table
+beside the SAS paper's Table 2 (`sas_table`), and EVOUNA-TQ (`evouna_rows`,
+`evouna_job`, `dev_thresholds`, `judge_table`): every metric's accuracy threshold is
+chosen on the dev split and the test split is scored with them, the judge included."""
 
 from __future__ import annotations
 
@@ -51,6 +53,89 @@ def scoring_jobs(data: Path, out: Path, models: dict[str, str | None],
     }
 
 
+# EVOUNA-TQ: the issue's table (lexical checks of the LLM era, embeddings, sas, the judge).
+EVOUNA_METRICS = ("em", "f1", "contains", "token_recall", "bertscore", "sas")
+
+
+def evouna_rows(data: Path, out: Path, max_rows: int | None = None) -> dict[str, Path]:
+    """Writes EVOUNA-TQ's dev and test splits as qa-score rows (`evouna.write_scoring_rows`:
+    one row per judged answer, references = the gold answers, system = the answering
+    model, human = 1/0); `max_rows` keeps the first rows of each (quick runs).
+
+    Returns:
+        split -> the JSONL file.
+    """
+    from transforms.training import evouna
+
+    rows = evouna.judged_answers(evouna.read_questions(str(data / "judgments/evouna/TQ.json")),
+                                 splits=("dev", "test"))
+    if max_rows is not None:
+        rows = ([r for r in rows if r.split == "dev"][:max_rows]
+                + [r for r in rows if r.split == "test"][:max_rows])
+    return {split: Path(path) for split, path in
+            evouna.write_scoring_rows(rows, str(out / "inputs" / "evouna")).items()}
+
+
+def evouna_job(rows: Path, output: Path, models: dict[str, str | None],
+               thresholds: dict[str, float] | None = None) -> list[str]:
+    """qa-score arguments for one EVOUNA-TQ split: `EVOUNA_METRICS` (sas when its model is
+    there) and, when a judge is given, the judge as the `bem` metric (its checkpoint's
+    threshold is the one it was calibrated with); `thresholds` (metric -> value, chosen on
+    dev) become `--accuracy_threshold`."""
+    metrics = [m for m in EVOUNA_METRICS if m != "sas" or models.get("sas")]
+    flags = [f"--sas_model={models['sas']}"] if models.get("sas") else []
+    if models.get("judge"):
+        metrics.append("bem")
+        flags.append(f"--bem_model={models['judge']}")
+    if thresholds:
+        flags.append("--accuracy_threshold=" + ",".join(
+            f"{m}={t:.6g}" for m, t in sorted(thresholds.items())))
+    return [f"--input={rows}", f"--output={output}", f"--metrics={','.join(metrics)}",
+            "--human_column=human", "--system_column=system", *flags]
+
+
+def dev_thresholds(scores_parquet: Path, metrics: list[str]) -> dict[str, float]:
+    """Each metric's accuracy-maximising threshold on a scored dev split
+    (`training.evaluation.choose_threshold`, the judge's own rule), from the scores file's
+    `human` column and metric columns; rows a metric left empty are not counted."""
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    from transforms.training.evaluation import choose_threshold
+
+    table = pq.read_table(scores_parquet).to_pandas()
+    out = {}
+    for metric in metrics:
+        both = table[["human", metric]].dropna()
+        if both["human"].nunique() < 2:
+            continue
+        out[metric] = float(choose_threshold(np.asarray(both["human"]),
+                                             np.asarray(both[metric])).threshold)
+    return out
+
+
+def judge_table(report_json: Path, judge_metric: str = "bem") -> str:
+    """Accuracy at each metric's threshold and AUROC, overall and per answering system,
+    from a qa-score report of EVOUNA-TQ's test split (one line per metric)."""
+    report = json.loads(report_json.read_text())
+    scopes = [s for s in report["scopes"] if s.get("subset") is None
+              and s.get("level", "rows") == "rows"]
+    overall = next(s for s in scopes if s["system"] is None)
+    systems = sorted(s["system"] for s in scopes if s["system"] is not None)
+    by_system = {s["system"]: {r["metric"]: r for r in s["rows"]} for s in scopes}
+    lines = ["| metric | threshold | accuracy | AUROC | " +
+             " | ".join(f"acc. {s}" for s in systems) + " |",
+             "|---|---:|---:|---:|" + "---:|" * len(systems)]
+    for row in sorted(overall["rows"], key=lambda r: -(r.get("accuracy") or 0.0)):
+        name = "judge (bem)" if row["metric"] == judge_metric else row["metric"]
+        source = f" ({row['threshold_source']})" if row.get("threshold_source") else ""
+        cells = [_fmt((by_system[s].get(row["metric"]) or {}).get("accuracy")) for s in systems]
+        lines.append(f"| {name} | {_fmt(row.get('threshold'), 4)}{source} | "
+                     f"{_fmt(row.get('accuracy'))} | {_fmt(row.get('auroc'))} | "
+                     + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def _head(path: Path, folder: Path, rows: int) -> Path:
     import pandas as pd
 
@@ -82,5 +167,5 @@ def _r(entry: dict | None) -> float | None:
     return None if entry is None else entry.get("pearson")
 
 
-def _fmt(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.3f}"
+def _fmt(value: float | None, digits: int = 3) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}"

@@ -1,5 +1,6 @@
 """The demo's training phase: which models to train in the time budget (`training_plan`),
-run as subprocesses in two lanes side by side (`run_lanes`), and what each reached
+run as subprocesses in two lanes side by side (`run_lanes`), then the answer-correctness
+judge on EVOUNA-TQ from the SAS checkpoint (`judge_plan`), and what each reached
 (`describe_training`)."""
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 logger = logging.getLogger(__name__)
 
 REPO = Path(__file__).resolve().parents[2]
-TRAINED = ("wes", "sas", "kpqa")
+TRAINED = ("wes", "sas", "kpqa", "judge")
 GIVEN_ONLY = ("bem", "square")
 REST = "REST"  # --max_minutes placeholder: the rest of the lane's budget
 
@@ -68,6 +69,42 @@ def training_plan(data: Path, wes_corpus: Path, models: Path, minutes: float,
             f"--output={models / 'keyphrase'}", "--batch_size=16", "--lr=2e-4", *size,
             f"--max_minutes={minutes:.2f}", *common]))
     return [lane for lane in (lane_a, lane_b) if lane]
+
+
+DEFAULT_JUDGE_MINUTES = 3.0
+# Optimizer steps a minute of the judge's training (batches of 32 EVOUNA rows, two torch
+# threads, both cores free once the lanes are done; measured on the 2-core dev machine
+# shared with other jobs): sets the schedule so the learning rate decays within the budget.
+JUDGE_STEPS_PER_MINUTE = 40
+# The judge's recipe (docs/benchmarks.md, "Answer-correctness judge on EVOUNA-TQ").
+JUDGE_ARGS = ("--format=evouna", "--gold_layout=best", "--max_length=192")
+
+
+def judge_plan(data: Path, models: Path, init_checkpoint: str, minutes: float,
+               max_steps: int | None = None) -> list[tuple[str, list[str]]]:
+    """The judge's training run, a lane of its own after the other lanes.
+
+    Args:
+        data: the shared data folder (EVOUNA-TQ in judgments/evouna/TQ.json).
+        models: where the checkpoint goes (models/judge).
+        init_checkpoint: the SAS cross-encoder it continues from (the curriculum WES ->
+            STS -> EVOUNA).
+        minutes: its wall-clock budget; the schedule is the steps that fit
+            (`JUDGE_STEPS_PER_MINUTE`), at least 10.
+        max_steps: cap the run at this many steps (quick runs and tests).
+
+    Returns:
+        One lane: [("judge", command-line arguments of `python -m ...`)]. The test split
+        is not evaluated by the trainer: the demo scores it with qa-score.
+    """
+    steps = max(10, int(JUDGE_STEPS_PER_MINUTE * minutes))
+    if max_steps is not None:
+        steps = min(steps, max_steps)
+    return [("judge", [
+        "pipelines.train_cross_encoder", *JUDGE_ARGS,
+        f"--input={data / 'judgments' / 'evouna'}", f"--init_checkpoint={init_checkpoint}",
+        f"--output={models / 'judge'}", f"--max_steps={steps}", f"--max_minutes={minutes:.2f}",
+        "--skip_test", "--num_threads=2", "--no_progress", "--overwrite", "--seed=13"])]
 
 
 def run_lanes(lanes: list[list[tuple[str, list[str]]]], logs: Path, minutes: float,
@@ -124,6 +161,12 @@ def describe_training(metric: str, folder: Path) -> str:
         return (f"held-out SQuAD articles: token F1 {row['token_f1']:.3f}, span F1 "
                 f"{row['span_f1']:.3f} (KPQA paper 0.558 span F1, BERT-base on SQuAD "
                 f"train); {done}")
+    if metric == "judge":
+        calibration = info.get("calibration") or {}
+        return (f"EVOUNA-TQ dev split: AUROC {row['auroc']:.3f}, accuracy "
+                f"{calibration.get('value', float('nan')):.3f} at its threshold "
+                f"{calibration.get('threshold', float('nan')):.3f} (chosen there; "
+                f"{row['accuracy']:.3f} at 0.5); {done}")
     if metric == "sas":
         test = info.get("test") or {}
         return (f"sts-test Pearson {test.get('pearson', float('nan')):.3f} (SAS paper's "
