@@ -195,3 +195,30 @@ def test_main_reports_bad_input_with_exit_status_2(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith("python -m pipelines.train_cross_encoder: error: ")
     assert "does not exist" in err and err.count("\n") == 1
+
+
+@pytest.mark.slow
+def test_evouna_all_golds_and_balanced_classes_reach_the_card(tmp_path):
+    from transforms.training import evouna
+
+    records = []
+    for i in range(120):
+        rec = {"question": f"Question number {i}?", "golden_answer": f"gold {i}/alias {i}",
+               "improper": False}
+        for j, system in enumerate(evouna.SYSTEMS):
+            right = (i + j) % 3 != 0
+            rec[f"answer_{system}"] = f"it is {'alias' if right else 'wrong'} {i}"
+            rec[f"judge_{system}"] = right
+        records.append(rec)
+    src = tmp_path / "TQ.json"
+    src.write_text(json.dumps(records))
+    out = tmp_path / "judge"
+    info = train_cross_encoder.run(["--format=evouna", f"--input={src}", f"--output={out}",
+                                    *TINY, "--max_steps=2", "--gold_layout=all",
+                                    "--max_gold_chars=50", "--class_weight=balanced"])
+    assert "distinct golds best match first" in info["layout"]
+    assert "up to 50 characters" in info["layout"]
+    assert info["hyperparameters"]["loss"].startswith("BCE with logits, class weights ")
+    state = json.loads((out / "last" / "resume_state.json").read_text())
+    fingerprint = json.dumps(state)
+    assert '"gold_layout": "all"' in fingerprint and '"max_gold_chars": 50' in fingerprint
