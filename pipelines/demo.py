@@ -1,7 +1,7 @@
 """`make demo`: the product end to end on the bundled real data: mine -> train -> score.
 
     python -m pipelines.demo --output demo_out [--data ../shared/data]
-        [--train_minutes 5.5] [--judge_minutes 3] [--sas_model M] [--wes_model M]
+        [--train_minutes 5.5] [--judge_steps 100] [--sas_model M] [--wes_model M]
         [--kpqa_model M] [--judge_model M] [--bem_model M] [--square_model M]
 
 1. Mines WES from the real Wikipedia slice at k = 2 and 5 (the 106-article sample leaves
@@ -13,17 +13,20 @@
      then the SAS cross-encoder on STS-B, initialised from it (whatever is left);
    - lane B: the KPQA keyphrase predictor on SQuAD dev (40 articles; 8 held out);
    then the answer-correctness judge: the SAS cross-encoder fine-tuned on EVOUNA-TQ's
-   train split (`--judge_minutes`, env QA_EVAL_DEMO_JUDGE_MINUTES, default 3; two torch
-   threads), its decision threshold chosen on the dev split.
+   train split for `--judge_steps` batches of 32 (default 100, about 3 minutes on one
+   core; `--judge_minutes` caps it, default 6), its decision threshold chosen on the dev
+   split.
    A model given with `--<metric>_model` is used as it is and not trained.
 3. Scores the KPQA release's AVSD answers (6 references, 1-5 ratings) and the SAS
    release's SQuAD answer pairs (0/1/2 labels) with every metric that has a model:
    lexical, BERTScore and the bi-encoder (packaged MiniLM), sas, wes and kpqa_* (the
    models just trained), bem and square when their checkpoints are given (the bundled
    data has no BEM- or SQuArE-style training rows). Then EVOUNA-TQ: the dev split with
-   em, f1, contains, token_recall, bertscore and sas to choose each one's accuracy
-   threshold, and the test split with those and the judge (as the `bem` metric, at its
-   own calibrated threshold), overall and per answering system.
+   em, f1, contains, token_recall (every gold answer), bertscore and sas (the
+   best-matching gold, chosen without the label as in the judge's training) to choose
+   each one's accuracy threshold, and the test split with those and the judge (as the
+   `bem` metric on the best-matching gold, at its own calibrated threshold), overall and
+   per answering system.
 4. Prints what each model reached, the meta-evaluation tables (SQuAD-SAS beside the SAS
    paper's Table 2, EVOUNA-TQ's accuracy and AUROC per metric) and where every output
    went.
@@ -42,7 +45,8 @@ from pathlib import Path
 
 from pipelines import mine_wes, score_predictions
 from transforms.demo.scoring import (
-    EVOUNA_METRICS,
+    EVOUNA_LEXICAL,
+    EVOUNA_MODEL,
     dev_thresholds,
     evouna_job,
     evouna_rows,
@@ -52,6 +56,7 @@ from transforms.demo.scoring import (
 )
 from transforms.demo.training import (
     DEFAULT_JUDGE_MINUTES,
+    DEFAULT_JUDGE_STEPS,
     GIVEN_ONLY,
     REPO,
     TRAINED,
@@ -67,7 +72,6 @@ logger = logging.getLogger(__name__)
 DEFAULT_DATA = Path(os.environ.get("QA_EVAL_SHARED_DATA", REPO.parent / "shared" / "data"))
 BUDGET_ENV = "QA_EVAL_DEMO_TRAIN_MINUTES"
 DEFAULT_TRAIN_MINUTES = 5.5
-JUDGE_BUDGET_ENV = "QA_EVAL_DEMO_JUDGE_MINUTES"
 # Both pipelines run in process. For scoring it is the faster mode on one machine (torch
 # already uses both cores: the full AVSD suite took 1.7 min in process, 2.7-3.4 min with
 # 2 worker processes), and it keeps clear of a Beam fault of the multi-process
@@ -95,10 +99,11 @@ def build_parser() -> cli.ArgumentParser:
                         help=f"wall-clock budget of the training phase (env {BUDGET_ENV}; "
                              f"default {DEFAULT_TRAIN_MINUTES}); 12 or more trains the "
                              "README recipe's epochs")
-    g.add_argument("--judge_minutes", type=float,
-                   default=float(os.environ.get(JUDGE_BUDGET_ENV, DEFAULT_JUDGE_MINUTES)),
-                   help=f"wall-clock budget of the judge's training on EVOUNA-TQ, after the "
-                        f"other models (env {JUDGE_BUDGET_ENV}; default "
+    g.add_argument("--judge_steps", type=int, default=DEFAULT_JUDGE_STEPS,
+                   help="optimizer steps of the judge's training on EVOUNA-TQ, after the "
+                        f"other models (default {DEFAULT_JUDGE_STEPS}; 218 is one epoch)")
+    g.add_argument("--judge_minutes", type=float, default=DEFAULT_JUDGE_MINUTES,
+                   help="wall-clock cap of the judge's training (default "
                         f"{DEFAULT_JUDGE_MINUTES:g})")
     for metric in (*TRAINED, *GIVEN_ONLY):
         g.add_argument(f"--{metric}_model", default=None,
@@ -115,6 +120,8 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = cli.parse_flags(build_parser(), argv, beam=False)
     if args.train_minutes <= 0:
         raise cli.UsageError(f"--train_minutes must be > 0, got {args.train_minutes}")
+    if args.judge_steps < 1:
+        raise cli.UsageError(f"--judge_steps must be >= 1, got {args.judge_steps}")
     if args.judge_minutes <= 0:
         raise cli.UsageError(f"--judge_minutes must be > 0, got {args.judge_minutes}")
     return args
@@ -163,11 +170,11 @@ def _demo(argv: list[str]) -> None:
                "kpqa": models_dir / "keyphrase", "judge": models_dir / "judge"}
     sas_model = given["sas"] or str(folders["sas"])
     if evouna_file.is_file() and not given["judge"]:
-        print(f"      judge: training on EVOUNA-TQ from {sas_model}, budget "
-              f"{args.judge_minutes:g} min ...", flush=True)
-        run_lanes([judge_plan(data, models_dir, sas_model, args.judge_minutes,
-                              args.max_steps)], models_dir / "logs", args.judge_minutes,
-                  lambda line: print(line, flush=True))
+        print(f"      judge: training on EVOUNA-TQ from {sas_model}, {args.judge_steps} "
+              f"steps (at most {args.judge_minutes:g} min) ...", flush=True)
+        run_lanes([judge_plan(data, models_dir, sas_model, args.judge_steps,
+                              args.judge_minutes, args.max_steps)], models_dir / "logs",
+                  args.judge_minutes, lambda line: print(line, flush=True))
         trained.append("judge")
     models = dict(given)
     for name in trained:
@@ -187,10 +194,12 @@ def _demo(argv: list[str]) -> None:
     print("--- SQuAD-SAS, as the SAS paper's Table 2 (Pearson r by lexical overlap)\n")
     print(sas_table(out / "scores" / "squad_sas.report.json"))
     if evouna_file.is_file():
-        reports["evouna_tq"] = _score_evouna(data, out, models, args.max_rows)
+        for report in _score_evouna(data, out, models, args.max_rows):
+            reports[report.name.split(".")[0]] = report
     if not (given["bem"] or given["square"]):
-        print("\n(bem and square are not scored: the bundled data has no BEM- or "
-              "SQuArE-style training rows; pass --bem_model / --square_model to add them.)")
+        print("\n(bem and square are not scored on AVSD and SQuAD-SAS: the bundled data has "
+              "no BEM- or SQuArE-style training rows; pass --bem_model / --square_model to "
+              "add them. On EVOUNA-TQ the `bem` column is the judge trained here.)")
 
     print(f"\nDone in {(time.monotonic() - started) / 60:.1f} min. Outputs:")
     print(f"  WES corpora:        {wes_dir}/wes-k2, {wes_dir}/wes-k5 (+ -clusters)")
@@ -204,24 +213,37 @@ def _demo(argv: list[str]) -> None:
 
 
 def _score_evouna(data: Path, out: Path, models: dict[str, str | None],
-                  max_rows: int | None) -> Path:
+                  max_rows: int | None) -> list[Path]:
     """EVOUNA-TQ: dev scored to choose every metric's threshold, then test scored with
-    them and the judge; prints the report and the one-line-per-metric table."""
+    them and the judge (lexical metrics against every gold, model metrics against the
+    best-matching one: `transforms.demo.scoring.EVOUNA_MODEL`); prints the reports and
+    the one-line-per-metric table."""
     rows = evouna_rows(data, out, max_rows)
-    dev_out, test_out = out / "scores" / "evouna_dev", out / "scores" / "evouna_tq"
-    score_predictions.run([*evouna_job(rows["dev"], dev_out, {"sas": models.get("sas")}),
-                           *RUNNER], save_main_session=False)
-    metrics = [m for m in EVOUNA_METRICS if m != "sas" or models.get("sas")]
-    thresholds = dev_thresholds(Path(f"{dev_out}.scores.parquet"), metrics)
-    score_predictions.run([*evouna_job(rows["test"], test_out, models, thresholds), *RUNNER],
-                          save_main_session=False)
-    report = Path(f"{test_out}.report.md")
-    print(f"\n--- evouna_tq (EVOUNA-TQ test split; thresholds chosen on dev): {report}\n")
-    print(report.read_text())
+    scores = out / "scores"
+    thresholds: dict[str, float] = {}
+    for name, metrics in (("all", list(EVOUNA_LEXICAL)), ("best", list(EVOUNA_MODEL))):
+        dev_out = scores / f"evouna_dev_{name}"
+        score_predictions.run([*evouna_job(rows[name]["dev"], dev_out, metrics,
+                                           {"sas": models.get("sas")}), *RUNNER],
+                              save_main_session=False)
+        thresholds.update(dev_thresholds(Path(f"{dev_out}.scores.parquet"), metrics))
+    reports = []
+    for name, metrics, judge in (("all", EVOUNA_LEXICAL, None),
+                                 ("best", EVOUNA_MODEL, models.get("judge"))):
+        test_out = scores / f"evouna_tq_{name}"
+        score_predictions.run([*evouna_job(rows[name]["test"], test_out, list(metrics),
+                                           {"sas": models.get("sas"), "judge": judge},
+                                           thresholds), *RUNNER], save_main_session=False)
+        report = Path(f"{test_out}.report.md")
+        print(f"\n--- evouna_tq_{name} (EVOUNA-TQ test split, "
+              f"{'every gold answer' if name == 'all' else 'the best-matching gold'}; "
+              f"thresholds chosen on dev): {report}\n")
+        print(report.read_text())
+        reports.append(report)
     print("--- EVOUNA-TQ test split: accuracy at the dev-chosen threshold (the judge: the "
           "one saved with its checkpoint) and AUROC, overall and per answering system\n")
-    print(judge_table(Path(f"{test_out}.report.json")))
-    return report
+    print(judge_table([r.with_suffix(".json") for r in reports]))
+    return reports
 
 
 if __name__ == "__main__":

@@ -40,32 +40,45 @@ def test_sas_table_puts_the_paper_beside_the_run(tmp_path):
 
 def test_evouna_jobs_name_the_judge_and_the_dev_thresholds(tmp_path):
     rows = tmp_path / "test.jsonl"
-    job = demo.evouna_job(rows, tmp_path / "t", {"sas": "/m/sas", "judge": "/m/judge"},
-                          {"f1": 0.0081, "contains": 0.5})
+    job = demo.evouna_job(rows, tmp_path / "t", list(demo.EVOUNA_MODEL),
+                          {"sas": "/m/sas", "judge": "/m/judge"},
+                          {"f1": 0.0081, "sas": 0.2, "bertscore": 0.31})
     assert f"--input={rows}" in job and "--human_column=human" in job
-    assert "--metrics=em,f1,contains,token_recall,bertscore,sas,bem" in job
+    assert "--metrics=bertscore,sas,bem" in job
     assert "--bem_model=/m/judge" in job and "--sas_model=/m/sas" in job
-    assert "--accuracy_threshold=contains=0.5,f1=0.0081" in job
-    dev = demo.evouna_job(rows, tmp_path / "d", {"sas": None})
-    assert "--metrics=em,f1,contains,token_recall,bertscore" in dev
-    assert not any(a.startswith(("--bem_model", "--accuracy_threshold")) for a in dev)
+    # Only the thresholds of the run's own metrics (qa-score refuses unknown names).
+    assert "--accuracy_threshold=bertscore=0.31,sas=0.2" in job
+    lexical = demo.evouna_job(rows, tmp_path / "d", list(demo.EVOUNA_LEXICAL), {"sas": "/m"})
+    assert "--metrics=em,f1,contains,token_recall" in lexical
+    assert not any(a.startswith(("--bem_model", "--sas_model", "--accuracy_threshold"))
+                   for a in lexical)
+    no_sas = demo.evouna_job(rows, tmp_path / "d", list(demo.EVOUNA_MODEL), {"sas": None})
+    assert "--metrics=bertscore" in no_sas
 
 
 def test_evouna_rows_are_the_dev_and_test_splits(tmp_path):
     import json
 
-    from transforms.training import evouna
+    from transforms.training import evouna, pair_data
 
     paths = demo.evouna_rows(SHARED_DATA, tmp_path)
     counts = evouna.counts(evouna.read_questions(
         str(SHARED_DATA / "judgments/evouna/TQ.json")))
-    assert set(paths) == {"dev", "test"}
-    for split, path in paths.items():
-        lines = path.read_text().splitlines()
-        assert len(lines) == counts[split]["answers"]
-        assert set(json.loads(lines[0])) >= {"prediction", "references", "human", "system"}
+    assert set(paths) == {"all", "best"}
+    for split in ("dev", "test"):
+        every = [json.loads(x) for x in paths["all"][split].read_text().splitlines()]
+        best = [json.loads(x) for x in paths["best"][split].read_text().splitlines()]
+        assert len(every) == len(best) == counts[split]["answers"]
+        assert set(every[0]) >= {"prediction", "references", "human", "system"}
+        # The same rows; `best` keeps the gold that the judge's training would pair.
+        for a, b in zip(every, best):
+            assert {k: v for k, v in a.items() if k != "references"} == {
+                k: v for k, v in b.items() if k != "references"}
+            assert b["references"] == [pair_data.best_gold(a["prediction"],
+                                                           tuple(a["references"]))]
+    assert max(len(r["references"]) for r in every) > 1
     short = demo.evouna_rows(SHARED_DATA, tmp_path / "short", max_rows=7)
-    assert len(short["test"].read_text().splitlines()) == 7
+    assert len(short["best"]["test"].read_text().splitlines()) == 7
 
 
 def test_dev_thresholds_maximise_accuracy(tmp_path):
@@ -94,7 +107,12 @@ def test_judge_table_has_a_line_per_metric_and_a_column_per_system(tmp_path):
                          {"subset": None, "system": None, "level": "system", "rows": []}]}
     path = tmp_path / "r.json"
     path.write_text(json.dumps(report))
-    lines = demo.judge_table(path).splitlines()
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"scopes": [
+        {"subset": None, "system": None, "rows": [{"metric": "f1", "accuracy": 0.5}]},
+        {"subset": None, "system": "fid", "rows": [{"metric": "f1", "accuracy": 0.4}]}]}))
+    lines = demo.judge_table([path, other]).splitlines()
     assert lines[0] == "| metric | threshold | accuracy | AUROC | acc. fid | acc. gpt4 |"
+    assert lines[4] == "| f1 | n/a | 0.500 | n/a | 0.400 | n/a |"
     assert lines[2] == "| judge (bem) | 0.6000 (checkpoint) | 0.920 | 0.950 | 0.820 | 0.970 |"
     assert lines[3] == "| contains | 0.5000 (flag) | 0.900 | 0.900 | 0.800 | 0.950 |"

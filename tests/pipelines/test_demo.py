@@ -48,11 +48,12 @@ def test_demo_end_to_end_tiny(tmp_path, capsys):
     # The judge: trained from the demo's sas on EVOUNA-TQ, calibrated on dev, scoring test.
     judge_config = json.loads((out / "models" / "judge" / "config.json").read_text())
     assert 0 < judge_config["qa_eval_decision_threshold"] < 1
-    evouna = pq.read_table(out / "scores" / "evouna_tq.scores.parquet").to_pandas()
-    assert len(evouna) == 40
-    assert {"em", "f1", "contains", "token_recall", "bertscore", "sas", "bem"} <= set(
-        evouna.columns)
+    lexical = pq.read_table(out / "scores" / "evouna_tq_all.scores.parquet").to_pandas()
+    model = pq.read_table(out / "scores" / "evouna_tq_best.scores.parquet").to_pandas()
+    assert len(lexical) == len(model) == 40
+    assert {"em", "f1", "contains", "token_recall"} <= set(lexical.columns)
+    assert {"bertscore", "sas", "bem"} <= set(model.columns)
     assert str(out / "models" / "judge") in read_signatures(
-        str(out / "scores" / "evouna_tq.scores.parquet"))["bem"]
+        str(out / "scores" / "evouna_tq_best.scores.parquet"))["bem"]
     assert "EVOUNA-TQ test split: accuracy at the dev-chosen threshold" in printed
     assert "| judge (bem) |" in printed and "(checkpoint)" in printed

@@ -54,39 +54,51 @@ def scoring_jobs(data: Path, out: Path, models: dict[str, str | None],
 
 
 # EVOUNA-TQ: the issue's table (lexical checks of the LLM era, embeddings, sas, the judge).
-EVOUNA_METRICS = ("em", "f1", "contains", "token_recall", "bertscore", "sas")
+# The lexical metrics take the maximum over every gold answer (a median of 8 and up to 185
+# per question); the model metrics score each answer against its best-matching gold only,
+# chosen without the label as in the judge's training (`pair_data.best_gold`): one model
+# input per answer instead of 14 on average, and the judge's own layout.
+EVOUNA_LEXICAL = ("em", "f1", "contains", "token_recall")
+EVOUNA_MODEL = ("bertscore", "sas")
+EVOUNA_METRICS = (*EVOUNA_LEXICAL, *EVOUNA_MODEL)
 
 
-def evouna_rows(data: Path, out: Path, max_rows: int | None = None) -> dict[str, Path]:
+def evouna_rows(data: Path, out: Path, max_rows: int | None = None
+                ) -> dict[str, dict[str, Path]]:
     """Writes EVOUNA-TQ's dev and test splits as qa-score rows (`evouna.write_scoring_rows`:
-    one row per judged answer, references = the gold answers, system = the answering
-    model, human = 1/0); `max_rows` keeps the first rows of each (quick runs).
+    one row per judged answer, system = the answering model, human = 1/0) twice: `all`
+    with every gold answer as references, `best` with the best-matching gold alone;
+    `max_rows` keeps the first rows of each split (quick runs).
 
     Returns:
-        split -> the JSONL file.
+        "all" / "best" -> split -> the JSONL file.
     """
-    from transforms.training import evouna
+    from transforms.training import evouna, pair_data
 
     rows = evouna.judged_answers(evouna.read_questions(str(data / "judgments/evouna/TQ.json")),
                                  splits=("dev", "test"))
     if max_rows is not None:
         rows = ([r for r in rows if r.split == "dev"][:max_rows]
                 + [r for r in rows if r.split == "test"][:max_rows])
-    return {split: Path(path) for split, path in
-            evouna.write_scoring_rows(rows, str(out / "inputs" / "evouna")).items()}
+    best = [r._replace(references=(pair_data.best_gold(r.prediction, r.references),))
+            for r in rows]
+    return {name: {split: Path(path) for split, path in evouna.write_scoring_rows(
+                select, str(out / "inputs" / f"evouna-{name}")).items()}
+            for name, select in (("all", rows), ("best", best))}
 
 
-def evouna_job(rows: Path, output: Path, models: dict[str, str | None],
+def evouna_job(rows: Path, output: Path, metrics: list[str], models: dict[str, str | None],
                thresholds: dict[str, float] | None = None) -> list[str]:
-    """qa-score arguments for one EVOUNA-TQ split: `EVOUNA_METRICS` (sas when its model is
-    there) and, when a judge is given, the judge as the `bem` metric (its checkpoint's
-    threshold is the one it was calibrated with); `thresholds` (metric -> value, chosen on
-    dev) become `--accuracy_threshold`."""
-    metrics = [m for m in EVOUNA_METRICS if m != "sas" or models.get("sas")]
-    flags = [f"--sas_model={models['sas']}"] if models.get("sas") else []
+    """qa-score arguments for one EVOUNA-TQ file: `metrics` (sas only when its model is
+    there) and, when a judge is given, the judge as the `bem` metric (at the threshold its
+    checkpoint saved); `thresholds` (metric -> value, chosen on dev) become
+    `--accuracy_threshold`."""
+    metrics = [m for m in metrics if m != "sas" or models.get("sas")]
+    flags = [f"--sas_model={models['sas']}"] if "sas" in metrics else []
     if models.get("judge"):
         metrics.append("bem")
         flags.append(f"--bem_model={models['judge']}")
+    thresholds = {m: t for m, t in (thresholds or {}).items() if m in metrics}
     if thresholds:
         flags.append("--accuracy_threshold=" + ",".join(
             f"{m}={t:.6g}" for m, t in sorted(thresholds.items())))
@@ -106,6 +118,8 @@ def dev_thresholds(scores_parquet: Path, metrics: list[str]) -> dict[str, float]
     table = pq.read_table(scores_parquet).to_pandas()
     out = {}
     for metric in metrics:
+        if metric not in table.columns:
+            continue
         both = table[["human", metric]].dropna()
         if both["human"].nunique() < 2:
             continue
@@ -114,15 +128,18 @@ def dev_thresholds(scores_parquet: Path, metrics: list[str]) -> dict[str, float]
     return out
 
 
-def judge_table(report_json: Path, judge_metric: str = "bem") -> str:
+def judge_table(report_jsons: list[Path], judge_metric: str = "bem") -> str:
     """Accuracy at each metric's threshold and AUROC, overall and per answering system,
-    from a qa-score report of EVOUNA-TQ's test split (one line per metric)."""
-    report = json.loads(report_json.read_text())
-    scopes = [s for s in report["scopes"] if s.get("subset") is None
-              and s.get("level", "rows") == "rows"]
-    overall = next(s for s in scopes if s["system"] is None)
-    systems = sorted(s["system"] for s in scopes if s["system"] is not None)
-    by_system = {s["system"]: {r["metric"]: r for r in s["rows"]} for s in scopes}
+    from qa-score reports of EVOUNA-TQ's test split (one line per metric, the metrics of
+    every report together)."""
+    by_system: dict[str | None, dict[str, dict]] = {}
+    for path in report_jsons:
+        for scope in json.loads(path.read_text())["scopes"]:
+            if scope.get("subset") is None and scope.get("level", "rows") == "rows":
+                by_system.setdefault(scope["system"], {}).update(
+                    {r["metric"]: r for r in scope["rows"]})
+    overall = {"rows": list(by_system[None].values())}
+    systems = sorted(s for s in by_system if s is not None)
     lines = ["| metric | threshold | accuracy | AUROC | " +
              " | ".join(f"acc. {s}" for s in systems) + " |",
              "|---|---:|---:|---:|" + "---:|" * len(systems)]
