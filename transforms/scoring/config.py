@@ -23,6 +23,7 @@ from typing import Any
 
 from transforms.metrics import registry
 from transforms.metrics.base import Metric
+from transforms.metrics.corpus import unique_statistics
 from transforms.scoring.corpus_stats import is_distributed, shards_for_input
 from transforms.scoring.incremental import CarryPlan, PreviousRun, load_previous_run, plan_carry
 from transforms.scoring.manifest import run_manifest, utc_now
@@ -38,7 +39,6 @@ from transforms.scoring.report_spec import (
     parse_thresholds,
 )
 from transforms.scoring.rows import CONTENT_KEY_VERSION, KEPT_TEXTS, ColumnMapping
-from transforms.scoring.score import unique_statistics
 from transforms.scoring.statistics_file import check_statistics_file, statistics_signature
 
 # The longest prediction, reference or question scored, in characters (--max_text_chars).

@@ -22,6 +22,7 @@ import apache_beam as beam
 
 from transforms.io.counting import STATS_TAG, CountingDoFn
 from transforms.metrics.base import CorpusStatistic, Metric, MetricInputError, QAExample
+from transforms.metrics.corpus import unique_statistics
 from transforms.scoring.corpus_stats import (
     DOCS,
     MIN_SHARDS,
@@ -49,23 +50,6 @@ class ScoreResult(NamedTuple):
     scores: dict[str, float] | None
     reason: str | None = None
     kind: str = "metric_input_error"
-
-
-def unique_statistics(metrics: Sequence[Metric]) -> tuple[CorpusStatistic, ...]:
-    """The corpus statistics the metrics need, one per key.
-
-    Raises:
-        ValueError: two statistics of different types share a key.
-    """
-    by_key: dict[str, CorpusStatistic] = {}
-    for metric in metrics:
-        for stat in metric.corpus_statistics():
-            seen = by_key.setdefault(stat.key, stat)
-            if type(seen) is not type(stat):
-                raise ValueError(
-                    f"corpus statistic key {stat.key!r} is claimed by {type(seen).__name__} "
-                    f"and {type(stat).__name__}")
-    return tuple(by_key.values())
 
 
 def _check_output(metric: Metric, results: list[dict[str, float]], n: int) -> None:

@@ -14,8 +14,8 @@ import apache_beam as beam
 from apache_beam.ml.inference.base import ModelHandler
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
 
-from transforms.inference.run_model_metrics import RunModelMetrics
 from transforms.metrics.base import Metric
+from transforms.metrics.corpus import unique_statistics
 from transforms.scoring.config import ScoringConfig, is_model_backed
 from transforms.scoring.corpus_stats import is_distributed
 from transforms.scoring.incremental import (
@@ -30,7 +30,8 @@ from transforms.scoring.incremental import (
 from transforms.scoring.join import ROWS, JoinScores
 from transforms.scoring.read import ReadPredictions
 from transforms.scoring.rows import content_key
-from transforms.scoring.score import ComputeCorpusStatistics, ScoreMetrics, unique_statistics
+from transforms.scoring.run_model_metrics import RunModelMetrics
+from transforms.scoring.score import ComputeCorpusStatistics, ScoreMetrics
 from transforms.scoring.statistics_file import ReadCorpusStatistics, WriteCorpusStatistics
 from transforms.scoring.summary import SummarizeScores
 from transforms.scoring.write import (
@@ -72,7 +73,7 @@ class ScorePredictions(beam.PTransform):
     Args:
         config: the validated configuration (`config.build_config`).
         handler_factory: `(ModelUse, **handler_kwargs) -> ModelHandler` for the model
-            metrics (tests inject fakes); None = transforms.inference.handlers.
+            metrics (tests inject fakes); None = transforms.scoring.handlers.
     """
 
     def __init__(self, config: ScoringConfig,

@@ -30,8 +30,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from transforms.metrics import layouts
 from transforms.metrics.overlap import overlap_score
+from transforms.models import layouts
 from transforms.training import evouna
 
 FORMATS = ("wes", "stsb", "square", "bem", "evouna")

@@ -40,11 +40,13 @@ from apache_beam.ml.inference.base import (
     RunInference,
 )
 
-from transforms.inference.handlers import build_handler
 from transforms.io import progress
 from transforms.metrics.base import MetricInputError
-from transforms.metrics.model_base import ModelMetric, ModelUse
-from transforms.scoring.score import ComputeCorpusStatistics, example_of, unique_statistics
+from transforms.metrics.corpus import unique_statistics
+from transforms.metrics.model_base import ModelMetric
+from transforms.models.uses import ModelUse
+from transforms.scoring.handlers import build_handler
+from transforms.scoring.score import ComputeCorpusStatistics, example_of
 from transforms.scoring.score import ScoreResult as ModelScoreResult
 
 logger = logging.getLogger(__name__)
