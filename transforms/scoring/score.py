@@ -15,7 +15,7 @@ so `join.JoinScores` can merge branches by row key.
 
 import logging
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from typing import Any, NamedTuple
 
 import apache_beam as beam
@@ -137,12 +137,13 @@ def _example_of(keyed_row: tuple[Any, Any]) -> QAExample:
 class ComputeCorpusStatistics(beam.PTransform):
     """`(row_key, ScoringRow)` -> one `{statistic key: value}` dict (empty when none) of the
     statistics that are not distributed (`corpus_stats.is_distributed`): those are
-    computed inside `ScoreMetrics`."""
+    computed inside `ScoreMetrics`. Statistics whose key is in `skip` (read from a frozen
+    statistics file instead) are not computed."""
 
-    def __init__(self, metrics: Sequence[Metric]) -> None:
+    def __init__(self, metrics: Sequence[Metric], skip: Collection[str] = ()) -> None:
         super().__init__()
         self._statistics = tuple(s for s in unique_statistics(metrics)
-                                 if not is_distributed(s))
+                                 if not is_distributed(s) and s.key not in skip)
 
     def expand(self, rows: beam.PCollection) -> beam.PCollection:
         if not self._statistics:
