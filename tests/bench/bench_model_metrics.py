@@ -52,8 +52,9 @@ from apache_beam.ml.inference.base import KeyedModelHandler, RunInference
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.util import assert_that
 
-from tests.inference.checkpoints import save_cross_encoder
-from transforms.inference import handlers, loading, models
+from tests.models.checkpoints import save_cross_encoder
+from transforms.models import loading, predictors
+from transforms.scoring import handlers
 
 REPO = Path(__file__).resolve().parents[2]
 JUDGMENTS = REPO.parent / "shared" / "data" / "judgments"
@@ -208,9 +209,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="auto", choices=loading.DEVICES)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--plain_batch_size", type=int, default=64)
-    parser.add_argument("--max_batch_size", type=int, default=models.DEFAULT_MAX_BATCH_ROWS)
+    parser.add_argument("--max_batch_size", type=int, default=predictors.DEFAULT_MAX_BATCH_ROWS)
     parser.add_argument("--max_batch_tokens", type=int,
-                        default=models.DEFAULT_MAX_BATCH_TOKENS)
+                        default=predictors.DEFAULT_MAX_BATCH_TOKENS)
     parser.add_argument("--torch_threads", type=int, default=None,
                         help="torch intra-op threads (default: torch's own choice)")
     args = parser.parse_args(argv)

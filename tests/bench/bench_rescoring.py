@@ -40,7 +40,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from tests.inference.checkpoints import save_cross_encoder
+from tests.models.checkpoints import save_cross_encoder
 from transforms.training import evouna
 
 REPO = Path(__file__).resolve().parents[2]

@@ -43,8 +43,8 @@ MODES = {
 def plain_loop(path: str, metrics: str) -> int:
     """The baseline: every metric function over every row, no Beam. Returns rows scored."""
     from transforms.metrics.base import QAExample
+    from transforms.metrics.corpus import unique_statistics
     from transforms.metrics.registry import build_metrics
-    from transforms.scoring.score import unique_statistics
 
     built = build_metrics(metrics.split(","), {})
     for metric in built:

@@ -11,10 +11,12 @@ import pandas as pd
 import pytest
 
 from tests.conftest import SHARED_DATA
-from transforms.inference import loading
 from transforms.metrics import bertscore as bs
-from transforms.metrics.base import MetricInputError, QAExample
-from transforms.metrics.model_base import TokenEmbeddings
+from transforms.metrics.base import MetricInputError, QAExample, Score
+from transforms.metrics.corpus import local_predictor, score_corpus
+from transforms.models import loading
+from transforms.models.baselines import read_rescale_baseline
+from transforms.models.uses import TokenEmbeddings
 
 AVSD = str(SHARED_DATA / "judgments" / "kpqa" / "avsd_all.csv")
 LAYER = 4
@@ -42,16 +44,27 @@ def package_scores(avsd):
 
 @pytest.fixture(scope="module")
 def metric():
-    m = bs.BERTScoreMetric(layer=LAYER)
-    m.setup()
-    return m
+    return bs.BERTScoreMetric(layer=LAYER)
+
+
+@pytest.fixture(scope="module")
+def predictor():
+    """One loaded encoder for the module's tests (score_corpus loads one per call)."""
+    loaded = {}
+
+    def get(use):
+        if use.key() not in loaded:
+            loaded[use.key()] = local_predictor(use)
+        return loaded[use.key()]
+
+    return get
 
 
 @pytest.mark.slow
-def test_all_rows_all_references_match_bert_score(avsd, package_scores, metric):
+def test_all_rows_all_references_match_bert_score(avsd, package_scores, metric, predictor):
     """Acceptance: every AVSD row, its 6 references, packaged MiniLM, layer 4, no idf."""
     ours = np.array([[s["bertscore_precision"], s["bertscore_recall"], s["bertscore"]]
-                     for s in metric.score_batch(avsd, {})])
+                     for s in score_corpus([metric], avsd, predictor=predictor)])
     rows = np.arange(len(avsd))
     best = package_scores[..., 2].argmax(axis=1)  # best-F reference gives P, R and F
     np.testing.assert_allclose(ours, package_scores[rows, best], atol=1e-4, rtol=0)
@@ -60,15 +73,15 @@ def test_all_rows_all_references_match_bert_score(avsd, package_scores, metric):
     assert np.abs(ours - package_scores[rows, best]).max() < 1e-5
 
 
-def test_first_reference_matches_bert_score(avsd, package_scores, metric):
+def test_first_reference_matches_bert_score(avsd, package_scores, metric, predictor):
     single = [QAExample(ex.prediction, ex.references[:1]) for ex in avsd]
     ours = np.array([[s["bertscore_precision"], s["bertscore_recall"], s["bertscore"]]
-                     for s in metric.score_batch(single, {})])
+                     for s in score_corpus([metric], single, predictor=predictor)])
     np.testing.assert_allclose(ours, package_scores[:, 0], atol=1e-4, rtol=0)
 
 
 @pytest.mark.slow
-def test_idf_and_rescaling_match_bert_score(avsd, metric, tmp_path):
+def test_idf_and_rescaling_match_bert_score(avsd, predictor, tmp_path):
     """idf over the references and a baseline file, on 60 rows x 6 references."""
     from bert_score import score
     rows = avsd[:60]
@@ -77,14 +90,14 @@ def test_idf_and_rescaling_match_bert_score(avsd, metric, tmp_path):
         f"{layer},{0.30 + layer / 100},{0.31 + layer / 100},{0.305 + layer / 100}"
         for layer in range(7)) + "\n")
     ours_metric = bs.BERTScoreMetric(layer=LAYER, idf=True, baseline_path=str(baseline))
-    ours_metric._predictors = metric._predictors
     [stat] = ours_metric.corpus_statistics()
     acc = stat.create()
     for ex in rows:
         acc = stat.add(acc, ex)
     table = stat.extract(acc)
     assert table.num_docs == 60 * REFS
-    ours = ours_metric.score_batch(rows, {stat.key: table})
+    ours = score_corpus([ours_metric], rows, corpus_stats={stat.key: table}, predictor=predictor)
+    assert ours == score_corpus([ours_metric], rows, predictor=predictor)  # idf of `rows`
     cands = [ex.prediction for ex in rows]
     refs = [list(ex.references) for ex in rows]
     _, _, f1 = score(cands, refs, model_type=loading.packaged_model_path(), num_layers=LAYER,
@@ -113,7 +126,7 @@ def test_greedy_match_hand_worked():
     weighted = bs.greedy_match(cand, np.array([3.0, 1.0]), ref, np.array([1.0, 1.0]))
     assert weighted.precision == pytest.approx((3 + c) / 4)
     f = 2 * weighted.precision * weighted.recall / (weighted.precision + weighted.recall)
-    assert weighted.f1 == pytest.approx(f)
+    assert weighted.fmeasure == pytest.approx(f)
 
 
 def test_unweighted_side_scores_zero():
@@ -154,23 +167,23 @@ def test_reference_idf_statistic_counts_documents(minilm_tokenizer):
 
 
 def test_best_by_f_takes_all_three_from_one_reference():
-    scores = [bs.PRF(0.9, 0.1, 0.18), bs.PRF(0.5, 0.5, 0.5), bs.PRF(0.2, 0.9, 0.5)]
-    assert bs.best_by_f(scores) == bs.PRF(0.5, 0.5, 0.5)  # first on ties
+    scores = [Score(0.9, 0.1, 0.18), Score(0.5, 0.5, 0.5), Score(0.2, 0.9, 0.5)]
+    assert bs.best_by_f(scores) == Score(0.5, 0.5, 0.5)  # first on ties
     assert bs.best_by_f([]) == bs.ZERO
 
 
 def test_rescale_and_baseline_file(tmp_path):
-    assert bs.rescale(bs.PRF(0.9, 0.8, 0.85), bs.PRF(0.8, 0.6, 0.7)) == pytest.approx(
+    assert bs.rescale(Score(0.9, 0.8, 0.85), Score(0.8, 0.6, 0.7)) == pytest.approx(
         (0.5, 0.5, 0.5))
     not_a_baseline = tmp_path / "other.csv"
     not_a_baseline.write_text("a,b\n1,2\n")
     with pytest.raises(ValueError, match="LAYER,P,R,F"):
-        bs.load_baseline(str(not_a_baseline), 1)
+        read_rescale_baseline(str(not_a_baseline), 1)
     import bert_score
     real = f"{bert_score.__path__[0]}/rescale_baseline/en/bert-base-uncased.tsv"
-    assert bs.load_baseline(real, 2) == pytest.approx((0.3708038, 0.37080705, 0.36834884))
+    assert read_rescale_baseline(real, 2) == pytest.approx((0.3708038, 0.37080705, 0.36834884))
     with pytest.raises(ValueError, match="no baseline for layer 99"):
-        bs.load_baseline(real, 99)
+        read_rescale_baseline(real, 99)
 
 
 def test_metric_configuration_and_signature(tmp_path):

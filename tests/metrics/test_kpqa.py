@@ -10,11 +10,12 @@ import pandas as pd
 import pytest
 
 from tests.conftest import SHARED_DATA
-from transforms.inference import loading, models
 from transforms.metrics import kpqa
 from transforms.metrics.base import MetricInputError, QAExample
 from transforms.metrics.bertscore import greedy_match
-from transforms.metrics.model_base import TokenEmbeddings, TokenScores
+from transforms.metrics.corpus import score_corpus
+from transforms.models import loading, predictors
+from transforms.models.uses import TokenEmbeddings, TokenScores
 
 AVSD = str(SHARED_DATA / "judgments" / "kpqa" / "avsd_all.csv")
 
@@ -95,7 +96,7 @@ def test_placed_weights_and_bertscore_kpqa():
     ref = _emb([101, 7, 102], [[1, 0], [0, 1], [1, 1]])
     ref_kp = TokenScores(("x",), np.array([7]), np.array([1.0], dtype=np.float32))
     expected = greedy_match(emb.vectors, np.array([0, 0.9, 0.1, 0]),
-                            ref.vectors, np.array([0, 1.0, 0])).f1
+                            ref.vectors, np.array([0, 1.0, 0])).fmeasure
     assert kpqa.bertscore_kpqa(emb, kp, ref, ref_kp) == pytest.approx(expected)
     other_vocab = TokenScores(("z",), np.array([9]), np.array([1.0], dtype=np.float32))
     with pytest.raises(MetricInputError, match="same vocabulary"):
@@ -119,11 +120,11 @@ def test_metric_end_to_end_with_a_real_checkpoint(keyphrase_path):
     requests = metric.requests(example)
     assert [r.role for r in requests] == ["keyphrase"] * 3 + ["encoder"] * 3
     assert requests[0].input == ("who is in the video ?", "he is a young man")
-    [scores] = metric.score_batch([example], {})
+    [scores] = score_corpus([metric], [example])
     # recompute from the models' own outputs with the pure functions
-    kp_out, _ = models.load_predictor(metric.model_uses()["keyphrase"]).predict(
+    kp_out, _ = predictors.load_predictor(metric.model_uses()["keyphrase"]).predict(
         [r.input for r in requests[:3]])
-    emb_out, _ = models.load_predictor(metric.model_uses()["encoder"]).predict(
+    emb_out, _ = predictors.load_predictor(metric.model_uses()["encoder"]).predict(
         [r.input for r in requests[3:]])
     assert kp_out[0].tokens == ("he", "is", "a", "young", "man")
     bleu = [kpqa.bleu1_kpqa(kp_out[0].tokens, kp_out[0].scores, [k.tokens]) for k in kp_out[1:]]

@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from transforms.inference import loading, models
-from transforms.metrics import layouts
 from transforms.metrics import model_metrics as mm
 from transforms.metrics.base import MetricInputError, QAExample
+from transforms.metrics.corpus import score_corpus
+from transforms.models import layouts, loading, predictors
 
 EXAMPLE = QAExample("Shakespeare", ("William Shakespeare", "the bard"),
                     question="Who wrote Hamlet?", negative_references=("Marlowe",))
@@ -34,9 +34,9 @@ def test_sas_is_the_max_over_references_of_the_pair_scores(cross_encoder_path):
     metric = mm.SASMetric(model=cross_encoder_path)
     assert [r.input for r in metric.requests(EXAMPLE)] == [
         ("Shakespeare", "William Shakespeare"), ("Shakespeare", "the bard")]
-    predictor = models.load_predictor(metric.model_uses()["cross_encoder"])
+    predictor = predictors.load_predictor(metric.model_uses()["cross_encoder"])
     direct, _ = predictor.predict([r.input for r in metric.requests(EXAMPLE)])
-    [score] = metric.score_batch([EXAMPLE], {})
+    [score] = score_corpus([metric], [EXAMPLE])
     assert score == {"sas": pytest.approx(max(direct), abs=1e-7)}
     assert metric.fold(EXAMPLE, [0.2, 0.7], {}) == {"sas": 0.7}
     sig = metric.signature()["sas"]
@@ -49,7 +49,7 @@ def test_bem_layout_question_and_token_types(cross_encoder_path, bem_path):
     assert [r.input for r in metric.requests(EXAMPLE)] == [
         ("Shakespeare", "William Shakespeare", "Who wrote Hamlet?"),
         ("Shakespeare", "the bard", "Who wrote Hamlet?")]
-    [score] = metric.score_batch([EXAMPLE], {})
+    [score] = score_corpus([metric], [EXAMPLE])
     assert 0.0 < score["bem"] < 1.0
     assert metric.model_uses()["cross_encoder"].activation == "softmax"
     with pytest.raises(MetricInputError, match="bem needs a question"):
@@ -58,7 +58,7 @@ def test_bem_layout_question_and_token_types(cross_encoder_path, bem_path):
         mm.BEMMetric(model=cross_encoder_path)
     clamped = mm.BEMMetric(model=cross_encoder_path, segment_overflow="clamp")
     assert "segments:0/1/2,clamp" in clamped.signature()["bem"]
-    assert 0.0 < clamped.score_batch([EXAMPLE], {})[0]["bem"] < 1.0
+    assert 0.0 < score_corpus([clamped], [EXAMPLE])[0]["bem"] < 1.0
 
 
 def test_square_builds_one_input_with_all_references(cross_encoder_path):
@@ -71,9 +71,9 @@ def test_square_builds_one_input_with_all_references(cross_encoder_path):
     assert capped.requests(EXAMPLE)[0].input == (
         "Question: Who wrote Hamlet? Target: Shakespeare Pos_Ref: William Shakespeare",)
     assert "|pos:1|neg:0" in capped.signature()["square"]
-    predictor = models.load_predictor(metric.model_uses()["cross_encoder"])
+    predictor = predictors.load_predictor(metric.model_uses()["cross_encoder"])
     [direct], _ = predictor.predict([request.input])
-    assert metric.score_batch([EXAMPLE], {}) == [{"square": pytest.approx(direct, abs=1e-7)}]
+    assert score_corpus([metric], [EXAMPLE]) == [{"square": pytest.approx(direct, abs=1e-7)}]
     with pytest.raises(ValueError, match="max_positive must be >= 1"):
         mm.SQuArEMetric(model=cross_encoder_path, max_positive=0)
 
@@ -81,7 +81,7 @@ def test_square_builds_one_input_with_all_references(cross_encoder_path):
 def test_bi_encoder_cosine_max_over_references():
     from sentence_transformers import SentenceTransformer
     metric = mm.BiEncoderMetric()
-    [score] = metric.score_batch([EXAMPLE], {})
+    [score] = score_corpus([metric], [EXAMPLE])
     st = SentenceTransformer(loading.packaged_model_path(), device="cpu")
     vectors = st.encode([EXAMPLE.prediction, *EXAMPLE.references], normalize_embeddings=True)
     assert score["bi_encoder"] == pytest.approx(float(max(vectors[1:] @ vectors[0])), abs=1e-5)

@@ -15,6 +15,7 @@ import pytest
 
 from tests.conftest import SHARED_DATA
 from transforms.metrics.base import QAExample
+from transforms.metrics.corpus import score_corpus
 from transforms.metrics.registry import build_metrics
 
 KPQA = str(SHARED_DATA / "judgments" / "kpqa")
@@ -38,20 +39,7 @@ def load_kpqa(name: str) -> tuple[list[QAExample], list[dict[str, float]]]:
 
 def score_all(metrics, rows: list[QAExample], batch_size: int = 128) -> list[dict[str, float]]:
     """Corpus statistics over all rows, then batches: what the pipeline does."""
-    stats = {}
-    for metric in metrics:
-        for stat in metric.corpus_statistics():
-            acc = stat.create()
-            for row in rows:
-                acc = stat.add(acc, row)
-            stats[stat.key] = stat.extract(stat.merge([acc]))
-    out: list[dict[str, float]] = [{} for _ in rows]
-    for start in range(0, len(rows), batch_size):
-        for metric in metrics:
-            batch = rows[start: start + batch_size]
-            for i, values in enumerate(metric.score_batch(batch, stats), start):
-                out[i].update(values)
-    return out
+    return score_corpus(metrics, rows, batch_size=batch_size)
 
 
 @pytest.mark.parametrize("name", sorted(REFERENCES))

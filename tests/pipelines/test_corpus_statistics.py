@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -59,7 +60,7 @@ def test_frozen_statistics_reproduce_the_run_and_name_their_source(tmp_path):
 def test_statistics_flags_are_checked_at_launch(tmp_path):
     base = {"input": AVSD, "output": str(tmp_path / "x"), "prediction_column": "answer",
             "reference_prefix": "reference"}
-    with pytest.raises(ValueError, match="need a metric with document frequencies"):
+    with pytest.raises(ValueError, match=r"need a metric with corpus statistics \(cider, or bertscore with --bertscore_idf\)"):
         build_config(metrics="f1", save_corpus_statistics=str(tmp_path / "s.parquet"),
                      **base)
     with pytest.raises(ValueError, match="cannot be read"):
@@ -69,3 +70,60 @@ def test_statistics_flags_are_checked_at_launch(tmp_path):
     pd.DataFrame({"a": [1]}).to_parquet(not_stats)
     with pytest.raises(ValueError, match="not a corpus statistics file"):
         build_config(metrics="cider", corpus_statistics=str(not_stats), **base)
+
+
+@pytest.mark.slow
+def test_frozen_bertscore_idf_reproduces_the_run(tmp_path):
+    """BERTScore idf saved beside CIDEr-D, then alone; scoring against either file gives
+    the run's values exactly and names the file; another corpus's idf changes both."""
+    rows = tmp_path / "avsd150.csv"
+    pd.read_csv(AVSD).head(150).to_csv(rows, index=False)
+    flags = [*AVSD_FLAGS[2:], "--input", str(rows), "--bertscore_idf"]
+    both = str(tmp_path / "both.stats.parquet")
+    _run([*flags, "--metrics", "bertscore,cider", "--output", str(tmp_path / "run"),
+          "--save_corpus_statistics", both])
+    table = pq.read_table(both).to_pandas()
+    idf = table[table["statistic"].str.startswith("bertscore_idf|")]
+    assert set(idf["tokenizer"]) == {"checkpoint"} and set(idf["corpus"]) == {-1}
+    assert idf[idf["ngram"].isna()]["df"].tolist() == [150 * 5]  # every reference a document
+    assert (idf["df"] >= 1).all() and (idf["df"] == 1).any()  # df 1 matters to idf
+    assert (table[~table.index.isin(idf.index)]["df"] >= 2).all()  # CIDEr-D rows as before
+
+    only_idf = str(tmp_path / "idf.stats.parquet")
+    _run([*flags, "--metrics", "bertscore", "--output", str(tmp_path / "idf_run"),
+          "--save_corpus_statistics", only_idf])
+    assert set(pq.read_table(only_idf).column("statistic").to_pylist()) == set(idf["statistic"])
+
+    run = _scores(str(tmp_path / "run"))
+    for saved, name in ((both, "frozen_both"), (only_idf, "frozen_idf")):
+        _run([*flags, "--metrics", "bertscore", "--output", str(tmp_path / name),
+              "--corpus_statistics", saved])
+        assert _scores(str(tmp_path / name))["bertscore"].tolist() == run["bertscore"].tolist()
+        assert "|stats:file:" in _signature(tmp_path / name, "bertscore")
+    assert _signature(tmp_path / "run", "bertscore").endswith("|stats:run")
+
+    # idf from a smaller corpus (the first 20 rows): other values, other signature
+    few = tmp_path / "avsd20.csv"
+    pd.read_csv(AVSD).head(20).to_csv(few, index=False)
+    other = str(tmp_path / "few.stats.parquet")
+    _run([*flags, "--input", str(few), "--metrics", "bertscore",
+          "--output", str(tmp_path / "few"), "--save_corpus_statistics", other])
+    _run([*flags, "--metrics", "bertscore", "--output", str(tmp_path / "other"),
+          "--corpus_statistics", other])
+    assert _scores(str(tmp_path / "other"))["bertscore"].tolist() != run["bertscore"].tolist()
+    assert (_signature(tmp_path / "other", "bertscore")
+            != _signature(tmp_path / "frozen_idf", "bertscore"))
+
+
+def test_a_file_without_the_idf_is_refused_at_launch(tmp_path):
+    """CIDEr-D statistics alone cannot freeze bertscore's idf: the flag names what is missing."""
+    from transforms.scoring.statistics_file import schema
+
+    cider_only = tmp_path / "cider.stats.parquet"
+    pq.write_table(pa.Table.from_pylist(
+        [{"statistic": "cider_df:per_position", "tokenizer": "python", "corpus": 0,
+          "ngram": None, "df": 3}], schema=schema()), cider_only)
+    with pytest.raises(ValueError, match=r"holds no bertscore_idf\|.*save them with"):
+        build_config(input=AVSD, output=str(tmp_path / "x"), prediction_column="answer",
+                     reference_prefix="reference", metrics="bertscore",
+                     model_flags={"bertscore_idf": True}, corpus_statistics=str(cider_only))

@@ -87,11 +87,11 @@ def test_broken_input_is_dead_lettered_and_counts_add_up(tmp_path, monkeypatch):
     assert {r["fake_corpus"] for r in scores} == {4.0}
     # JSONL scores keep the signatures in the summary, not on every row.
     assert "signature" not in scores[0]
-    assert read_signatures(prefix + ".scores.jsonl")["fake_len"] == "fake_len|impl:fake|v:1|stats:run"
+    assert read_signatures(prefix + ".scores.jsonl")["fake_len"] == "fake_len|v:1|impl:fake|stats:run"
     # fake_len declares a corpus statistic: its signature names the source (issue 14)
     with open(prefix + ".summary.json") as f:
         summary = json.load(f)
-    assert summary["signatures"]["fake_len"] == "fake_len|impl:fake|v:1|stats:run"
+    assert summary["signatures"]["fake_len"] == "fake_len|v:1|impl:fake|stats:run"
     overall = summary["overall"]
     assert (overall["in"], overall["scored"], overall["dead_lettered"]) == (11, 3, 8)
     assert overall["metrics"]["fake_len"] == {"count": 3, "mean": 8.0}

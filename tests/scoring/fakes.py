@@ -13,7 +13,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from transforms.metrics import registry
-from transforms.metrics.base import CorpusStatistic, Metric, MetricInputError, QAExample
+from transforms.metrics.base import (
+    CorpusStatistic,
+    MetricInputError,
+    QAExample,
+    TextMetric,
+    format_signature,
+)
 
 FAKE_COLUMNS = ("fake_len", "fake_overlap", "fake_corpus")
 REJECT = "REJECT"
@@ -41,7 +47,7 @@ def overlap(prediction: str, references: Sequence[str]) -> float:
     return max(sum(t in ref.split() for t in tokens) / len(tokens) for ref in references)
 
 
-class FakeMetric(Metric):
+class FakeMetric(TextMetric):
     family = "fake"
 
     def __init__(self, columns: Sequence[str] = FAKE_COLUMNS) -> None:
@@ -49,7 +55,7 @@ class FakeMetric(Metric):
         self.set_up = False
 
     def signature(self) -> dict[str, str]:
-        return {c: f"{c}|impl:fake|v:1" for c in self.columns}
+        return {c: format_signature(c, "1", {"impl": "fake"}) for c in self.columns}
 
     def corpus_statistics(self) -> tuple[CorpusStatistic, ...]:
         return (CountExamples(),)

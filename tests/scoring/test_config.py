@@ -75,7 +75,7 @@ def test_build_config(csv_input, tmp_path, monkeypatch):
                           report_subsets="em>0", accuracy_threshold="0.4", run_id="r")
     assert config.metric_columns == ("em", "fake_len")
     # fake_len declares a corpus statistic: its signature names the source (issue 14)
-    assert config.signatures["fake_len"] == "fake_len|impl:fake|v:1|stats:run"
+    assert config.signatures["fake_len"] == "fake_len|v:1|impl:fake|stats:run"
     assert config.with_human and config.report.default_threshold == 0.4
     assert config.paths.temp(config.paths.scores).endswith("o.scores.parquet.tmp-r")
 
@@ -165,10 +165,6 @@ def _judge_checkpoint(folder, threshold):
 
 
 def test_saved_threshold_reaches_the_signature_and_the_report(csv_input, tmp_path):
-    from transforms.metrics.model_base import DECISION_THRESHOLD_KEY
-    from transforms.training.cross_encoder import THRESHOLD_KEY
-
-    assert DECISION_THRESHOLD_KEY == THRESHOLD_KEY  # the scorer reads what training writes
     judge = _judge_checkpoint(tmp_path / "judge", 0.62)
     common = {"input": csv_input, "output": str(tmp_path / "o"), "metrics": "sas,f1",
               "human_column": "label", "model_flags": {"sas_model": judge}, "run_id": "r"}

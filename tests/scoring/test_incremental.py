@@ -15,6 +15,7 @@ from pipelines.score_predictions import run
 from tests.runners import RUNNER_ARGS
 from tests.scoring import fakes
 from transforms.metrics import registry
+from transforms.metrics.base import format_signature
 from transforms.scoring.incremental import load_previous_run
 
 CALLS: list[int] = []  # examples scored by the fake metric, in this process
@@ -26,7 +27,8 @@ class VersionedFake(fakes.FakeMetric):
     its only corpus-level column."""
 
     def signature(self) -> dict[str, str]:
-        return {c: f"{c}|impl:fake|v:{STATE['version']}" for c in self.columns}
+        return {c: format_signature(c, str(STATE['version']), {'impl': 'fake'})
+                for c in self.columns}
 
     def corpus_statistics(self):
         return super().corpus_statistics() if "fake_corpus" in self.columns else ()
@@ -142,7 +144,7 @@ def test_a_changed_metric_version_recomputes_only_that_metric(tmp_path):
                                                         + 0.5)
     assert (metrics["em"]["carried"], metrics["f1"]["carried"]) == (20, 20)
     assert summary["incremental"]["computed_metrics"] == {
-        "fake_len": "signature changed (was fake_len|impl:fake|v:1)"}
+        "fake_len": "signature changed (was fake_len|v:1|impl:fake)"}
     assert all(v == len(f"the answer {i}") + 0.5 for i, v in zip(
         scores.sort_values("id", key=lambda s: s.str[1:].astype(int))["id"].str[1:].astype(int),
         scores.sort_values("id", key=lambda s: s.str[1:].astype(int))["fake_len"]))

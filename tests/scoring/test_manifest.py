@@ -4,7 +4,6 @@ that holds a complete run, and the dead-letter alert."""
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import subprocess
 

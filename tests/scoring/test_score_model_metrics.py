@@ -16,6 +16,7 @@ from tests.conftest import SHARED_DATA
 from tests.runners import RUNNER_ARGS
 from transforms.metrics import registry
 from transforms.metrics.base import QAExample
+from transforms.metrics.corpus import score_corpus
 from transforms.scoring.config import build_config
 from transforms.scoring.write import read_signatures
 
@@ -151,14 +152,7 @@ def test_real_minilm_end_to_end(tmp_path, cross_encoder_path, keyphrase_path):
                      "device": "cpu"})
     examples = [QAExample(r.answer, tuple(getattr(r, f"reference{i}") for i in (1, 2, 3)),
                           question=r.question) for r in frame.itertuples()]
-    bertscore = config.metrics[0]
-    (idf,) = bertscore.corpus_statistics()
-    stats = {idf.key: idf.extract(
-        idf.merge([idf.add(idf.create(), ex) for ex in examples]))}
-    expected = {}
-    for metric in config.metrics:
-        for i, values in enumerate(metric.score_batch(examples, stats)):
-            expected.setdefault(i, {}).update(values)
+    expected = dict(enumerate(score_corpus(config.metrics, examples)))
     for i, row in enumerate(scores.itertuples()):
         for column, value in expected[i].items():
             assert getattr(row, column) == pytest.approx(value, abs=1e-5), (i, column)

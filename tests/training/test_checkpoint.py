@@ -13,7 +13,7 @@ import torch
 from safetensors.torch import save_file
 
 from pipelines import train_cross_encoder
-from tests.inference.checkpoints import write_malicious_pickle
+from tests.models.checkpoints import write_malicious_pickle
 from tests.training.conftest import FAST
 from transforms.training import checkpoint
 

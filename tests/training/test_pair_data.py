@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.training.conftest import STSB
-from transforms.metrics import layouts
+from transforms.models import layouts
 from transforms.training.pair_data import (
     load_pairs,
     read_jsonl,

@@ -8,8 +8,7 @@ import json
 import pytest
 
 from tests.training.conftest import SQUAD
-from transforms.inference import loading
-from transforms.metrics import layouts
+from transforms.models import layouts, loading
 from transforms.training.batching import IGNORE_INDEX
 from transforms.training.squad_data import (
     KEYPHRASE,

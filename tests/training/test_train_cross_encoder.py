@@ -10,11 +10,12 @@ import torch
 from safetensors.torch import load_file
 
 from pipelines import train_cross_encoder
-from tests.inference.checkpoints import write_malicious_pickle
+from tests.models.checkpoints import write_malicious_pickle
 from tests.training.conftest import FAST
-from transforms.inference.loading import packaged_model_path
 from transforms.metrics.base import QAExample
+from transforms.metrics.corpus import score_corpus
 from transforms.metrics.model_metrics import BEMMetric, SASMetric, SQuArEMetric, WESMetric
+from transforms.models.loading import packaged_model_path
 
 TINY = [*FAST, "--max_length=32", "--batch_size=8"]
 
@@ -50,8 +51,8 @@ def test_sts_loss_falls_and_best_checkpoint_round_trips(stsb_small, tmp_path):
     # The scorer loads it by path and its signature names it.
     metric = SASMetric(model=str(out))
     assert str(out) in metric.signature()["sas"]
-    score = metric.score_batch([QAExample("A plane is taking off.",
-                                          ("An air plane is taking off.",))], {})[0]["sas"]
+    score = score_corpus([metric], [QAExample("A plane is taking off.",
+                                          ("An air plane is taking off.",))])[0]["sas"]
     assert 0 < score < 1
 
 
@@ -80,7 +81,7 @@ def test_wes_from_mined_shards(wes_corpus, tmp_path):
     assert "## Decision threshold" in (out / "model_card.md").read_text()
     metric = WESMetric(model=str(out))
     assert metric.signature()["wes"].startswith(f"wes|v:1.0|model:{out}|")
-    assert 0 < metric.score_batch([QAExample("Anarchism", ("Anarchy",))], {})[0]["wes"] < 1
+    assert 0 < score_corpus([metric], [QAExample("Anarchism", ("Anarchy",))])[0]["wes"] < 1
 
 
 @pytest.mark.slow
@@ -163,7 +164,7 @@ def test_bem_and_square_rows_train_models_the_scorer_loads(bem_square_rows, tmp_
     assert config["type_vocab_size"] == (3 if fmt == "bem" else 2)
     example = QAExample("Denver Broncos", ("the Broncos",), question="Who won Super Bowl 50?",
                         negative_references=("Carolina Panthers",))
-    assert 0 < metric_cls(model=str(out)).score_batch([example], {})[0][fmt] < 1
+    assert 0 < score_corpus([metric_cls(model=str(out))], [example])[0][fmt] < 1
 
 
 @pytest.mark.parametrize("extra, message", [

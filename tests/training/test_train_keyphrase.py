@@ -8,9 +8,10 @@ import pytest
 
 from pipelines import train_keyphrase
 from tests.training.conftest import FAST
-from transforms.inference import loading
 from transforms.metrics.base import QAExample
+from transforms.metrics.corpus import score_corpus
 from transforms.metrics.kpqa import KPQAMetric
+from transforms.models import loading
 from transforms.training import squad_data
 from transforms.training.keyphrase import KeyphraseTask
 from transforms.training.loop import TrainConfig, Trainer
@@ -58,8 +59,8 @@ def test_keyphrase_loss_falls_and_checkpoint_round_trips(squad_two_articles, tmp
     metric = KPQAMetric(model=str(out))
     assert f"kp_model:{out}|" in metric.signature()["kpqa_bleu1"]
     assert "kp_label:0" in metric.signature()["kpqa_bleu1"]
-    scores = metric.score_batch([QAExample("Denver Broncos", ("the Broncos",),
-                                           question="Which team won Super Bowl 50?")], {})[0]
+    scores = score_corpus([metric], [QAExample("Denver Broncos", ("the Broncos",),
+                                           question="Which team won Super Bowl 50?")])[0]
     assert 0 <= scores["kpqa_bleu1"] <= 1
     assert "held out (the dev split)" in (out / "model_card.md").read_text()
 

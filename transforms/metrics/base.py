@@ -1,7 +1,17 @@
-"""Types shared by every metric: the example a metric sees and the metric contract.
+"""Types shared by every metric: the example a metric sees, the metric contracts, one
+precision/recall/F tuple and one signature format.
 
-Pure Python: no Beam, no I/O. The scoring pipeline (transforms/scoring) only batches,
-parallelises and routes; every number comes from a `Metric` defined here or beside it.
+Pure Python: no Beam, no file I/O, no model loading (transforms/models loads models,
+transforms/text runs the external tokenisers). The scoring pipeline (transforms/scoring)
+only batches, parallelises and routes; every number comes from a `Metric` defined here
+or beside it. Two kinds of metric share the `Metric` base:
+
+- `TextMetric`: computed from the texts alone (`score_batch`): SQuAD, overlap, BLEU,
+  ROUGE-L, CIDEr-D, METEOR;
+- `model_base.ModelMetric`: computed from model outputs that a runner provides
+  (`requests` then `fold`): BERTScore, KPQA, the embedding and cross-encoder metrics.
+
+`corpus.score_corpus` scores a list of examples with any metrics, without Beam.
 
 A metric is built once, on the launcher, from its configuration (validated there, with
 `ValueError`), then pickled to workers, where `setup()` acquires anything heavy (a Java
@@ -14,7 +24,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 
@@ -57,6 +67,21 @@ class CorpusStatistic(abc.ABC):
     def extract(self, accumulator: Any) -> Any: ...
 
 
+class Score(NamedTuple):
+    """Precision, recall and F-measure of one prediction against one reference (ROUGE-L,
+    BERTScore, the KPQA variants)."""
+
+    precision: float
+    recall: float
+    fmeasure: float
+
+
+def format_signature(name: str, version: str, fields: Mapping[str, str]) -> str:
+    """The one signature format: `name|v:version|key:value|...`, fields in the order given
+    (sacrebleu's style). Runners append run-level fields the same way (`|stats:...`)."""
+    return "|".join([name, f"v:{version}", *(f"{k}:{v}" for k, v in fields.items())])
+
+
 class Metric(abc.ABC):
     """A family of metric columns computed together (e.g. bleu1..bleu4 share n-gram counts).
 
@@ -82,6 +107,10 @@ class Metric(abc.ABC):
 
     def teardown(self) -> None:  # noqa: B027 (an optional hook, empty by default)
         """Releases what `setup` acquired."""
+
+
+class TextMetric(Metric):
+    """A metric computed from the example's texts alone."""
 
     @abc.abstractmethod
     def score_batch(

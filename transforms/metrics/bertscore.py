@@ -19,38 +19,30 @@ normalised per sentence; F = 2PR/(P+R).
 from __future__ import annotations
 
 import collections
-import csv
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from transforms.inference.loading import ModelSpec
-from transforms.metrics.base import CorpusStatistic, MetricInputError, QAExample
-from transforms.metrics.model_base import (
-    ModelMetric,
-    ModelRequest,
-    ModelUse,
-    TokenEmbeddings,
-    encoder_use,
-    signature_string,
+from transforms.metrics.base import (
+    CorpusStatistic,
+    MetricInputError,
+    QAExample,
+    Score,
+    format_signature,
 )
+from transforms.metrics.model_base import ModelMetric, ModelRequest
+from transforms.models.baselines import read_rescale_baseline
+from transforms.models.loading import ModelSpec, TokenIds
+from transforms.models.uses import ModelUse, TokenEmbeddings, encoder_use
 
 VERSION = "1.0"
 # `bertscore` is F1, the number the papers call BERTScore (and kpqa_bertscore's shape).
 COLUMNS = ("bertscore", "bertscore_precision", "bertscore_recall")
 
 
-class PRF(NamedTuple):
-    """Precision, recall and F1 of one candidate against one reference."""
-
-    precision: float
-    recall: float
-    f1: float
-
-
-ZERO = PRF(0.0, 0.0, 0.0)
+ZERO = Score(0.0, 0.0, 0.0)
 
 
 def _normalise(vectors: np.ndarray) -> np.ndarray:
@@ -59,7 +51,7 @@ def _normalise(vectors: np.ndarray) -> np.ndarray:
 
 
 def greedy_match(cand: np.ndarray, cand_weights: np.ndarray, ref: np.ndarray,
-                 ref_weights: np.ndarray) -> PRF:
+                 ref_weights: np.ndarray) -> Score:
     """BERTScore of one pair from token vectors (n, d) and token weights (n,).
 
     Weights are normalised to sum 1 per sentence here; all-zero weights on either side
@@ -72,7 +64,7 @@ def greedy_match(cand: np.ndarray, cand_weights: np.ndarray, ref: np.ndarray,
     precision = float(np.dot(sim.max(axis=1), cand_weights) / cand_total)
     recall = float(np.dot(sim.max(axis=0), ref_weights) / ref_total)
     total = precision + recall
-    return PRF(precision, recall, 2 * precision * recall / total if total != 0 else 0.0)
+    return Score(precision, recall, 2 * precision * recall / total if total != 0 else 0.0)
 
 
 def uniform_weights(emb: TokenEmbeddings) -> np.ndarray:
@@ -97,22 +89,17 @@ class ReferenceIdf(CorpusStatistic):
     """idf of word-pieces over every reference of every example (each one a document).
 
     Tokenises with the encoder's tokenizer exactly as the encoder does (specials
-    included, so CLS/SEP get df = M, i.e. idf 0, as in bert-score). The tokenizer is
-    loaded lazily where `add` first runs and is not pickled.
+    included, so CLS/SEP get df = M, i.e. idf 0, as in bert-score), through
+    `transforms.models.loading.TokenIds`, which loads the tokenizer where `add` first
+    runs and does not pickle it.
     """
 
     def __init__(self, spec: ModelSpec) -> None:
-        self._spec = spec
         self.key = f"bertscore_idf|{spec.model}|{spec.revision or ''}"
-        self._tokenizer: Any = None
+        self._token_ids = TokenIds(spec)
 
     def _encode(self, text: str) -> list[int]:
-        if self._tokenizer is None:
-            from transforms.inference import loading
-            self._tokenizer = loading.load_tokenizer(self._spec)
-            self._max_length = self._spec.resolved_max_length() or 512
-        return self._tokenizer(text.strip(), truncation=True,
-                               max_length=self._max_length)["input_ids"]
+        return self._token_ids(text.strip())
 
     def create(self) -> list[Any]:
         return [0, collections.Counter()]
@@ -133,44 +120,23 @@ class ReferenceIdf(CorpusStatistic):
     def extract(self, accumulator: list[Any]) -> IdfTable:
         return IdfTable(accumulator[0], dict(accumulator[1]))
 
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        state["_tokenizer"] = None
-        return state
 
-
-def load_baseline(path: str, layer: int) -> PRF:
-    """Reads the baselines of `layer` from a bert-score rescale file (CSV LAYER,P,R,F).
-
-    Raises:
-        ValueError: the file lacks the columns or the layer.
-    """
-    with open(path, encoding="utf-8", newline="") as f:
-        rows = list(csv.DictReader(f))
-    if not rows or not {"LAYER", "P", "R", "F"} <= set(rows[0]):
-        raise ValueError(f"{path}: a baseline file has the header LAYER,P,R,F")
-    for row in rows:
-        if int(row["LAYER"]) == layer:
-            return PRF(float(row["P"]), float(row["R"]), float(row["F"]))
-    raise ValueError(f"{path} has no baseline for layer {layer}")
-
-
-def rescale(score: PRF, baseline: PRF) -> PRF:
+def rescale(score: Score, baseline: Score) -> Score:
     """(x - b) / (1 - b) per column."""
-    return PRF(*((x - b) / (1 - b) for x, b in zip(score, baseline)))
+    return Score(*((x - b) / (1 - b) for x, b in zip(score, baseline)))
 
 
-def best_by_f(scores: Sequence[PRF]) -> PRF:
+def best_by_f(scores: Sequence[Score]) -> Score:
     """The score with the highest F (the first on ties); `ZERO` for no scores."""
     best = ZERO
     for i, s in enumerate(scores):
-        if i == 0 or s.f1 > best.f1:
+        if i == 0 or s.fmeasure > best.fmeasure:
             best = s
     return best
 
 
 def bertscore(cand: TokenEmbeddings, refs: Sequence[TokenEmbeddings],
-              idf: IdfTable | None = None, baseline: PRF | None = None) -> PRF:
+              idf: IdfTable | None = None, baseline: Score | None = None) -> Score:
     """BERTScore of a candidate against several references (best-F reference)."""
     weigh = idf.weights if idf is not None else uniform_weights
     cand_w = weigh(cand)
@@ -205,7 +171,8 @@ class BERTScoreMetric(ModelMetric):
         self._use = encoder_use(ModelSpec.of(model, **spec_kwargs), layer)
         if baseline_path is not None and self._use.layer is None:
             raise ValueError("baseline rescaling needs an explicit layer for this model")
-        self._baseline = load_baseline(baseline_path, self._use.layer) if baseline_path else None
+        self._baseline = (Score(*read_rescale_baseline(baseline_path, self._use.layer))
+                          if baseline_path else None)
         self._baseline_path = baseline_path
         self._idf = ReferenceIdf(self._use.spec) if idf else None
 
@@ -220,7 +187,7 @@ class BERTScoreMetric(ModelMetric):
         fields["idf"] = "yes" if self._idf is not None else "no"
         fields["rescale"] = self._baseline_path or "no"
         fields["refs"] = "best-f"
-        return {c: signature_string(c, VERSION, fields) for c in self.columns}
+        return {c: format_signature(c, VERSION, fields) for c in self.columns}
 
     def requests(self, example: QAExample) -> list[ModelRequest]:
         if not example.references:
@@ -232,6 +199,6 @@ class BERTScoreMetric(ModelMetric):
              corpus_stats: Mapping[str, Any]) -> dict[str, float]:
         idf = corpus_stats[self._idf.key] if self._idf is not None else None
         score = bertscore(outputs[0], outputs[1:], idf, self._baseline)
-        values = {"bertscore": score.f1, "bertscore_precision": score.precision,
+        values = {"bertscore": score.fmeasure, "bertscore_precision": score.precision,
                   "bertscore_recall": score.recall}
         return {c: values[c] for c in self.columns}

@@ -11,17 +11,23 @@ maximum over them.
 
 from __future__ import annotations
 
-import functools
 import math
-from collections import Counter, _count_elements
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from transforms.metrics.lexical import LexicalMetric, TokenizedExample
+from transforms.metrics.lexical import (
+    MAX_N,
+    LexicalMetric,
+    TokenizedExample,
+    ngram_counts,
+    text_ngrams,
+)
 
-MAX_N = 4
-_TINY = 1e-15
-_SMALL = 1e-9
+# coco-caption's smoothing: (correct + TINY) / (guess + SMALL), and the length ratio the same
+# way (KPQA's BLEU-1 keeps it too).
+TINY = 1e-15
+SMALL = 1e-9
 
 
 class BleuStats(NamedTuple):
@@ -31,27 +37,6 @@ class BleuStats(NamedTuple):
     guess: tuple[int, ...]
     testlen: int
     reflen: int
-
-
-def ngram_counts(words: Sequence[str], n: int = MAX_N) -> list[Counter]:
-    """Per order k = 1..n, the Counter of k-grams of `words` (unigrams as plain strings,
-    longer n-grams as tuples), each in order of first occurrence as coco's `precook`."""
-    counts = []
-    for k in range(1, n + 1):
-        c: Counter = Counter()
-        # collections' own C counting loop; Counter(iterable) adds a slow ABC check per call
-        _count_elements(c, words if k == 1 else zip(*(words[i:] for i in range(k))))
-        counts.append(c)
-    return counts
-
-
-@functools.lru_cache(maxsize=1 << 16)
-def text_ngrams(text: str) -> tuple[Counter, ...]:
-    """`ngram_counts(text.split(), 4)`, memoised (BLEU and CIDEr of a batch share it).
-
-    The Counters are shared: callers must not modify them.
-    """
-    return tuple(ngram_counts(text.split(), MAX_N))
 
 
 def bleu_stats_counts(
@@ -82,9 +67,9 @@ def bleu_from_stats(stats: BleuStats) -> tuple[float, ...]:
     values = []
     bleu = 1.0
     for k, (c, g) in enumerate(zip(stats.correct, stats.guess, strict=True)):
-        bleu *= (float(c) + _TINY) / (float(g) + _SMALL)
+        bleu *= (float(c) + TINY) / (float(g) + SMALL)
         values.append(bleu ** (1.0 / (k + 1)))
-    ratio = (stats.testlen + _TINY) / (stats.reflen + _SMALL)
+    ratio = (stats.testlen + TINY) / (stats.reflen + SMALL)
     if ratio < 1:
         penalty = math.exp(1 - 1 / ratio)
         values = [v * penalty for v in values]
@@ -115,8 +100,8 @@ class BleuMetric(LexicalMetric):
     family = "bleu"
     ALL_COLUMNS = ("bleu1", "bleu2", "bleu3", "bleu4")
 
-    def _details(self) -> str:
-        return "reflen:closest|smooth:coco-1e-15/1e-9"
+    def _details(self) -> dict[str, str]:
+        return {"reflen": "closest", "smooth": "coco-1e-15/1e-9"}
 
     def score_tokenized(
         self, examples: Sequence[TokenizedExample], corpus_stats: dict[str, Any]

@@ -27,8 +27,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from transforms.metrics.base import CorpusStatistic, MetricInputError, QAExample
-from transforms.metrics.bleu import text_ngrams
-from transforms.metrics.lexical import LexicalMetric, TokenizedExample, tokenize_texts
+from transforms.metrics.lexical import LexicalMetric, TokenizedExample, text_ngrams, tokenize_texts
 
 N = 4
 DEFAULT_SIGMA = 6.0
@@ -230,8 +229,8 @@ class CiderMetric(LexicalMetric):
     def df_mode(self) -> str:
         return self.statistic.df_mode
 
-    def _details(self) -> str:
-        return f"n:{N}|sigma:{self.sigma}|df:{self.df_mode}"
+    def _details(self) -> dict[str, str]:
+        return {"n": str(N), "sigma": str(self.sigma), "df": self.df_mode}
 
     def corpus_statistics(self) -> tuple[CorpusStatistic, ...]:
         return (self.statistic,)

@@ -32,37 +32,29 @@ from __future__ import annotations
 import collections
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
-from transforms.inference.loading import ModelSpec
-from transforms.metrics import layouts
-from transforms.metrics.base import MetricInputError, QAExample
+from transforms.metrics.base import MetricInputError, QAExample, Score, format_signature
 from transforms.metrics.bertscore import greedy_match
-from transforms.metrics.model_base import (
-    ModelMetric,
-    ModelRequest,
+from transforms.metrics.bleu import SMALL, TINY
+from transforms.metrics.model_base import ModelMetric, ModelRequest, max_or_zero
+from transforms.models import layouts
+from transforms.models.loading import ModelSpec
+from transforms.models.uses import (
     ModelUse,
     TokenEmbeddings,
     TokenScores,
     encoder_use,
-    max_or_zero,
-    signature_string,
     token_classifier_use,
 )
 
 VERSION = "1.0"
 COLUMNS = ("kpqa_bleu1", "kpqa_rougeL", "kpqa_bertscore")
-_TINY, _SMALL = 1e-15, 1e-9  # coco-caption BLEU smoothing, kept by the KPQA release
-_HINT = ("train one with `python -m pipelines.train_keyphrase` on SQuAD "
-         "(../shared/data/squad), or pass a KPQA keyphrase checkpoint")
-
-
-class Score(NamedTuple):
-    precision: float
-    recall: float
-    fmeasure: float
+_HINT = ("train one with `python -m pipelines.train_keyphrase` on SQuAD v1.1 "
+         "(a train-v1.1.json file, such as the data README's), or pass a KPQA keyphrase "
+         "checkpoint")
 
 
 def _check(tokens: Sequence[str], weights: Sequence[float], what: str) -> None:
@@ -95,8 +87,8 @@ def bleu1_kpqa(pred_tokens: Sequence[str], pred_weights: Sequence[float],
     correct = sum(min(max_counts.get(t, 0), c) * mean_w[t]
                   for t, c in collections.Counter(pred_tokens).items())
     guess = float(np.sum(pred_weights, dtype=np.float64))
-    bleu = (correct + _TINY) / (guess + _SMALL)
-    ratio = (test_len + _TINY) / (ref_len + _SMALL)
+    bleu = (correct + TINY) / (guess + SMALL)
+    ratio = (test_len + TINY) / (ref_len + SMALL)
     if ratio < 1:
         bleu *= math.exp(1 - 1 / ratio)
     return bleu
@@ -150,7 +142,7 @@ def bertscore_kpqa(cand: TokenEmbeddings, cand_kp: TokenScores, ref: TokenEmbedd
                    ref_kp: TokenScores) -> float:
     """BERTScore-KPQA F1 of a candidate against one reference."""
     return greedy_match(cand.vectors, placed_weights(cand, cand_kp),
-                        ref.vectors, placed_weights(ref, ref_kp)).f1
+                        ref.vectors, placed_weights(ref, ref_kp)).fmeasure
 
 
 class KPQAMetric(ModelMetric):
@@ -195,7 +187,7 @@ class KPQAMetric(ModelMetric):
         if "encoder" in self._uses:
             fields.update({f"enc_{k}": v for k, v in self._uses["encoder"].signature_fields().items()})
         fields["refs"] = "max"
-        return {c: signature_string(c, VERSION, fields) for c in self.columns}
+        return {c: format_signature(c, VERSION, fields) for c in self.columns}
 
     def requests(self, example: QAExample) -> list[ModelRequest]:
         if not example.references:

@@ -8,13 +8,16 @@ multi-reference value is the maximum over the references (the KPQA / SQuAD conve
 from __future__ import annotations
 
 import abc
+import functools
+from collections import Counter, _count_elements
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from transforms.metrics import ptb
-from transforms.metrics.base import Metric, MetricInputError, QAExample
+from transforms.metrics.base import MetricInputError, QAExample, TextMetric, format_signature
+from transforms.text import ptb
 
 COCO_IMPL = "pycocoevalcap-1.2"
+MAX_N = 4
 
 
 class TokenizedExample(NamedTuple):
@@ -40,10 +43,29 @@ def tokenize_texts(texts: Sequence[str], backend: str = "python", java: str = "j
 def clear_caches() -> None:
     """Forgets memoised tokenisations and n-gram counts (benchmarks clear between batches;
     the per-word lexer memo, a vocabulary cache, is kept)."""
-    from transforms.metrics.bleu import text_ngrams
-
     ptb.clear_cache()
     text_ngrams.cache_clear()
+
+
+def ngram_counts(words: Sequence[str], n: int = MAX_N) -> list[Counter]:
+    """Per order k = 1..n, the Counter of k-grams of `words` (unigrams as plain strings,
+    longer n-grams as tuples), each in order of first occurrence as coco's `precook`."""
+    counts = []
+    for k in range(1, n + 1):
+        c: Counter = Counter()
+        # collections' own C counting loop; Counter(iterable) adds a slow ABC check per call
+        _count_elements(c, words if k == 1 else zip(*(words[i:] for i in range(k))))
+        counts.append(c)
+    return counts
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def text_ngrams(text: str) -> tuple[Counter, ...]:
+    """`ngram_counts(text.split(), 4)`, memoised (BLEU and CIDEr of a batch share it).
+
+    The Counters are shared: callers must not modify them.
+    """
+    return tuple(ngram_counts(text.split(), MAX_N))
 
 
 def tokenize_examples(
@@ -70,7 +92,7 @@ def tokenize_examples(
     return out
 
 
-class LexicalMetric(Metric):
+class LexicalMetric(TextMetric):
     """Base of the coco-caption families.
 
     Args:
@@ -103,17 +125,14 @@ class LexicalMetric(Metric):
         self.tokenizer = tokenizer
         self.java = java
 
-    def _details(self) -> str:
+    def _details(self) -> dict[str, str]:
         """Family-specific options for the signature."""
-        return ""
+        return {}
 
     def signature(self) -> dict[str, str]:
-        details = self._details()
-        base = (
-            f"impl:{COCO_IMPL}|tok:{ptb.TOKENIZER_ID}|refs:max-each"
-            f"{'|' + details if details else ''}|v:{self.VERSION}"
-        )
-        return {c: f"{c}|{base}" for c in self.columns}
+        fields = {"impl": COCO_IMPL, "tok": ptb.TOKENIZER_ID, "refs": "max-each",
+                  **self._details()}
+        return {c: format_signature(c, self.VERSION, fields) for c in self.columns}
 
     def tokenize(self, examples: Sequence[QAExample]) -> list[TokenizedExample]:
         """PTB token strings of a batch, with this metric's tokenizer options."""

@@ -23,23 +23,16 @@ from typing import Any
 
 import numpy as np
 
-from transforms.inference.loading import ModelSpec
-from transforms.metrics import layouts
-from transforms.metrics.base import MetricInputError, QAExample
-from transforms.metrics.model_base import (
-    ModelMetric,
-    ModelRequest,
-    ModelUse,
-    cross_encoder_use,
-    encoder_use,
-    max_or_zero,
-    signature_string,
-)
+from transforms.metrics.base import MetricInputError, QAExample, format_signature
+from transforms.metrics.model_base import ModelMetric, ModelRequest, max_or_zero
+from transforms.models import layouts
+from transforms.models.loading import ModelSpec
+from transforms.models.uses import ModelUse, cross_encoder_use, encoder_use
 
 VERSION = "1.0"
 _TRAIN_HINT = {
     "sas": "train one with `python -m pipelines.train_cross_encoder` on STS-B "
-           "(../shared/data/stsb), or pass a Hub cross-encoder such as "
+           "(the GLUE STS-B train TSV), or pass a Hub cross-encoder such as "
            "cross-encoder/stsb-roberta-large (the SAS paper's)",
     "wes": "train one with `python -m pipelines.train_cross_encoder` on the WES shards "
            "written by `python -m pipelines.mine_wes`",
@@ -88,7 +81,7 @@ class _SingleColumnMetric(ModelMetric):
         return self._use.signature_fields()
 
     def signature(self) -> dict[str, str]:
-        return {self.family: signature_string(self.family, VERSION, self._signature_fields())}
+        return {self.family: format_signature(self.family, VERSION, self._signature_fields())}
 
 
 class BiEncoderMetric(_SingleColumnMetric):

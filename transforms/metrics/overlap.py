@@ -30,7 +30,7 @@ import re
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from transforms.metrics.base import Metric, QAExample, score_each
+from transforms.metrics.base import QAExample, TextMetric, format_signature, score_each
 from transforms.metrics.squad import normalize_answer
 
 VERSION = "1"
@@ -126,7 +126,7 @@ def overlap_score(prediction: str, references: Sequence[str],
     return OverlapScore(best_contains, best_recall, best_precision)
 
 
-class OverlapMetric(Metric):
+class OverlapMetric(TextMetric):
     """The `overlap` family: columns `contains`, `token_recall`, `token_precision`.
 
     Args:
@@ -152,9 +152,13 @@ class OverlapMetric(Metric):
     def signature(self) -> dict[str, str]:
         sigs = {}
         for c in self.columns:
-            match = f"|match:{self.boundary}" if c == "contains" else "|count:multiset"
-            sigs[c] = (f"{c}|norm:squad-v1.1(lower+punct+articles+ws){match}|refs:max"
-                       f"|v:{VERSION}")
+            fields = {"norm": "squad-v1.1(lower+punct+articles+ws)"}
+            if c == "contains":
+                fields["match"] = self.boundary
+            else:
+                fields["count"] = "multiset"
+            fields["refs"] = "max"
+            sigs[c] = format_signature(c, VERSION, fields)
         return sigs
 
     def score_batch(

@@ -12,19 +12,12 @@ coco's dynamic programme.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
+from transforms.metrics.base import Score
 from transforms.metrics.lexical import LexicalMetric, TokenizedExample
 
 DEFAULT_BETA = 1.2
-
-
-class RougeLScore(NamedTuple):
-    """ROUGE-L of one candidate against one reference."""
-
-    precision: float
-    recall: float
-    fmeasure: float
 
 
 def lcs_length(a: Sequence[str], b: Sequence[str]) -> int:
@@ -46,7 +39,7 @@ def lcs_length(a: Sequence[str], b: Sequence[str]) -> int:
     return len(b) - v.bit_count()
 
 
-def rouge_l(candidate: str, reference: str, beta: float = DEFAULT_BETA) -> RougeLScore:
+def rouge_l(candidate: str, reference: str, beta: float = DEFAULT_BETA) -> Score:
     """ROUGE-L of tokenised strings, with coco's arithmetic."""
     token_c = candidate.split(" ")
     token_r = reference.split(" ")
@@ -57,7 +50,7 @@ def rouge_l(candidate: str, reference: str, beta: float = DEFAULT_BETA) -> Rouge
         score = ((1 + beta**2) * prec * rec) / float(rec + beta**2 * prec)
     else:
         score = 0.0
-    return RougeLScore(prec, rec, score)
+    return Score(prec, rec, score)
 
 
 def rouge_l_max(candidate: str, references: Sequence[str], beta: float = DEFAULT_BETA) -> float:
@@ -92,8 +85,8 @@ class RougeMetric(LexicalMetric):
             raise ValueError(f"beta must be a positive number, got {beta!r}")
         self.beta = float(beta)
 
-    def _details(self) -> str:
-        return f"beta:{self.beta}"
+    def _details(self) -> dict[str, str]:
+        return {"beta": str(self.beta)}
 
     def score_tokenized(
         self, examples: Sequence[TokenizedExample], corpus_stats: dict[str, Any]

@@ -15,7 +15,7 @@ import string
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from transforms.metrics.base import Metric, QAExample, score_each
+from transforms.metrics.base import QAExample, TextMetric, format_signature, score_each
 
 VERSION = "1"
 COLUMNS = ("em", "f1")
@@ -92,7 +92,7 @@ def squad_score(prediction: str, references: Sequence[str]) -> SquadScore:
     return SquadScore(em=em, f1=f1)
 
 
-class SquadMetric(Metric):
+class SquadMetric(TextMetric):
     """The `squad` family: columns `em` and `f1`.
 
     Args:
@@ -111,8 +111,8 @@ class SquadMetric(Metric):
         self.columns = tuple(c for c in COLUMNS if c in columns)
 
     def signature(self) -> dict[str, str]:
-        sig = f"impl:squad-v1.1-script|norm:lower+punct+articles+ws|refs:max|v:{VERSION}"
-        return {c: f"{c}|{sig}" for c in self.columns}
+        fields = {"impl": "squad-v1.1-script", "norm": "lower+punct+articles+ws", "refs": "max"}
+        return {c: format_signature(c, VERSION, fields) for c in self.columns}
 
     def score_batch(
         self, examples: Sequence[QAExample], corpus_stats: dict[str, Any]

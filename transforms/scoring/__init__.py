@@ -22,7 +22,7 @@ runs it with the `ScoringConfig` of config.py)::
   `(row_key, score.ScoreResult)` per row: `ScoreResult(scores={column: value})` or
   `ScoreResult(None, reason, kind)`. The in-process metrics (EM/F1, BLEU, ROUGE-L, CIDEr,
   METEOR) are one branch (`score.ScoreMetrics`); the model-backed metrics are the other
-  (`transforms.inference.run_model_metrics.RunModelMetrics`: one `RunInference` over
+  (`transforms.scoring.run_model_metrics.RunModelMetrics`: one `RunInference` over
   whole rows for every model, each row's outputs folded in the same stage).
 - `join.JoinScores` groups the rows and every branch by row key: a row with scores from
   every branch becomes one scored record; a row that any branch rejected (or gave nothing)

@@ -23,7 +23,8 @@ from typing import Any
 
 from transforms.metrics import registry
 from transforms.metrics.base import Metric
-from transforms.scoring.corpus_stats import is_distributed, shards_for_input
+from transforms.metrics.corpus import unique_statistics
+from transforms.scoring.corpus_stats import shards_for_input
 from transforms.scoring.incremental import CarryPlan, PreviousRun, load_previous_run, plan_carry
 from transforms.scoring.manifest import run_manifest, utc_now
 from transforms.scoring.outputs import OutputPaths, check_prefix
@@ -38,8 +39,11 @@ from transforms.scoring.report_spec import (
     parse_thresholds,
 )
 from transforms.scoring.rows import CONTENT_KEY_VERSION, KEPT_TEXTS, ColumnMapping
-from transforms.scoring.score import unique_statistics
-from transforms.scoring.statistics_file import check_statistics_file, statistics_signature
+from transforms.scoring.statistics_file import (
+    check_statistics_file,
+    is_freezable,
+    statistics_signature,
+)
 
 # The longest prediction, reference or question scored, in characters (--max_text_chars).
 # ROUGE-L costs 0.06 s on two texts of this length, 13.6 s on two of 2 MB (quadratic).
@@ -477,17 +481,18 @@ def build_config(*, input: str | None, output: str | None, metrics: str | None,
         if absent:
             raise ValueError(f"metric {metric.family} gives no signature for {absent}")
         signatures.update({c: str(signature[c]) for c in metric.columns})
-    distributed = [s for s in unique_statistics(built) if is_distributed(s)]
-    if (corpus_statistics or save_corpus_statistics) and not distributed:
+    freezable = [s for s in unique_statistics(built) if is_freezable(s)]
+    if (corpus_statistics or save_corpus_statistics) and not freezable:
         raise ValueError("--corpus_statistics/--save_corpus_statistics need a metric with "
-                         "document frequencies (cider); requested: " + ",".join(names))
-    digest = (check_statistics_file(corpus_statistics, distributed)
+                         "corpus statistics (cider, or bertscore with --bertscore_idf); "
+                         "requested: " + ",".join(names))
+    digest = (check_statistics_file(corpus_statistics, freezable)
               if corpus_statistics else None)
     for metric in built:
         stats = metric.corpus_statistics()
         if stats:
             source = statistics_signature(
-                digest if all(is_distributed(s) for s in stats) else None)
+                digest if all(is_freezable(s) for s in stats) else None)
             signatures.update({c: f"{signatures[c]}|{source}" for c in metric.columns})
     if max_batch_size < 1:
         raise ValueError(f"--max_batch_size must be >= 1, got {max_batch_size}")

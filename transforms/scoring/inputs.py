@@ -29,7 +29,7 @@ import zstandard
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from transforms.wiki.decompress import BlockDecompressor
+from transforms.io.decompress import BlockDecompressor
 
 # Suffix -> how the file is decompressed; the suffixes Beam's AUTO compression knows.
 COMPRESSIONS = {".gz": "gz", ".bz2": "bz2", ".xz": "xz", ".lzma": "xz", ".deflate": "deflate",

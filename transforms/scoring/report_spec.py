@@ -6,7 +6,7 @@ validated when the graph is built (`config.py`), with no plotting or statistics 
 Accuracy threshold of a metric, first that applies: a `name=value` item of
 `--accuracy_threshold`; a bare number given to `--accuracy_threshold` (every metric); the
 threshold saved in the metric's checkpoint (`qa_eval_decision_threshold`, see
-`model_base.decision_threshold`); 0.5.
+`transforms.models.uses.ModelUse.decision_threshold`); 0.5.
 
 Subsets are conditions on the metric columns (or `human`): `f1>0`, `f1=0`, `em=0&f1>0`;
 several subsets are separated by commas: `--report_subsets 'f1>0,f1=0'`.

@@ -15,13 +15,14 @@ so `join.JoinScores` can merge branches by row key.
 
 import logging
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from typing import Any, NamedTuple
 
 import apache_beam as beam
 
 from transforms.io.counting import STATS_TAG, CountingDoFn
 from transforms.metrics.base import CorpusStatistic, Metric, MetricInputError, QAExample
+from transforms.metrics.corpus import unique_statistics
 from transforms.scoring.corpus_stats import (
     DOCS,
     MIN_SHARDS,
@@ -49,23 +50,6 @@ class ScoreResult(NamedTuple):
     scores: dict[str, float] | None
     reason: str | None = None
     kind: str = "metric_input_error"
-
-
-def unique_statistics(metrics: Sequence[Metric]) -> tuple[CorpusStatistic, ...]:
-    """The corpus statistics the metrics need, one per key.
-
-    Raises:
-        ValueError: two statistics of different types share a key.
-    """
-    by_key: dict[str, CorpusStatistic] = {}
-    for metric in metrics:
-        for stat in metric.corpus_statistics():
-            seen = by_key.setdefault(stat.key, stat)
-            if type(seen) is not type(stat):
-                raise ValueError(
-                    f"corpus statistic key {stat.key!r} is claimed by {type(seen).__name__} "
-                    f"and {type(stat).__name__}")
-    return tuple(by_key.values())
 
 
 def _check_output(metric: Metric, results: list[dict[str, float]], n: int) -> None:
@@ -153,12 +137,13 @@ def _example_of(keyed_row: tuple[Any, Any]) -> QAExample:
 class ComputeCorpusStatistics(beam.PTransform):
     """`(row_key, ScoringRow)` -> one `{statistic key: value}` dict (empty when none) of the
     statistics that are not distributed (`corpus_stats.is_distributed`): those are
-    computed inside `ScoreMetrics`."""
+    computed inside `ScoreMetrics`. Statistics whose key is in `skip` (read from a frozen
+    statistics file instead) are not computed."""
 
-    def __init__(self, metrics: Sequence[Metric]) -> None:
+    def __init__(self, metrics: Sequence[Metric], skip: Collection[str] = ()) -> None:
         super().__init__()
         self._statistics = tuple(s for s in unique_statistics(metrics)
-                                 if not is_distributed(s))
+                                 if not is_distributed(s) and s.key not in skip)
 
     def expand(self, rows: beam.PCollection) -> beam.PCollection:
         if not self._statistics:

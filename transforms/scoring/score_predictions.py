@@ -14,8 +14,9 @@ import apache_beam as beam
 from apache_beam.ml.inference.base import ModelHandler
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
 
-from transforms.inference.run_model_metrics import RunModelMetrics
 from transforms.metrics.base import Metric
+from transforms.metrics.bertscore import ReferenceIdf
+from transforms.metrics.corpus import unique_statistics
 from transforms.scoring.config import ScoringConfig, is_model_backed
 from transforms.scoring.corpus_stats import is_distributed
 from transforms.scoring.incremental import (
@@ -30,8 +31,15 @@ from transforms.scoring.incremental import (
 from transforms.scoring.join import ROWS, JoinScores
 from transforms.scoring.read import ReadPredictions
 from transforms.scoring.rows import content_key
-from transforms.scoring.score import ComputeCorpusStatistics, ScoreMetrics, unique_statistics
-from transforms.scoring.statistics_file import ReadCorpusStatistics, WriteCorpusStatistics
+from transforms.scoring.run_model_metrics import RunModelMetrics
+from transforms.scoring.score import ComputeCorpusStatistics, ScoreMetrics
+from transforms.scoring.statistics_file import (
+    IDF,
+    ReadCorpusStatistics,
+    ReadIdfStatistics,
+    WriteCorpusStatistics,
+    idf_records,
+)
 from transforms.scoring.summary import SummarizeScores
 from transforms.scoring.write import (
     FinalizeOutputs,
@@ -72,7 +80,7 @@ class ScorePredictions(beam.PTransform):
     Args:
         config: the validated configuration (`config.build_config`).
         handler_factory: `(ModelUse, **handler_kwargs) -> ModelHandler` for the model
-            metrics (tests inject fakes); None = transforms.inference.handlers.
+            metrics (tests inject fakes); None = transforms.scoring.handlers.
     """
 
     def __init__(self, config: ScoringConfig,
@@ -85,12 +93,26 @@ class ScorePredictions(beam.PTransform):
         config, paths = self._config, self._config.paths
         read = p | "ReadPredictions" >> ReadPredictions(
             config.input, config.mapping, config.input_format, config.max_text_chars)
-        corpus_stats = beam.pvalue.AsSingleton(
-            read["rows"] | "ComputeCorpusStatistics" >> ComputeCorpusStatistics(
-                config.metrics))
+        statistics = unique_statistics(config.metrics)
+        idf = [s for s in statistics if isinstance(s, ReferenceIdf)]
+        frozen_idf = [s.key for s in idf] if config.corpus_statistics else []
+        values = read["rows"] | "ComputeCorpusStatistics" >> ComputeCorpusStatistics(
+            config.metrics, skip=frozen_idf)
+        if frozen_idf:
+            from_file = p | "ReadIdfStatistics" >> ReadIdfStatistics(config.corpus_statistics, idf)
+            values = values | "WithFrozenIdf" >> beam.Map(
+                lambda computed, frozen: {**computed, **frozen},
+                beam.pvalue.AsSingleton(from_file))
+        corpus_stats = beam.pvalue.AsSingleton(values)
+        self._idf_records = None
+        if config.save_corpus_statistics and idf:
+            self._idf_records = values | "IdfRecords" >> beam.FlatMap(idf_records(idf))
+            if not any(is_distributed(s) for s in statistics):  # no CIDEr-D sink to join
+                _ = ({IDF: self._idf_records}
+                     | "SaveStatistics" >> WriteCorpusStatistics(config.save_corpus_statistics))
         self._frozen = None
         if config.corpus_statistics:
-            distributed = [s for s in unique_statistics(config.metrics) if is_distributed(s)]
+            distributed = [s for s in statistics if is_distributed(s)]
             self._frozen = p | "ReadCorpusStatistics" >> ReadCorpusStatistics(
                 config.corpus_statistics, distributed, config.df_shards)
         if config.previous is None:
@@ -130,7 +152,8 @@ class ScorePredictions(beam.PTransform):
             distributed = [s for s in unique_statistics(in_process) if is_distributed(s)]
             sink = None
             if distributed and config.save_corpus_statistics:
-                sink = WriteCorpusStatistics(config.save_corpus_statistics, distributed)
+                sink = WriteCorpusStatistics(config.save_corpus_statistics, distributed,
+                                             self._idf_records)
             branches[f"in_process{label}"] = rows | f"ScoreInProcessMetrics{label}" >> \
                 ScoreMetrics(in_process, corpus_stats, config.max_batch_size,
                              config.df_shards, self._frozen if distributed else None, sink)

@@ -1,18 +1,25 @@
-"""Frozen corpus statistics: a run's CIDEr-D document frequencies as a Parquet file
-(`--save_corpus_statistics`), and scoring against such a file (`--corpus_statistics`).
+"""Frozen corpus statistics: a run's CIDEr-D document frequencies and BERTScore idf as a
+Parquet file (`--save_corpus_statistics`), and scoring against such a file
+(`--corpus_statistics`).
 
-One row per (statistic, corpus, n-gram):
+One row per (statistic, corpus, n-gram or word-piece):
 
-    statistic  string   the statistic key, e.g. "cider_df:per_position"
-    tokenizer  string   the PTB backend the n-grams were counted with ("python" | "jar")
-    corpus     int32    reference position (0-based), or -1 for the pooled corpus
-    ngram      string   the n-gram's tokens joined by single spaces; null on the row that
-                        holds the corpus size
-    df         int64    documents holding the n-gram; on the size row: the number of
-                        documents (references at that position, or examples when pooled)
+    statistic  string   the statistic key, e.g. "cider_df:per_position", or
+                        "bertscore_idf|<checkpoint>|<revision>"
+    tokenizer  string   CIDEr-D: the PTB backend the n-grams were counted with ("python" |
+                        "jar"); idf: `IDF_TOKENIZER` (the checkpoint named in the key
+                        tokenised the references)
+    corpus     int32    CIDEr-D: reference position (0-based), or -1 for the pooled
+                        corpus; idf: -1 (every reference of every row is a document)
+    ngram      string   CIDEr-D: the n-gram's tokens joined by single spaces; idf: the
+                        word-piece id in decimal; null on the row that holds the corpus size
+    df         int64    documents holding the n-gram or word-piece; on the size row: the
+                        number of documents
 
-Only n-grams with df >= 2 are written: df 0 and 1 both weigh log(max(1, df)) = 0, so a
-file without them scores exactly as the full table does (see `cider.corpus_of`).
+CIDEr-D rows are written only for n-grams with df >= 2: df 0 and 1 both weigh
+log(max(1, df)) = 0, so a file without them scores exactly as the full table does (see
+`cider.corpus_of`). idf rows are written for every word-piece seen (idf separates df 0
+from df 1); their number is bounded by the tokenizer's vocabulary.
 
 A scoring run's corpus-level signatures name where the statistics came from: `stats:run`
 (the run's own input) or `stats:file:<sha256 of the file, 16 hex digits>`
@@ -27,6 +34,8 @@ from typing import Any
 
 import apache_beam as beam
 
+from transforms.metrics.base import CorpusStatistic
+from transforms.metrics.bertscore import IdfTable, ReferenceIdf
 from transforms.metrics.cider import CiderDocumentFrequency
 from transforms.scoring.corpus_stats import (
     DF,
@@ -38,6 +47,22 @@ from transforms.scoring.corpus_stats import (
 )
 
 COLUMNS = ("statistic", "tokenizer", "corpus", "ngram", "df")
+IDF = "idf"  # the idf records part of `WriteCorpusStatistics`' input
+IDF_TOKENIZER = "checkpoint"
+# The statistics a file can hold: CIDEr-D's (per n-gram shard, corpus_stats.py) and idf.
+FREEZABLE = (CiderDocumentFrequency, ReferenceIdf)
+
+
+def is_freezable(statistic: CorpusStatistic) -> bool:
+    """Whether a statistic can be saved to and read from a statistics file."""
+    return isinstance(statistic, FREEZABLE)
+
+
+def file_key(statistic: CorpusStatistic) -> tuple[str, str]:
+    """The (statistic, tokenizer) columns a statistic's rows carry in a file."""
+    if isinstance(statistic, ReferenceIdf):
+        return statistic.key, IDF_TOKENIZER
+    return statistic.key, statistic.tokenizer
 
 
 def schema():
@@ -86,7 +111,7 @@ def file_statistics(path: str) -> set[tuple[str, str]]:
     return {(p["statistic"], p["tokenizer"]) for p in pairs}
 
 
-def check_statistics_file(path: str, statistics: Sequence[CiderDocumentFrequency]) -> str:
+def check_statistics_file(path: str, statistics: Sequence[CorpusStatistic]) -> str:
     """Checks that the file holds every statistic the run needs; returns its digest.
 
     Raises:
@@ -95,10 +120,13 @@ def check_statistics_file(path: str, statistics: Sequence[CiderDocumentFrequency
     digest = file_digest(path)
     held = file_statistics(path)
     for stat in statistics:
-        if (stat.key, stat.tokenizer) not in held:
+        key, tokenizer = file_key(stat)
+        if (key, tokenizer) not in held:
+            counted = "" if tokenizer == IDF_TOKENIZER else f" counted with the {tokenizer!r} tokenizer"
             raise ValueError(
-                f"--corpus_statistics {path!r} holds no {stat.key} statistics counted with "
-                f"the {stat.tokenizer!r} tokenizer; it holds {sorted(held)}")
+                f"--corpus_statistics {path!r} holds no {key} statistics{counted}; it holds "
+                f"{sorted(held)} (save them with --save_corpus_statistics from a run with "
+                "the same metric options)")
     return digest
 
 
@@ -125,21 +153,108 @@ def _records(statistics: Sequence[CiderDocumentFrequency]):
     return docs_records, df_records
 
 
-class WriteCorpusStatistics(beam.PTransform):
-    """`{docs, df}` of `ShardedCiderStatistics` -> the Parquet file at `path` (one file)."""
+def idf_records(statistics: Sequence[ReferenceIdf]):
+    """`{statistic key: value}` (the run's corpus statistics) -> the file rows of the idf
+    tables among them: a size row, then one row per word-piece, ids ascending."""
+    keys = sorted({s.key for s in statistics})
 
-    def __init__(self, path: str, statistics: Sequence[CiderDocumentFrequency]) -> None:
+    def records(values: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        for key in keys:
+            table: IdfTable = values[key]
+            yield {"statistic": key, "tokenizer": IDF_TOKENIZER, "corpus": -1,
+                   "ngram": None, "df": table.num_docs}
+            for token_id, df in sorted(table.df.items()):
+                yield {"statistic": key, "tokenizer": IDF_TOKENIZER, "corpus": -1,
+                       "ngram": str(token_id), "df": df}
+
+    return records
+
+
+class WriteCorpusStatistics(beam.PTransform):
+    """The statistics of a run -> the Parquet file at `path` (one file). Takes a dict with
+    `docs` and `df` (of `ShardedCiderStatistics`, for the CIDEr-D `statistics`) and/or
+    `idf` (records from `idf_records`, also accepted as `idf_records` here, for a sink
+    that another transform applies to the CIDEr-D parts)."""
+
+    def __init__(self, path: str, statistics: Sequence[CiderDocumentFrequency] = (),
+                 idf_records: beam.PCollection | None = None) -> None:
         super().__init__()
         self._path = path
         self._statistics = tuple(statistics)
+        self._idf_records = idf_records
 
     def expand(self, parts: dict[str, beam.PCollection]) -> beam.PCollection:
         docs_records, df_records = _records(self._statistics)
-        records = ((parts[DOCS] | "SizeRecords" >> beam.FlatMap(docs_records),
-                    parts[DF] | "FrequencyRecords" >> beam.FlatMap(df_records))
-                   | "AllRecords" >> beam.Flatten())
-        return records | "WriteStatisticsParquet" >> beam.io.WriteToParquet(
-            self._path, schema(), num_shards=1, shard_name_template="")
+        records = []
+        if DOCS in parts:
+            records += [parts[DOCS] | "SizeRecords" >> beam.FlatMap(docs_records),
+                        parts[DF] | "FrequencyRecords" >> beam.FlatMap(df_records)]
+        if IDF in parts:
+            records.append(parts[IDF])
+        if self._idf_records is not None:
+            records.append(self._idf_records)
+        return (tuple(records) | "AllRecords" >> beam.Flatten()
+                | "WriteStatisticsParquet" >> beam.io.WriteToParquet(
+                    self._path, schema(), num_shards=1, shard_name_template=""))
+
+
+def _idf_tables(keys: frozenset[str]):
+    def tables(batch: Any) -> Iterator[dict[str, list[Any]]]:
+        """One Arrow batch of rows -> {key: [documents, {word-piece id: df}]}."""
+        part: dict[str, list[Any]] = {}
+        columns = batch.to_pydict()
+        for statistic, tokenizer, ngram, df in zip(
+                columns["statistic"], columns["tokenizer"], columns["ngram"], columns["df"],
+                strict=True):
+            if statistic not in keys or tokenizer != IDF_TOKENIZER:
+                continue
+            entry = part.setdefault(statistic, [0, {}])
+            if ngram is None:
+                entry[0] += df
+            else:
+                entry[1][int(ngram)] = df
+        if part:
+            yield part
+
+    return tables
+
+
+class _MergeIdfTables(beam.CombineFn):
+    def create_accumulator(self) -> dict[str, list[Any]]:
+        return {}
+
+    def add_input(self, acc: dict[str, list[Any]], part: dict[str, list[Any]]):
+        for key, (docs, df) in part.items():
+            entry = acc.setdefault(key, [0, {}])
+            entry[0] += docs
+            entry[1].update(df)
+        return acc
+
+    def merge_accumulators(self, accumulators):
+        merged: dict[str, list[Any]] = {}
+        for acc in accumulators:
+            self.add_input(merged, acc)
+        return merged
+
+    def extract_output(self, acc: dict[str, list[Any]]) -> dict[str, IdfTable]:
+        return {key: IdfTable(docs, df) for key, (docs, df) in acc.items()}
+
+
+class ReadIdfStatistics(beam.PTransform):
+    """A statistics file -> one `{statistic key: IdfTable}` of the idf `statistics` the run
+    needs (a singleton; the tables are bounded by the vocabulary)."""
+
+    def __init__(self, path: str, statistics: Sequence[ReferenceIdf]) -> None:
+        super().__init__()
+        self._path = path
+        self._keys = frozenset(s.key for s in statistics)
+
+    def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection:
+        return (pbegin
+                | "ReadIdfParquet" >> beam.io.ReadFromParquetBatched(
+                    self._path, columns=["statistic", "tokenizer", "ngram", "df"])
+                | "IdfTables" >> beam.FlatMap(_idf_tables(self._keys))
+                | "MergeIdfTables" >> beam.CombineGlobally(_MergeIdfTables()))
 
 
 class ReadCorpusStatistics(beam.PTransform):

@@ -12,6 +12,6 @@
 | `options` | the command-line flags shared by the entry points -> `TrainConfig` |
 | `cross_encoder`, `keyphrase` | the two training runs the entry points in `pipelines/` call |
 
-Model inputs are built with `transforms.metrics.layouts`, the functions the scorer uses,
+Model inputs are built with `transforms.models.layouts`, the functions the scorer uses,
 so a trained model and its metric cannot disagree on the input layout.
 """

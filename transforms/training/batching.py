@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from transforms.inference.batching import pad
+from transforms.models.batching import pad
 
 IGNORE_INDEX = -100
 

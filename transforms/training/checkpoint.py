@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from transforms.inference import loading
+from transforms.models import loading
 
 logger = logging.getLogger(__name__)
 

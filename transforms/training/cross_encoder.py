@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from transforms.inference import loading
-from transforms.metrics import layouts
+from transforms.models import layouts, loading
+from transforms.models.uses import DECISION_THRESHOLD_KEY as THRESHOLD_KEY
 from transforms.training import card, checkpoint, pair_data
 from transforms.training.batching import Features
 from transforms.training.evaluation import (
@@ -40,8 +40,6 @@ logger = logging.getLogger(__name__)
 # EVOUNA rows (answer, gold, question): median 38 tokens, 99th percentile 166, longest 333.
 DEFAULT_MAX_LENGTH = {"wes": 64, "stsb": 128, "square": 256, "bem": 128, "evouna": 192}
 BINARY_METRICS = ("auroc", "accuracy", "loss")
-# The key of the decision threshold in a binary checkpoint's config.json.
-THRESHOLD_KEY = "qa_eval_decision_threshold"
 GRADED_METRICS = ("spearman", "pearson", "loss")
 CLASS_WEIGHTS = ("none", "balanced")
 _SIGMOID = "torch.nn.modules.activation.Sigmoid"
@@ -349,7 +347,7 @@ def train_cross_encoder(data: CrossEncoderData, config: TrainConfig,
               "row_caps": {k: v for k, v in limits.items() if v},
               **({"dataset_card": mined_card}
                  if data.format == "wes" and os.path.isfile(mined_card) else {})},
-        layout=f"`transforms.metrics.layouts.{_layout(data)}`, truncated to "
+        layout=f"`transforms.models.layouts.{_layout(data)}`, truncated to "
                f"{max_length} tokens; one logit, sigmoid = score",
         config=config, extra_hparams={"max_length": max_length, "best_metric": best,
                                       "loss": "BCE with logits" + (

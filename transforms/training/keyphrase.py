@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from transforms.inference import loading
+from transforms.models import loading
 from transforms.training import card, squad_data
 from transforms.training.batching import IGNORE_INDEX, Features
 from transforms.training.cross_encoder import rows_digest
@@ -174,7 +174,7 @@ def train_keyphrase(data: KeyphraseData, config: TrainConfig,
               "train_articles": sorted(str(a.get("title")) for a in train_articles),
               "held_out_articles": sorted(str(a.get("title")) for a in eval_articles),
               "examples": "one per question: the first answer, the sentence(s) holding it"},
-        layout="`transforms.metrics.layouts.encode_keyphrase_batch`: [CLS] question [SEP] "
+        layout="`transforms.models.layouts.encode_keyphrase_batch`: [CLS] question [SEP] "
                f"answer sentence [SEP], segment ids 0/1, truncated to {data.max_length} tokens; "
                "labels K (0) / O (1) on the first word-piece of each sentence word, -100 "
                "elsewhere",

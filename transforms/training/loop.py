@@ -32,7 +32,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from transforms.inference import loading
+from transforms.models import loading
 from transforms.training import batching, checkpoint
 from transforms.training.batching import Features
 from transforms.training.evaluation import improved

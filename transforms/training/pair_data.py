@@ -30,9 +30,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from transforms.metrics import layouts
 from transforms.metrics.overlap import overlap_score
 from transforms.metrics.squad import normalize_answer
+from transforms.models import layouts
 from transforms.training import evouna
 
 FORMATS = ("wes", "stsb", "square", "bem", "evouna")

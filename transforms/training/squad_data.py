@@ -27,7 +27,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from transforms.metrics import layouts
+from transforms.models import layouts
 from transforms.training.batching import IGNORE_INDEX, Features
 
 LABELS = ("K", "O")

@@ -4,7 +4,7 @@ Flow (the first stages of `MineWes`, transforms/wes/mine.py; transforms/wes/ tak
 from `ExtractLinks`' output)::
 
     dump files ──> ReadPages (read.py) ──pages (namespace 0)──> ExtractLinks (extract.py)
-                     │ decompress.py: checked decompression,      │ links.py: the fast path and
+                     │ io/decompress.py: checked decompression,      │ links.py: the fast path and
                      │   multistream byte ranges                  │   mwparserfromhell fallback
                      │ dump.py: the XML page parser               │ guard.py: time limit of a
                      │                                            │   whole-page parse
@@ -12,7 +12,7 @@ from `ExtractLinks`' output)::
                      ├─bad_files──> stats.json (complete: false)       FilterLinks (transforms/wes/)
                      └─stats
 
-- Beam-free modules: decompress.py, dump.py, links.py, guard.py (plain functions, tested
+- Beam-free modules: transforms/io/decompress.py, dump.py, links.py, guard.py (plain functions, tested
   without a runner); read.py and extract.py are the Beam stages around them.
 - Bad input costs the page, never the run: parser failures and time-outs are counted by
   reason (`extract_links/filtered:*`), unreadable files are reported or fail the run

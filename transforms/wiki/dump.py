@@ -33,7 +33,7 @@ import mwxml
 from mwxml.element_iterator import ElementIterator, EventPointer
 from mwxml.errors import MalformedXML
 
-from transforms.wiki.decompress import open_dump
+from transforms.io.decompress import open_dump
 
 logger = logging.getLogger(__name__)
 

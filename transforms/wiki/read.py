@@ -13,7 +13,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from transforms.io import progress
 from transforms.io.counting import STATS_TAG, CountingDoFn, StatKey
-from transforms.wiki.decompress import open_range
+from transforms.io.decompress import open_range
 from transforms.wiki.dump import (
     BadPageCallback,
     DumpReadError,

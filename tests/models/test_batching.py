@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from transforms.inference import batching
+from transforms.models import batching
 
 
 @pytest.mark.parametrize("items, unique, inverse", [

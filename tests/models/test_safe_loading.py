@@ -15,9 +15,9 @@ import pytest
 import torch
 
 from tests.conftest import REPO
-from tests.inference.checkpoints import copy_checkpoint, write_malicious_pickle
-from transforms.inference import loading
+from tests.models.checkpoints import copy_checkpoint, write_malicious_pickle
 from transforms.metrics.model_metrics import SASMetric
+from transforms.models import loading
 
 CROSS = "AutoModelForSequenceClassification"
 _SOURCES = [p for d in ("transforms", "pipelines") for p in sorted((REPO / d).rglob("*.py"))]

@@ -10,7 +10,7 @@ Each handler loads its tokenizer and model on the worker (`load_model` returns o
 `Predictor`), batches with `BatchElements` up to `max_batch_size` rows, computes each
 distinct input of a batch once (and reuses outputs still in the per-process LRU cache),
 and splits a batch into length-sorted forward passes of at most `max_batch_tokens`
-padded tokens, each padded to its own longest row (see models.py). Counters, namespace
+padded tokens, each padded to its own longest row (see predictors.py). Counters, namespace
 `metrics_namespace`: `inputs`, `duplicate_inputs`, `cache_hits`, `forward_passes`,
 `real_tokens`, `padded_tokens` (padding overhead = padded / real).
 
@@ -25,15 +25,15 @@ from typing import Any
 from apache_beam.metrics import Metrics
 from apache_beam.ml.inference.base import ModelHandler, PredictionResult
 
-from transforms.inference import models
-from transforms.inference.loading import ModelSpec
-from transforms.metrics import model_base
-from transforms.metrics.model_base import ModelUse
+from transforms.models import predictors
+from transforms.models import uses as model_uses
+from transforms.models.loading import ModelSpec
+from transforms.models.uses import ModelUse
 
 DEFAULT_NAMESPACE = "qa_eval_inference"
 
 
-class TransformerModelHandler(ModelHandler[Hashable, PredictionResult, models.Predictor]):
+class TransformerModelHandler(ModelHandler[Hashable, PredictionResult, predictors.Predictor]):
     """A `ModelHandler` for one `ModelUse` (see the module docstring).
 
     Args:
@@ -55,8 +55,8 @@ class TransformerModelHandler(ModelHandler[Hashable, PredictionResult, models.Pr
     """
 
     def __init__(self, use: ModelUse, *, min_batch_size: int | None = None,
-                 max_batch_size: int = models.DEFAULT_MAX_BATCH_ROWS,
-                 max_batch_tokens: int = models.DEFAULT_MAX_BATCH_TOKENS,
+                 max_batch_size: int = predictors.DEFAULT_MAX_BATCH_ROWS,
+                 max_batch_tokens: int = predictors.DEFAULT_MAX_BATCH_TOKENS,
                  max_batch_duration_secs: int | None = None, cache_size: int | None = None,
                  share_model_across_processes: bool = False, model_copies: int | None = None,
                  metrics_namespace: str = DEFAULT_NAMESPACE) -> None:
@@ -81,18 +81,18 @@ class TransformerModelHandler(ModelHandler[Hashable, PredictionResult, models.Pr
         self._cache_size = cache_size
         self._namespace = metrics_namespace
         self._counters = {name: Metrics.counter(metrics_namespace, name)
-                          for name in (*models.STAT_NAMES, "duplicate_inputs")}
+                          for name in (*predictors.STAT_NAMES, "duplicate_inputs")}
 
     @property
     def use(self) -> ModelUse:
         return self._use
 
-    def load_model(self) -> models.Predictor:
-        return models.load_predictor(self._use, max_batch_rows=self._max_batch_rows,
+    def load_model(self) -> predictors.Predictor:
+        return predictors.load_predictor(self._use, max_batch_rows=self._max_batch_rows,
                                      max_batch_tokens=self._max_batch_tokens,
                                      cache_size=self._cache_size)
 
-    def run_inference(self, batch: Sequence[Hashable], model: models.Predictor,
+    def run_inference(self, batch: Sequence[Hashable], model: predictors.Predictor,
                       inference_args: dict[str, Any] | None = None) -> Iterable[PredictionResult]:
         keys = [_hashable(x) for x in batch]
         unique = list(dict.fromkeys(keys))
@@ -143,7 +143,7 @@ class EncoderModelHandler(TransformerModelHandler):
         if output not in ("tokens", "mean"):
             raise ValueError(f"output must be 'tokens' or 'mean', got {output!r}")
         spec = ModelSpec.of(model, **(spec_kwargs or {}))
-        super().__init__(model_base.encoder_use(spec, layer, pooled=output == "mean"), **kwargs)
+        super().__init__(model_uses.encoder_use(spec, layer, pooled=output == "mean"), **kwargs)
 
 
 class CrossEncoderModelHandler(TransformerModelHandler):
@@ -170,7 +170,7 @@ class CrossEncoderModelHandler(TransformerModelHandler):
                  segments: int = 2, segment_overflow: str = "error",
                  spec_kwargs: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         spec = ModelSpec.of(model, **(spec_kwargs or {}))
-        use = model_base.cross_encoder_use(spec, activation=activation, label=label,
+        use = model_uses.cross_encoder_use(spec, activation=activation, label=label,
                                            segments=segments, segment_overflow=segment_overflow)
         super().__init__(use, **kwargs)
 
@@ -188,7 +188,7 @@ class KeyphraseModelHandler(TransformerModelHandler):
     def __init__(self, model: str, *, label: int | None = None,
                  spec_kwargs: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         spec = ModelSpec.of(model, **(spec_kwargs or {}))
-        super().__init__(model_base.token_classifier_use(spec, label=label), **kwargs)
+        super().__init__(model_uses.token_classifier_use(spec, label=label), **kwargs)
 
 
 def build_handler(use: ModelUse, **kwargs: Any) -> TransformerModelHandler:

@@ -10,7 +10,7 @@ Two backends give the same strings:
 - `"python"` (default): `ptb_lexer.PTBLexer`, which runs the jar's own JFlex DFA (its
   tables are read from the installed jar) with the rule actions re-implemented in Python,
   so no JVM is started per row. It equals coco's output on every text of the real
-  judgment files (tests/metrics/test_ptb.py) and on 60,000 fuzzed texts.
+  judgment files (tests/text/test_ptb.py) and on 60,000 fuzzed texts.
 - `"jar"`: one JVM per call (the reference in tests, and the fallback for texts the
   Python path declines: texts with a capital sigma, whose lower-casing Java does with a
   word-boundary rule that differs from Python's, and scanner errors, of which none is
@@ -39,7 +39,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from transforms.metrics.ptb_lexer import PTBLexer
+    from transforms.text.ptb_lexer import PTBLexer
 
 logger = logging.getLogger(__name__)
 
@@ -130,7 +130,7 @@ def jar_tokenize(texts: Sequence[str], java: str = "java", isolate: bool = True)
 
 @functools.cache
 def _lexer() -> PTBLexer | None:
-    from transforms.metrics.ptb_lexer import PTBLexer
+    from transforms.text.ptb_lexer import PTBLexer
 
     try:
         return PTBLexer.from_jar(corenlp_jar())

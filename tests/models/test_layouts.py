@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from transforms.inference import loading
-from transforms.metrics import layouts
+from transforms.models import layouts, loading
 
 CLS, SEP = 101, 102
 SHAKESPEARE, WILLIAM = 8101, 2520

@@ -381,6 +381,29 @@ def load_tokenizer(spec: ModelSpec) -> Any:
     return tokenizer
 
 
+class TokenIds:
+    """A checkpoint's tokenizer as a picklable `text -> word-piece ids` function, specials
+    included and truncated at the spec's length, as the encoder sees the text (BERTScore's
+    idf counts these). The tokenizer is loaded on first call and never pickled.
+    """
+
+    def __init__(self, spec: ModelSpec) -> None:
+        self.spec = spec
+        self._tokenizer: Any = None
+        self._max_length = 512
+
+    def __call__(self, text: str) -> list[int]:
+        if self._tokenizer is None:
+            self._tokenizer = load_tokenizer(self.spec)
+            self._max_length = self.spec.resolved_max_length() or 512
+        return self._tokenizer(text, truncation=True, max_length=self._max_length)["input_ids"]
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_tokenizer"] = None
+        return state
+
+
 def tokenizer_max_length(spec: ModelSpec, tokenizer: Any, config: Any) -> int:
     """The truncation length: the spec's, else min(tokenizer limit, position embeddings)."""
     if spec.max_length is not None:

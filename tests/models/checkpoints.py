@@ -2,14 +2,14 @@
 
 A fresh (seeded) head scores nothing meaningful, but it makes a genuine Hugging Face
 sequence- or token-classification checkpoint on disk, loaded by path exactly as a
-fine-tuned one would be. tests/inference/conftest.py turns them into fixtures.
+fine-tuned one would be. tests/models/conftest.py turns them into fixtures.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from transforms.inference import loading
+from transforms.models import loading
 
 
 def _save(model, out: Path) -> str:

@@ -9,7 +9,7 @@ import os
 import pytest
 import torch
 
-from transforms.inference import loading
+from transforms.models import loading
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 

@@ -12,7 +12,8 @@ from apache_beam.ml.inference.base import KeyedModelHandler, PredictionResult, R
 from apache_beam.testing import test_pipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from transforms.inference import handlers, models
+from transforms.models import predictors
+from transforms.scoring import handlers
 
 ROWS = [("r1", "it is a man in the video"), ("r2", "yes"), ("r3", "it is a man in the video"),
         ("r4", "the person is a man ."), ("r5", "yes")]
@@ -21,7 +22,7 @@ ROWS = [("r1", "it is a man in the video"), ("r2", "yes"), ("r3", "it is a man i
 @pytest.fixture(scope="module")
 def reference_vectors():
     """Mean-pooled vectors per distinct text, computed without a handler."""
-    predictor = models.load_predictor(handlers.EncoderModelHandler(output="mean").use)
+    predictor = predictors.load_predictor(handlers.EncoderModelHandler(output="mean").use)
     texts = sorted({t for _, t in ROWS})
     vectors, _ = predictor.predict(texts)
     return dict(zip(texts, vectors))

@@ -1,4 +1,4 @@
-"""transforms/wiki/decompress.py: the prefetching reader and the block decompressor."""
+"""transforms/io/decompress.py: the prefetching reader and the block decompressor."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import zlib
 
 import pytest
 
-from transforms.wiki.decompress import (
+from transforms.io.decompress import (
     BlockDecompressor,
     ByteRange,
     PrefetchingReader,

@@ -14,17 +14,19 @@ from apache_beam.ml.inference.base import ModelHandler, PredictionResult
 from apache_beam.testing import test_pipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from transforms.inference import loading
-from transforms.inference.run_model_metrics import (
+from transforms.metrics.base import CorpusStatistic, MetricInputError, QAExample
+from transforms.metrics.bertscore import BERTScoreMetric
+from transforms.metrics.corpus import score_corpus
+from transforms.metrics.model_base import ModelMetric, ModelRequest
+from transforms.metrics.model_metrics import BiEncoderMetric
+from transforms.models import loading
+from transforms.models.uses import ModelUse
+from transforms.scoring.run_model_metrics import (
     NAMESPACE,
     ModelScoreResult,
     RunModelMetrics,
     plan_uses,
 )
-from transforms.metrics.base import CorpusStatistic, MetricInputError, QAExample
-from transforms.metrics.bertscore import BERTScoreMetric
-from transforms.metrics.model_base import ModelMetric, ModelRequest, ModelUse
-from transforms.metrics.model_metrics import BiEncoderMetric
 from transforms.scoring.score import CorpusStatisticsCombineFn, example_of
 
 SPEC = loading.ModelSpec.of(None)
@@ -173,20 +175,12 @@ def test_rows_may_carry_their_example_in_an_attribute():
 
 
 @pytest.mark.slow
-def test_real_minilm_end_to_end_matches_score_batch():
+def test_real_minilm_end_to_end_matches_score_corpus():
     metrics = [BERTScoreMetric(layer=4, idf=True), BiEncoderMetric()]
     examples = [QAExample("it is a man in the video", ("its man in the video", "a woman")),
                 QAExample("he looks young", ("he is in his early 20s .",)),
                 QAExample("yes", ("yes", "yes , it is"))]
-    stats_fn = CorpusStatisticsCombineFn(metrics[0].corpus_statistics())
-    acc = stats_fn.create_accumulator()
-    for ex in examples:
-        acc = stats_fn.add_input(acc, ex)
-    stats = stats_fn.extract_output(acc)
-    expected = {}
-    for i, ex in enumerate(examples):
-        expected[i] = {**metrics[0].score_batch([ex], stats)[0],
-                       **metrics[1].score_batch([ex], stats)[0]}
+    expected = dict(enumerate(score_corpus(metrics, examples, batch_size=1)))
 
     def close(actual):
         got = dict(actual)
@@ -208,7 +202,7 @@ def test_distinct_families_required():
 
 
 def test_multi_use_handler_routes_by_tag_and_isolates_a_failing_input():
-    from transforms.inference.run_model_metrics import InferenceFailure, MultiUseModelHandler
+    from transforms.scoring.run_model_metrics import InferenceFailure, MultiUseModelHandler
 
     handler = MultiUseModelHandler({"use0": FakeHandler(PAIR_USE), "use1": FakeHandler(TEXT_USE)})
     assert handler.batch_elements_kwargs() == {"min_batch_size": 1, "max_batch_size": 2}
@@ -224,7 +218,7 @@ def test_multi_use_handler_routes_by_tag_and_isolates_a_failing_input():
 
 
 def test_row_handler_batches_rows_and_accepts_empty_batches():
-    from transforms.inference.run_model_metrics import (
+    from transforms.scoring.run_model_metrics import (
         ExpandModelRequestsFn,
         InferenceFailure,
         MultiUseModelHandler,
@@ -252,7 +246,7 @@ def test_row_handler_batches_rows_and_accepts_empty_batches():
 
 
 def test_fold_checks_the_outputs_and_reports_rejections():
-    from transforms.inference.run_model_metrics import FoldModelMetricsFn, RowRequests
+    from transforms.scoring.run_model_metrics import FoldModelMetricsFn, RowRequests
 
     fold = FoldModelMetricsFn([OverlapMetric("f1")])
     row = RowRequests("k", ROWS[0][1], ((0, 0, "use0", ("a man", "the man")),))

@@ -40,11 +40,14 @@ from apache_beam.ml.inference.base import (
     RunInference,
 )
 
-from transforms.inference.handlers import build_handler
 from transforms.io import progress
+from transforms.io.counting import STATS_TAG, CountingDoFn
 from transforms.metrics.base import MetricInputError
-from transforms.metrics.model_base import ModelMetric, ModelUse
-from transforms.scoring.score import ComputeCorpusStatistics, example_of, unique_statistics
+from transforms.metrics.corpus import unique_statistics
+from transforms.metrics.model_base import ModelMetric
+from transforms.models.uses import ModelUse
+from transforms.scoring.handlers import build_handler
+from transforms.scoring.score import ComputeCorpusStatistics, example_of
 from transforms.scoring.score import ScoreResult as ModelScoreResult
 
 logger = logging.getLogger(__name__)
@@ -96,17 +99,17 @@ def request_count(row: RowRequests) -> int:
     return max(1, len(row.requests))
 
 
-class ExpandModelRequestsFn(beam.DoFn):
+class ExpandModelRequestsFn(CountingDoFn):
     """(row_key, row) -> RowRequests with every model input of the row.
 
-    A metric that rejects the row's example adds no inputs, only its reason.
+    A metric that rejects the row's example adds no inputs, only its reason. Counts
+    (namespace `NAMESPACE`): `requests`, `filtered:input_error`.
     """
 
     def __init__(self, metrics: Sequence[ModelMetric], roles: Sequence[Mapping[str, str]]):
+        super().__init__(NAMESPACE, ["requests", "filtered:input_error"])
         self._metrics = tuple(metrics)
         self._roles = tuple(roles)
-        self._requests = beam.metrics.Metrics.counter(NAMESPACE, "requests")
-        self._bad_input = beam.metrics.Metrics.counter(NAMESPACE, "filtered:input_error")
 
     def process(self, element: tuple[Hashable, Any]):
         row_key, value = element
@@ -116,12 +119,12 @@ class ExpandModelRequestsFn(beam.DoFn):
             try:
                 asked = metric.requests(example)
             except MetricInputError as e:
-                self._bad_input.inc()
+                self.count("filtered:input_error")
                 rejected.append((index, str(e)))
                 continue
             requests += [(index, slot, self._roles[index][role], model_input)
                          for slot, (role, model_input) in enumerate(asked)]
-        self._requests.inc(len(requests))
+        self.count("requests", len(requests))
         progress.add(PROGRESS_ROWS_IN)
         yield RowRequests(row_key, value, tuple(requests), tuple(rejected))
 
@@ -278,17 +281,17 @@ def _inferences(results: Iterable[PredictionResult], expected: int) -> list[Any]
     return values
 
 
-class FoldModelMetricsFn(beam.DoFn):
+class FoldModelMetricsFn(CountingDoFn):
     """PredictionResult(RowRequests, outputs) -> (row_key, ModelScoreResult).
 
     One result per row: the metric columns, or the reasons the row cannot be scored (an
-    input a metric rejects, an input the model failed on)."""
+    input a metric rejects, an input the model failed on). Counts (namespace
+    `NAMESPACE`): `passed`, `filtered:rejected`, `filtered:inference_failed` (per metric
+    whose inputs failed)."""
 
     def __init__(self, metrics: Sequence[ModelMetric]):
+        super().__init__(NAMESPACE, ["passed", "filtered:rejected", "filtered:inference_failed"])
         self._metrics = tuple(metrics)
-        self._passed = beam.metrics.Metrics.counter(NAMESPACE, "passed")
-        self._rejected = beam.metrics.Metrics.counter(NAMESPACE, "filtered:rejected")
-        self._failed = beam.metrics.Metrics.counter(NAMESPACE, "filtered:inference_failed")
 
     def process(self, result: PredictionResult, corpus_stats: Mapping[str, Any] | None = None):
         row, values = result.example, result.inference
@@ -311,7 +314,7 @@ class FoldModelMetricsFn(beam.DoFn):
             if index in rejected:
                 reasons.append(f"{metric.family}: {rejected[index]}")
             elif index in failed:
-                self._failed.inc()
+                self.count("filtered:inference_failed")
                 reasons.append(f"{metric.family}: {failed[index]}")
             else:
                 try:
@@ -320,11 +323,11 @@ class FoldModelMetricsFn(beam.DoFn):
                 except MetricInputError as e:
                     reasons.append(f"{metric.family}: {e}")
         if reasons:
-            self._rejected.inc()
+            self.count("filtered:rejected")
             kind = "inference_failed" if failed else "metric_input_error"
             yield row_key, ModelScoreResult(None, "; ".join(reasons), kind)
         else:
-            self._passed.inc()
+            self.count("passed")
             yield row_key, ModelScoreResult(columns)
 
 
@@ -364,8 +367,9 @@ class RunModelMetrics(beam.PTransform):
         self._uses, self._roles = plan_uses(self._metrics)
 
     def expand(self, rows: beam.PCollection) -> beam.PCollection:
-        requests = rows | "ExpandModelRequests" >> beam.ParDo(
-            ExpandModelRequestsFn(self._metrics, self._roles))
+        requests = (rows | "ExpandModelRequests" >> beam.ParDo(
+            ExpandModelRequestsFn(self._metrics, self._roles)).with_outputs(
+                STATS_TAG, main="requests")).requests
         handler = RowModelHandler(MultiUseModelHandler(
             {tag: self._factory(use, **self._handler_kwargs) for tag, use in self._uses.items()}))
         results, failed = requests | "RunInference" >> RunInference(
@@ -375,7 +379,8 @@ class RunModelMetrics(beam.PTransform):
         return ((results, failed_rows) | "AllRowOutputs" >> beam.Flatten()
                 | "FoldModelMetrics" >> beam.ParDo(
                     FoldModelMetricsFn(self._metrics),
-                    corpus_stats=self._stats_side_input(rows)))
+                    corpus_stats=self._stats_side_input(rows)).with_outputs(
+                        STATS_TAG, main="scores")).scores
 
     def _stats_side_input(self, rows: beam.PCollection) -> Any:
         if isinstance(self._corpus_stats, beam.PCollection):

@@ -19,9 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from transforms.inference import batching, loading
-from transforms.metrics import layouts
-from transforms.metrics.model_base import ModelUse, TokenEmbeddings, TokenScores
+from transforms.models import batching, layouts, loading
+from transforms.models.uses import ModelUse, TokenEmbeddings, TokenScores
 
 logger = logging.getLogger(__name__)
 

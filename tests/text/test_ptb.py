@@ -9,8 +9,8 @@ import os
 import pytest
 
 from tests.conftest import SHARED_DATA
-from transforms.metrics import ptb
-from transforms.metrics.ptb_lexer import PTBLexer
+from transforms.text import ptb
+from transforms.text.ptb_lexer import PTBLexer
 
 JUDGMENTS = str(SHARED_DATA / "judgments")
 KPQA_FILES = sorted(glob.glob(f"{JUDGMENTS}/kpqa/*.csv"))

@@ -6,8 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from transforms.inference import loading, models
-from transforms.metrics import layouts, model_base
+from transforms.models import layouts, loading, predictors, uses
 
 SENTENCES = ["it is a man in the video", "he looks like he is in his early 20 ' s .",
              "yes", "", "the person in the video is a man .", "yes"]
@@ -33,7 +32,7 @@ def _alone(tokenizer, model, text, layer):
 def test_token_embeddings_match_unbatched_forward(spec, reference_model):
     tokenizer, model = reference_model
     # tiny token budget: several passes, each padded differently
-    predictor = models.load_predictor(model_base.encoder_use(spec, 4), max_batch_rows=3,
+    predictor = predictors.load_predictor(uses.encoder_use(spec, 4), max_batch_rows=3,
                                       max_batch_tokens=24, cache_size=0)
     outputs, stats = predictor.predict(SENTENCES)
     assert stats["forward_passes"] >= 3
@@ -47,7 +46,7 @@ def test_token_embeddings_match_unbatched_forward(spec, reference_model):
 
 def test_sentence_embeddings_agree_with_sentence_transformers(spec, minilm_path):
     from sentence_transformers import SentenceTransformer
-    predictor = models.load_predictor(model_base.encoder_use(spec, None, pooled=True))
+    predictor = predictors.load_predictor(uses.encoder_use(spec, None, pooled=True))
     ours, _ = predictor.predict(SENTENCES[:5])
     theirs = SentenceTransformer(minilm_path, device="cpu").encode(SENTENCES[:5])
     ours = np.stack(ours)
@@ -57,7 +56,7 @@ def test_sentence_embeddings_agree_with_sentence_transformers(spec, minilm_path)
 
 
 def test_cache_and_order(spec):
-    predictor = models.load_predictor(model_base.encoder_use(spec, None, pooled=True),
+    predictor = predictors.load_predictor(uses.encoder_use(spec, None, pooled=True),
                                       cache_size=2)
     first, stats = predictor.predict(["a", "b", "c"])
     assert (stats["cache_hits"], stats["forward_passes"]) == (0, 1)
@@ -71,7 +70,7 @@ def test_cache_and_order(spec):
 def test_cross_encoder_scores_match_a_direct_forward(cross_encoder_path):
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
     spec = loading.ModelSpec.of(cross_encoder_path, device="cpu")
-    predictor = models.load_predictor(model_base.cross_encoder_use(spec),
+    predictor = predictors.load_predictor(uses.cross_encoder_use(spec),
                                       max_batch_tokens=20)
     pairs = [("a man", "the man in the video"), ("yes", "no"), ("", "it is"),
              ("he is young", "he is in his early twenties , i think")]
@@ -87,9 +86,9 @@ def test_cross_encoder_scores_match_a_direct_forward(cross_encoder_path):
 
 def test_bem_three_segments_on_a_three_type_model(bem_path):
     spec = loading.ModelSpec.of(bem_path, device="cpu")
-    use = model_base.cross_encoder_use(spec, segments=3)
+    use = uses.cross_encoder_use(spec, segments=3)
     assert (use.activation, use.label) == ("softmax", 1)
-    predictor = models.load_predictor(use)
+    predictor = predictors.load_predictor(use)
     [score], _ = predictor.predict([layouts.bem_input("shakespeare", "william shakespeare",
                                                       "who wrote hamlet?")])
     assert 0.0 < score < 1.0
@@ -98,14 +97,14 @@ def test_bem_three_segments_on_a_three_type_model(bem_path):
 def test_three_segments_on_a_two_type_model_fail_or_clamp(cross_encoder_path):
     spec = loading.ModelSpec.of(cross_encoder_path, device="cpu")
     with pytest.raises(ValueError, match="type_vocab_size=2"):
-        model_base.cross_encoder_use(spec, segments=3)
+        uses.cross_encoder_use(spec, segments=3)
     triple = ("shakespeare", "william shakespeare", "who wrote hamlet?")
-    clamped = models.load_predictor(
-        model_base.cross_encoder_use(spec, segments=3, segment_overflow="clamp"))
+    clamped = predictors.load_predictor(
+        uses.cross_encoder_use(spec, segments=3, segment_overflow="clamp"))
     enc = clamped.encode([triple])[0]
     assert enc.token_type_ids == (0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1)
     # the same input on an unclamped use (a bypassed check) fails on the worker
-    strict = models.load_predictor(model_base.ModelUse(
+    strict = predictors.load_predictor(uses.ModelUse(
         "sequence_score", spec, activation="sigmoid", segments=3))
     with pytest.raises(ValueError, match="segment id 2"):
         strict.predict([triple])
@@ -114,9 +113,9 @@ def test_three_segments_on_a_two_type_model_fail_or_clamp(cross_encoder_path):
 def test_keyphrase_scores_cover_the_answer_word_pieces(keyphrase_path):
     from transformers import AutoModelForTokenClassification, AutoTokenizer
     spec = loading.ModelSpec.of(keyphrase_path, device="cpu")
-    use = model_base.token_classifier_use(spec)
+    use = uses.token_classifier_use(spec)
     assert use.label == 0  # "K" in id2label
-    predictor = models.load_predictor(use)
+    predictor = predictors.load_predictor(use)
     [out], _ = predictor.predict([("who wrote hamlet?", "william shakespeare")])
     assert out.tokens == ("william", "shakespeare")
     tokenizer = AutoTokenizer.from_pretrained(keyphrase_path)
@@ -129,6 +128,6 @@ def test_keyphrase_scores_cover_the_answer_word_pieces(keyphrase_path):
 
 
 def test_predictor_rejects_wrong_input_types(spec):
-    predictor = models.load_predictor(model_base.encoder_use(spec, 1))
+    predictor = predictors.load_predictor(uses.encoder_use(spec, 1))
     with pytest.raises(ValueError, match="must be strings"):
         predictor.predict([("a", "b")])

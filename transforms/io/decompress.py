@@ -1,5 +1,5 @@
-"""Decompressing a dump file ahead of its parser. Beam-free; `transforms/wiki/dump.py`
-reads the pages.
+"""Decompressing a compressed file ahead of its reader (dumps in mining, compressed
+prediction files in scoring). Beam-free; `transforms/wiki/dump.py` reads the pages.
 
 `open_dump` wraps a compressed file in `BlockDecompressor` (large blocks, so that the
 GIL is taken back rarely) inside `PrefetchingReader` (a background thread and a bounded

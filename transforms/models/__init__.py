@@ -1,0 +1,17 @@
+"""Models: the leaf layer (imports nothing else of this project).
+
+- loading.py: `ModelSpec` (checkpoint, revision, device, dtype, max length), safe
+  loading (safetensors first, pickled weights refused unless allowed), the packaged
+  all-MiniLM-L6-v2, tokenizers (`TokenIds`).
+- uses.py: `ModelUse`, what a metric needs from a model (task, layer, activation, class,
+  segments), its constructors that check a checkpoint's head, and the output types
+  (`TokenEmbeddings`, `TokenScores`).
+- layouts.py: how texts become model inputs (pairs, BEM's three segments, SQuArE's one
+  string, keyphrase inputs), shared by training and scoring.
+- batching.py: token-budgeted, length-sorted padding.
+- predictors.py: a loaded model that turns distinct inputs into outputs (torch, no Beam).
+- baselines.py: bert-score rescale baseline files.
+
+Above it: transforms/metrics declares `ModelUse`s and folds outputs; transforms/scoring
+runs them through Beam's `RunInference`; transforms/training fine-tunes checkpoints.
+"""
