@@ -40,14 +40,14 @@ def test_unknown_name_lists_available() -> None:
     assert "available" in str(err.value) and "rougeL" in str(err.value)
 
 
-@pytest.mark.parametrize("family", ["sas", "wes", "bem", "square", "kpqa_bleu1"])
+@pytest.mark.parametrize("family", ["sas", "wes", "bem", "judge", "square", "kpqa_bleu1"])
 def test_fine_tuned_families_without_a_checkpoint_say_how_to_get_one(family: str) -> None:
     with pytest.raises(ValueError, match=r"_model.*(train|python -m pipelines)"):
         registry.build_metrics([family])
 
 
 def test_model_families_are_marked_and_accept_model_spec_options() -> None:
-    model_names = ["bertscore", "bi_encoder", "sas", "wes", "bem", "square", "kpqa_bleu1",
+    model_names = ["bertscore", "bi_encoder", "sas", "wes", "bem", "judge", "square", "kpqa_bleu1",
                    "kpqa_rougeL", "kpqa_bertscore"]
     assert registry.families_of(model_names) == set(registry.model_families())
     assert not registry.families_of(LEXICAL) & set(registry.model_families())

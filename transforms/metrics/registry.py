@@ -8,7 +8,7 @@ Options are keyed by family, e.g. `{"cider": {"df_mode": "pooled"}, "meteor": {"
 "/usr/bin/java"}}`; each family declares the option names it accepts and its constructor
 validates the values, so bad configuration fails here, on the launcher.
 
-Model-backed families (bertscore, bi_encoder, sas, wes, bem, square, kpqa) are rows of
+Model-backed families (bertscore, bi_encoder, sas, wes, bem, judge, square, kpqa) are rows of
 `_BUILTIN` too, marked `model_backed`: the scoring pipeline runs them through
 `RunInference` (transforms/scoring/run_model_metrics.py) instead of in process. Every model family accepts
 the `ModelSpec` options (model, revision, device, dtype, max_length). More families are
@@ -82,6 +82,9 @@ _BUILTIN = (
                MODEL_OPTIONS | {"activation"}, model_backed=True),
     FamilySpec("bem", ("bem",), "transforms.metrics.model_metrics:BEMMetric",
                MODEL_OPTIONS | {"activation", "segment_overflow"}, model_backed=True),
+    FamilySpec("judge", ("judge",), "transforms.metrics.judge:JudgeMetric",
+               MODEL_OPTIONS | {"activation", "segment_overflow", "gold_layout",
+                                "max_gold_chars"}, model_backed=True),
     FamilySpec("square", ("square",), "transforms.metrics.model_metrics:SQuArEMetric",
                MODEL_OPTIONS | {"activation", "max_positive", "max_negative"},
                model_backed=True),
@@ -112,6 +115,8 @@ METRIC_DESCRIPTIONS = {
     "sas": "semantic answer similarity: cross-encoder (STS-trained) score, max over references",
     "wes": "cross-encoder trained on WES entity pairs, max over references",
     "bem": "BERT answer-equivalence classifier (question, reference, candidate)",
+    "judge": "answer-correctness judge (train_cross_encoder --format evouna) on "
+             "(answer, best-matching reference, question), the trainer's layout",
     "square": "SQuArE: cross-encoder against positive and negative references",
     "kpqa_bleu1": "BLEU-1 with tokens weighted by predicted keyphrase importance",
     "kpqa_rougeL": "ROUGE-L with tokens weighted by predicted keyphrase importance",

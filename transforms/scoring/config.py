@@ -162,6 +162,7 @@ _MODEL_KINDS = {
     "sas": "fine-tuned one-logit cross-encoder (required for sas)",
     "wes": "fine-tuned one-logit cross-encoder (required for wes)",
     "bem": "fine-tuned BEM classifier (required for bem)",
+    "judge": "judge checkpoint of train_cross_encoder --format evouna (required for judge)",
     "square": "fine-tuned SQuArE cross-encoder (required for square)",
     "kpqa": "keyphrase token classifier (required for kpqa_*)",
 }
@@ -205,8 +206,9 @@ MODEL_FLAG_TABLE: tuple[ModelFlag, ...] = (
               handler_key="cache_size", smallest=0, type=int),
 )
 MODEL_FLAGS = tuple(flag.name for flag in MODEL_FLAG_TABLE)
-MODEL_FLAGS_TITLE = "models (the model-backed metrics: bertscore, bi_encoder, sas, wes, bem, square, kpqa_*)"
-_NEEDS_QUESTION = ("bem", "square", "kpqa")
+MODEL_FLAGS_TITLE = ("models (the model-backed metrics: bertscore, bi_encoder, sas, wes, bem, "
+                     "judge, square, kpqa_*)")
+_NEEDS_QUESTION = ("bem", "judge", "square", "kpqa")
 
 
 def add_model_flags(parser) -> None:

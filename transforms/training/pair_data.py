@@ -30,8 +30,14 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from transforms.metrics.overlap import overlap_score
-from transforms.metrics.squad import normalize_answer
+from transforms.metrics.judge import (  # noqa: F401  (best_gold, ranked_golds: API here too)
+    DEFAULT_MAX_GOLD_CHARS,
+    GOLD_LAYOUTS,
+    GOLD_SEPARATOR,
+    best_gold,
+    judge_reference,
+    ranked_golds,
+)
 from transforms.models import layouts
 from transforms.training import evouna
 
@@ -43,10 +49,8 @@ JSONL_FIELDS = {
     "square": ("question", "target", "positive_references", "label"),
     "bem": ("question", "reference", "candidate", "label"),
 }
-# How EVOUNA's gold answers fill the judge's reference segment (`judge_reference`).
-GOLD_LAYOUTS = ("best", "all")
-GOLD_SEPARATOR = " / "
-DEFAULT_MAX_GOLD_CHARS = 200
+# How EVOUNA's gold answers fill the judge's reference segment: `judge_reference`, shared
+# with the `judge` metric of the scorer (transforms/metrics/judge.py).
 SEGMENTS = {"wes": 2, "stsb": 2, "square": 1, "bem": 3, "evouna": 3}
 LAYOUT = {
     "wes": "pair_input(prediction=link_text, reference=title): [CLS] link_text [SEP] title [SEP]",
@@ -117,52 +121,6 @@ def _evouna_files(input_path: str | None,
     if not os.path.isfile(path):
         raise ValueError(f"EVOUNA file {path} does not exist")
     return {split: [path] for split in SPLITS}
-
-
-def best_gold(answer: str, golds: tuple[str, ...]) -> str:
-    """The gold answer an answer matches best: containment, then token recall, then order."""
-    return max(golds, key=lambda g: overlap_score(answer, (g,))[:2])
-
-
-def ranked_golds(answer: str, golds: Sequence[str]) -> list[str]:
-    """The gold answers, best match first (containment, then token recall, then file
-    order), one per SQuAD-normalised form (`"Sunset Blvd."` repeats `"Sunset Blvd"`)."""
-    seen, unique = set(), []
-    for g in golds:
-        key = normalize_answer(g) or g
-        if key not in seen:
-            seen.add(key)
-            unique.append(g)
-    scored = [(overlap_score(answer, (g,))[:2], -i, g) for i, g in enumerate(unique)]
-    return [g for _, _, g in sorted(scored, reverse=True)]
-
-
-def judge_reference(answer: str, golds: Sequence[str], gold_layout: str = "best",
-                    max_gold_chars: int = DEFAULT_MAX_GOLD_CHARS) -> str:
-    """The reference segment of the judge's input for one answer, label-free.
-
-    `best`: the best-matching gold (`best_gold`). `all`: every distinct gold, best match
-    first, joined by `GOLD_SEPARATOR`, stopping before the gold that would pass
-    `max_gold_chars` characters (the best one is always kept): TriviaQA questions have up
-    to 185 aliases (median 8), and those that match the answer least go first.
-
-    Raises:
-        ValueError: an unknown layout or no gold.
-    """
-    if gold_layout not in GOLD_LAYOUTS:
-        raise ValueError(f"gold_layout must be one of {GOLD_LAYOUTS}, got {gold_layout!r}")
-    if not golds:
-        raise ValueError("the judge needs at least one gold answer")
-    if gold_layout == "best":
-        return best_gold(answer, tuple(golds))
-    ranked = ranked_golds(answer, golds)
-    kept, size = [ranked[0]], len(ranked[0])
-    for g in ranked[1:]:
-        size += len(GOLD_SEPARATOR) + len(g)
-        if size > max_gold_chars:
-            break
-        kept.append(g)
-    return GOLD_SEPARATOR.join(kept)
 
 
 def read_evouna(path: str, split: str, seed: int = evouna.DEFAULT_SEED,

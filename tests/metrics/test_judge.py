@@ -1,0 +1,67 @@
+"""The `judge` metric: the trainer's layout at scoring time, its signature and threshold."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from transforms.metrics import registry
+from transforms.metrics.base import MetricInputError, QAExample
+from transforms.metrics.judge import JudgeMetric, judge_reference
+from transforms.models.uses import DECISION_THRESHOLD_KEY
+from transforms.training import pair_data
+
+GOLDS = ("Sunset Blvd", "West Sunset Boulevard", "Sunset Boulevard", "Sunset Blvd.")
+
+
+def _checkpoint(folder, threshold=0.62, token_types=3):
+    folder.mkdir()
+    config = {"architectures": ["BertForSequenceClassification"], "num_labels": 1,
+              "id2label": {"0": "LABEL_0"}, "type_vocab_size": token_types,
+              "max_position_embeddings": 512}
+    if threshold is not None:
+        config[DECISION_THRESHOLD_KEY] = threshold
+    (folder / "config.json").write_text(json.dumps(config))
+    (folder / "model.safetensors").write_bytes(b"not read here")
+    return str(folder)
+
+
+def test_one_input_per_row_in_the_trainers_layout(tmp_path):
+    metric = JudgeMetric(model=_checkpoint(tmp_path / "j"))
+    example = QAExample("It is on Sunset Boulevard.", GOLDS, question="Which street?")
+    (request,) = metric.requests(example)
+    assert request.input == ("It is on Sunset Boulevard.", "Sunset Boulevard",
+                               "Which street?")
+    # The same segment the training rows get: the function is shared, not copied.
+    assert pair_data.judge_reference is judge_reference
+    wide = JudgeMetric(model=str(tmp_path / "j"), gold_layout="all", max_gold_chars=40)
+    assert wide.requests(example)[0].input[1] == "Sunset Boulevard / West Sunset Boulevard"
+    assert metric.fold(example, [0.25], {}) == {"judge": 0.25}
+    with pytest.raises(MetricInputError, match="judge needs a question"):
+        metric.requests(QAExample("x", GOLDS))
+    with pytest.raises(MetricInputError, match="at least one reference"):
+        metric.requests(QAExample("x", (), question="q"))
+
+
+def test_signature_records_layout_and_threshold(tmp_path):
+    sig = JudgeMetric(model=_checkpoint(tmp_path / "j")).signature()["judge"]
+    assert sig.startswith("judge|v:1|") and "|thr:0.62|" in sig and sig.endswith("|refs:best")
+    wide = JudgeMetric(model=str(tmp_path / "j"), gold_layout="all").signature()["judge"]
+    assert wide.endswith("|refs:all<=200")
+    plain = JudgeMetric(model=_checkpoint(tmp_path / "p", None)).signature()["judge"]
+    assert "thr:" not in plain
+
+
+def test_bad_options_fail_when_built(tmp_path):
+    ck = _checkpoint(tmp_path / "j")
+    with pytest.raises(ValueError, match="judge: gold_layout must be one of"):
+        JudgeMetric(model=ck, gold_layout="every")
+    with pytest.raises(ValueError, match="max_gold_chars must be an integer >= 1"):
+        JudgeMetric(model=ck, max_gold_chars=0)
+    with pytest.raises(ValueError, match="--judge_model.*train_cross_encoder --format evouna"):
+        JudgeMetric()
+    with pytest.raises(ValueError, match="token types"):
+        JudgeMetric(model=_checkpoint(tmp_path / "two", token_types=2))
+    (built,) = registry.build_metrics(["judge"], {"judge": {"model": ck, "gold_layout": "all"}})
+    assert built.gold_layout == "all" and registry.family_spec("judge").model_backed

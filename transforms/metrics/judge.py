@@ -1,0 +1,150 @@
+"""The answer-correctness judge: a BEM-layout cross-encoder scored in its trainer's layout.
+
+`python -m pipelines.train_cross_encoder --format evouna` trains a one-logit cross-encoder
+on `(answer, reference segment, question)` where the reference segment is built from the
+gold answers without looking at the label (`judge_reference`):
+
+- `best` (the trainer's default): the gold the answer matches best, by containment, then
+  token recall, then file order (`best_gold`);
+- `all`: every distinct gold (one per SQuAD-normalised form), best match first, joined
+  by `GOLD_SEPARATOR`, while the segment stays within `max_gold_chars` characters (the
+  best one is always kept).
+
+The `judge` metric builds the same segment from a row's references, so the model sees at
+scoring time exactly what it saw in training: one model input per row (the `bem` metric
+scores every reference and takes the maximum, a layout the judge was not trained in).
+The score is the sigmoid of the logit; the decision threshold the trainer chose on dev
+(`qa_eval_decision_threshold` in the checkpoint's config.json) is in the signature
+(`thr`) and is what `qa-score`'s report uses for accuracy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from transforms.metrics.base import MetricInputError, QAExample, format_signature
+from transforms.metrics.model_base import ModelMetric, ModelRequest
+from transforms.metrics.overlap import overlap_score
+from transforms.metrics.squad import normalize_answer
+from transforms.models import layouts
+from transforms.models.loading import ModelSpec
+from transforms.models.uses import ModelUse, cross_encoder_use
+
+VERSION = "1"
+GOLD_LAYOUTS = ("best", "all")
+GOLD_SEPARATOR = " / "
+DEFAULT_MAX_GOLD_CHARS = 200
+_HOW = ("train one with `python -m pipelines.train_cross_encoder --format evouna` (EVOUNA's "
+        "TQ.json) or --format bem")
+
+
+def best_gold(answer: str, golds: Sequence[str]) -> str:
+    """The gold answer an answer matches best: containment, then token recall, then order."""
+    return max(golds, key=lambda g: overlap_score(answer, (g,))[:2])
+
+
+def ranked_golds(answer: str, golds: Sequence[str]) -> list[str]:
+    """The gold answers, best match first (containment, then token recall, then file
+    order), one per SQuAD-normalised form (`"Sunset Blvd."` repeats `"Sunset Blvd"`)."""
+    seen, unique = set(), []
+    for g in golds:
+        key = normalize_answer(g) or g
+        if key not in seen:
+            seen.add(key)
+            unique.append(g)
+    scored = [(overlap_score(answer, (g,))[:2], -i, g) for i, g in enumerate(unique)]
+    return [g for _, _, g in sorted(scored, reverse=True)]
+
+
+def judge_reference(answer: str, golds: Sequence[str], gold_layout: str = "best",
+                    max_gold_chars: int = DEFAULT_MAX_GOLD_CHARS) -> str:
+    """The reference segment of the judge's input for one answer, label-free.
+
+    `best`: the best-matching gold (`best_gold`). `all`: every distinct gold, best match
+    first, joined by `GOLD_SEPARATOR`, stopping before the gold that would pass
+    `max_gold_chars` characters (the best one is always kept): TriviaQA questions have up
+    to 185 aliases (median 8), and those that match the answer least go first.
+
+    Raises:
+        ValueError: an unknown layout or no gold.
+    """
+    if gold_layout not in GOLD_LAYOUTS:
+        raise ValueError(f"gold_layout must be one of {GOLD_LAYOUTS}, got {gold_layout!r}")
+    if not golds:
+        raise ValueError("the judge needs at least one gold answer")
+    if gold_layout == "best":
+        return best_gold(answer, golds)
+    ranked = ranked_golds(answer, golds)
+    kept, size = [ranked[0]], len(ranked[0])
+    for g in ranked[1:]:
+        size += len(GOLD_SEPARATOR) + len(g)
+        if size > max_gold_chars:
+            break
+        kept.append(g)
+    return GOLD_SEPARATOR.join(kept)
+
+
+class JudgeMetric(ModelMetric):
+    """The judge: one input per row, `(prediction, judge_reference(...), question)`.
+
+    Args:
+        columns: ("judge",).
+        model: the judge's checkpoint (required; an output of train_cross_encoder).
+        gold_layout: "best" or "all", as the judge was trained (`--gold_layout`).
+        max_gold_chars: the `all` layout's cap, as in training.
+        activation: see `model_base.cross_encoder_use` (auto: sigmoid for one logit).
+        segment_overflow: `error` (default) or `clamp` for models with two token types.
+        **spec_kwargs: `ModelSpec` fields.
+
+    Raises:
+        ValueError: an unknown layout, a cap below 1, a missing model.
+    """
+
+    family = "judge"
+    _role = "cross_encoder"
+
+    def __init__(self, columns: Sequence[str] = ("judge",), *, model: str | None = None,
+                 gold_layout: str = "best", max_gold_chars: int = DEFAULT_MAX_GOLD_CHARS,
+                 activation: str = "auto", segment_overflow: str = "error",
+                 **spec_kwargs: Any) -> None:
+        if tuple(columns) != ("judge",):
+            raise ValueError(f"judge has the single column 'judge', got {columns}")
+        if gold_layout not in GOLD_LAYOUTS:
+            raise ValueError(f"judge: gold_layout must be one of {GOLD_LAYOUTS}, got "
+                             f"{gold_layout!r}")
+        if not isinstance(max_gold_chars, int) or max_gold_chars < 1:
+            raise ValueError(f"judge: max_gold_chars must be an integer >= 1, got "
+                             f"{max_gold_chars!r}")
+        if not model:
+            raise ValueError(f"judge needs a fine-tuned judge checkpoint (--judge_model, a "
+                             f"Hugging Face id or a local path): {_HOW}")
+        self.columns = ("judge",)
+        self.gold_layout, self.max_gold_chars = gold_layout, max_gold_chars
+        self._use = cross_encoder_use(ModelSpec.of(model, **spec_kwargs),
+                                      activation=activation, label=1, segments=3,
+                                      segment_overflow=segment_overflow, how=_HOW)
+
+    def model_uses(self) -> Mapping[str, ModelUse]:
+        return {self._role: self._use}
+
+    def requests(self, example: QAExample) -> list[ModelRequest]:
+        if not example.references:
+            raise MetricInputError("judge needs at least one reference")
+        if example.question is None:
+            raise MetricInputError("judge needs a question")
+        reference = judge_reference(example.prediction, example.references, self.gold_layout,
+                                    self.max_gold_chars)
+        return [ModelRequest(self._role,
+                             layouts.bem_input(example.prediction, reference, example.question))]
+
+    def fold(self, example: QAExample, outputs: Sequence[Any],
+             corpus_stats: Mapping[str, Any]) -> dict[str, float]:
+        return {"judge": float(outputs[0])}
+
+    def signature(self) -> dict[str, str]:
+        refs = ("best" if self.gold_layout == "best"
+                else f"all<={self.max_gold_chars}")
+        return {"judge": format_signature("judge", VERSION, {
+            **self._use.signature_fields(), "act": self._use.activation,
+            "segments": f"0/1/2,{self._use.segment_overflow}", "refs": refs})}
