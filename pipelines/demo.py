@@ -24,9 +24,9 @@
    data has no BEM- or SQuArE-style training rows). Then EVOUNA-TQ: the dev split with
    em, f1, contains, token_recall (every gold answer), bertscore and sas (the
    best-matching gold, chosen without the label as in the judge's training) to choose
-   each one's accuracy threshold, and the test split with those and the judge (as the
-   `bem` metric on the best-matching gold, at its own calibrated threshold), overall and
-   per answering system.
+   each one's accuracy threshold, and the test split with those and the `judge` metric
+   (which picks the best-matching gold itself, at its own calibrated threshold), overall
+   and per answering system.
 4. Prints what each model reached, the meta-evaluation tables (SQuAD-SAS beside the SAS
    paper's Table 2, EVOUNA-TQ's accuracy and AUROC per metric) and where every output
    went.
@@ -199,7 +199,7 @@ def _demo(argv: list[str]) -> None:
     if not (given["bem"] or given["square"]):
         print("\n(bem and square are not scored on AVSD and SQuAD-SAS: the bundled data has "
               "no BEM- or SQuArE-style training rows; pass --bem_model / --square_model to "
-              "add them. On EVOUNA-TQ the `bem` column is the judge trained here.)")
+              "add them.)")
 
     print(f"\nDone in {(time.monotonic() - started) / 60:.1f} min. Outputs:")
     print(f"  WES corpora:        {wes_dir}/wes-k2, {wes_dir}/wes-k5 (+ -clusters)")
@@ -215,9 +215,9 @@ def _demo(argv: list[str]) -> None:
 def _score_evouna(data: Path, out: Path, models: dict[str, str | None],
                   max_rows: int | None) -> list[Path]:
     """EVOUNA-TQ: dev scored to choose every metric's threshold, then test scored with
-    them and the judge (lexical metrics against every gold, model metrics against the
-    best-matching one: `transforms.demo.scoring.EVOUNA_MODEL`); prints the reports and
-    the one-line-per-metric table."""
+    them and the judge (lexical metrics and the judge against every gold, bertscore and
+    sas against the best-matching one: `transforms.demo.scoring.EVOUNA_MODEL`); prints
+    the reports and the one-line-per-metric table."""
     rows = evouna_rows(data, out, max_rows)
     scores = out / "scores"
     thresholds: dict[str, float] = {}
@@ -228,8 +228,8 @@ def _score_evouna(data: Path, out: Path, models: dict[str, str | None],
                               save_main_session=False)
         thresholds.update(dev_thresholds(Path(f"{dev_out}.scores.parquet"), metrics))
     reports = []
-    for name, metrics, judge in (("all", EVOUNA_LEXICAL, None),
-                                 ("best", EVOUNA_MODEL, models.get("judge"))):
+    for name, metrics, judge in (("all", EVOUNA_LEXICAL, models.get("judge")),
+                                 ("best", EVOUNA_MODEL, None)):
         test_out = scores / f"evouna_tq_{name}"
         score_predictions.run([*evouna_job(rows[name]["test"], test_out, list(metrics),
                                            {"sas": models.get("sas"), "judge": judge},

@@ -31,6 +31,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from transforms.io import cli
+from transforms.training import pair_data
 from transforms.training.cross_encoder import (
     BINARY_METRICS,
     CLASS_WEIGHTS,
@@ -40,7 +41,6 @@ from transforms.training.cross_encoder import (
     train_cross_encoder,
 )
 from transforms.training.options import add_train_args, cli_main, train_config
-from transforms.training import pair_data
 from transforms.training.pair_data import FORMATS
 
 

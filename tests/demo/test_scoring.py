@@ -44,8 +44,8 @@ def test_evouna_jobs_name_the_judge_and_the_dev_thresholds(tmp_path):
                           {"sas": "/m/sas", "judge": "/m/judge"},
                           {"f1": 0.0081, "sas": 0.2, "bertscore": 0.31})
     assert f"--input={rows}" in job and "--human_column=human" in job
-    assert "--metrics=bertscore,sas,bem" in job
-    assert "--bem_model=/m/judge" in job and "--sas_model=/m/sas" in job
+    assert "--metrics=bertscore,sas,judge" in job
+    assert "--judge_model=/m/judge" in job and "--sas_model=/m/sas" in job
     # Only the thresholds of the run's own metrics (qa-score refuses unknown names).
     assert "--accuracy_threshold=bertscore=0.31,sas=0.2" in job
     lexical = demo.evouna_job(rows, tmp_path / "d", list(demo.EVOUNA_LEXICAL), {"sas": "/m"})
@@ -98,7 +98,7 @@ def test_judge_table_has_a_line_per_metric_and_a_column_per_system(tmp_path):
     def rows(acc):
         return [{"metric": "contains", "accuracy": acc, "threshold": 0.5,
                  "threshold_source": "flag", "auroc": 0.9},
-                {"metric": "bem", "accuracy": acc + 0.02, "threshold": 0.6,
+                {"metric": "judge", "accuracy": acc + 0.02, "threshold": 0.6,
                  "threshold_source": "checkpoint", "auroc": 0.95}]
 
     report = {"scopes": [{"subset": None, "system": None, "rows": rows(0.90)},
@@ -114,5 +114,5 @@ def test_judge_table_has_a_line_per_metric_and_a_column_per_system(tmp_path):
     lines = demo.judge_table([path, other]).splitlines()
     assert lines[0] == "| metric | threshold | accuracy | AUROC | acc. fid | acc. gpt4 |"
     assert lines[4] == "| f1 | n/a | 0.500 | n/a | 0.400 | n/a |"
-    assert lines[2] == "| judge (bem) | 0.6000 (checkpoint) | 0.920 | 0.950 | 0.820 | 0.970 |"
+    assert lines[2] == "| judge | 0.6000 (checkpoint) | 0.920 | 0.950 | 0.820 | 0.970 |"
     assert lines[3] == "| contains | 0.5000 (flag) | 0.900 | 0.900 | 0.800 | 0.950 |"

@@ -223,3 +223,12 @@ def test_evouna_all_golds_and_balanced_classes_reach_the_card(tmp_path):
     state = json.loads((out / "last" / "resume_state.json").read_text())
     fingerprint = json.dumps(state)
     assert '"gold_layout": "all"' in fingerprint and '"max_gold_chars": 50' in fingerprint
+    # The scorer's judge metric reads the trained checkpoint in the same layout.
+    from transforms.metrics.judge import JudgeMetric
+
+    judge = JudgeMetric(model=str(out), gold_layout="all", max_gold_chars=50)
+    (row,) = score_corpus([judge], [QAExample("it is alias 3", ("gold 3", "alias 3"),
+                                              question="Question number 3?")])
+    assert 0 < row["judge"] < 1
+    assert "|thr:" in judge.signature()["judge"]
+    assert 'JudgeMetric(model="' in info["usage"] and 'gold_layout="all")' in info["usage"]

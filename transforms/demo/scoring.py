@@ -55,9 +55,10 @@ def scoring_jobs(data: Path, out: Path, models: dict[str, str | None],
 
 # EVOUNA-TQ: the issue's table (lexical checks of the LLM era, embeddings, sas, the judge).
 # The lexical metrics take the maximum over every gold answer (a median of 8 and up to 185
-# per question); the model metrics score each answer against its best-matching gold only,
-# chosen without the label as in the judge's training (`pair_data.best_gold`): one model
-# input per answer instead of 14 on average, and the judge's own layout.
+# per question), and so does the `judge` metric, which picks the best-matching gold itself
+# (its trainer's layout); bertscore and sas score each answer against that best-matching
+# gold only (`metrics.judge.best_gold`, label-free): one model input per answer instead of
+# 14 on average.
 EVOUNA_LEXICAL = ("em", "f1", "contains", "token_recall")
 EVOUNA_MODEL = ("bertscore", "sas")
 EVOUNA_METRICS = (*EVOUNA_LEXICAL, *EVOUNA_MODEL)
@@ -90,14 +91,13 @@ def evouna_rows(data: Path, out: Path, max_rows: int | None = None
 def evouna_job(rows: Path, output: Path, metrics: list[str], models: dict[str, str | None],
                thresholds: dict[str, float] | None = None) -> list[str]:
     """qa-score arguments for one EVOUNA-TQ file: `metrics` (sas only when its model is
-    there) and, when a judge is given, the judge as the `bem` metric (at the threshold its
-    checkpoint saved); `thresholds` (metric -> value, chosen on dev) become
-    `--accuracy_threshold`."""
+    there) and, when a judge is given, the `judge` metric (at the threshold its checkpoint
+    saved); `thresholds` (metric -> value, chosen on dev) become `--accuracy_threshold`."""
     metrics = [m for m in metrics if m != "sas" or models.get("sas")]
     flags = [f"--sas_model={models['sas']}"] if "sas" in metrics else []
     if models.get("judge"):
-        metrics.append("bem")
-        flags.append(f"--bem_model={models['judge']}")
+        metrics.append("judge")
+        flags.append(f"--judge_model={models['judge']}")
     thresholds = {m: t for m, t in (thresholds or {}).items() if m in metrics}
     if thresholds:
         flags.append("--accuracy_threshold=" + ",".join(
@@ -128,7 +128,7 @@ def dev_thresholds(scores_parquet: Path, metrics: list[str]) -> dict[str, float]
     return out
 
 
-def judge_table(report_jsons: list[Path], judge_metric: str = "bem") -> str:
+def judge_table(report_jsons: list[Path]) -> str:
     """Accuracy at each metric's threshold and AUROC, overall and per answering system,
     from qa-score reports of EVOUNA-TQ's test split (one line per metric, the metrics of
     every report together)."""
@@ -144,7 +144,7 @@ def judge_table(report_jsons: list[Path], judge_metric: str = "bem") -> str:
              " | ".join(f"acc. {s}" for s in systems) + " |",
              "|---|---:|---:|---:|" + "---:|" * len(systems)]
     for row in sorted(overall["rows"], key=lambda r: -(r.get("accuracy") or 0.0)):
-        name = "judge (bem)" if row["metric"] == judge_metric else row["metric"]
+        name = row["metric"]
         source = f" ({row['threshold_source']})" if row.get("threshold_source") else ""
         cells = [_fmt((by_system[s].get(row["metric"]) or {}).get("accuracy")) for s in systems]
         lines.append(f"| {name} | {_fmt(row.get('threshold'), 4)}{source} | "

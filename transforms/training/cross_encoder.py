@@ -44,7 +44,8 @@ GRADED_METRICS = ("spearman", "pearson", "loss")
 CLASS_WEIGHTS = ("none", "balanced")
 _SIGMOID = "torch.nn.modules.activation.Sigmoid"
 _METRIC_CLASS = {"wes": "WESMetric", "stsb": "SASMetric", "square": "SQuArEMetric",
-                 "bem": "BEMMetric", "evouna": "BEMMetric"}
+                 "bem": "BEMMetric", "evouna": "JudgeMetric"}
+_METRIC_MODULE = {"evouna": "transforms/metrics/judge.py"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -334,7 +335,10 @@ def train_cross_encoder(data: CrossEncoderData, config: TrainConfig,
                 calibration["threshold"])
         logger.info("test (best checkpoint): %s", test)
     family = {"wes": "wes", "stsb": "sas", "square": "square", "bem": "bem",
-              "evouna": "bem"}[data.format]
+              "evouna": "judge"}[data.format]
+    module = _METRIC_MODULE.get(data.format, "transforms/metrics/model_metrics.py")
+    layout_option = (f", gold_layout=\"{data.gold_layout}\"" if data.format == "evouna"
+                     else "")
     mined_card = os.path.join(os.path.dirname(os.path.abspath(data.input or ".")),
                               "dataset_card.md")
     info = card.run_info(
@@ -357,7 +361,7 @@ def train_cross_encoder(data: CrossEncoderData, config: TrainConfig,
         result=result, test=test, calibration=calibration,
         usage=(f"Score with it: the `model` option of the `{family}` metric of "
                f"`python -m pipelines.score_predictions` (`{_METRIC_CLASS[data.format]}"
-               f"(model=\"{config.output_dir}\")` in transforms/metrics/model_metrics.py); "
+               f"(model=\"{config.output_dir}\"{layout_option})` in {module}); "
                "or load it with `AutoModelForSequenceClassification.from_pretrained` and "
                "apply a sigmoid to the logit."))
     card.write_outputs(config.output_dir, info)
