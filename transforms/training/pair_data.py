@@ -30,6 +30,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+# EVOUNA's golds fill the judge's reference segment by the `judge` metric's own function,
+# so training and scoring cannot lay them out differently.
 from transforms.metrics.judge import (  # noqa: F401  (best_gold, ranked_golds: API here too)
     DEFAULT_MAX_GOLD_CHARS,
     GOLD_LAYOUTS,
@@ -49,8 +51,6 @@ JSONL_FIELDS = {
     "square": ("question", "target", "positive_references", "label"),
     "bem": ("question", "reference", "candidate", "label"),
 }
-# How EVOUNA's gold answers fill the judge's reference segment: `judge_reference`, shared
-# with the `judge` metric of the scorer (transforms/metrics/judge.py).
 SEGMENTS = {"wes": 2, "stsb": 2, "square": 1, "bem": 3, "evouna": 3}
 LAYOUT = {
     "wes": "pair_input(prediction=link_text, reference=title): [CLS] link_text [SEP] title [SEP]",
