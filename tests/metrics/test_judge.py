@@ -65,3 +65,16 @@ def test_bad_options_fail_when_built(tmp_path):
         JudgeMetric(model=_checkpoint(tmp_path / "two", token_types=2))
     (built,) = registry.build_metrics(["judge"], {"judge": {"model": ck, "gold_layout": "all"}})
     assert built.gold_layout == "all" and registry.family_spec("judge").model_backed
+
+
+def test_marked_layout_states_the_containment_evidence(tmp_path):
+    """`marked`: the best gold after [found] when a normalised gold is in the normalised
+    answer (articles and punctuation aside), [not found] otherwise (an alias it misses)."""
+    assert judge_reference("It is on the Sunset Boulevard!", GOLDS, "marked") == (
+        "[found] Sunset Boulevard")
+    assert judge_reference("Hollywood's main strip", GOLDS, "marked").startswith("[not found] ")
+    metric = JudgeMetric(model=_checkpoint(tmp_path / "j"), gold_layout="marked")
+    example = QAExample("Sunset Blvd.", GOLDS, question="Which street?")
+    assert metric.requests(example)[0].input == ("Sunset Blvd.", "[found] Sunset Blvd",
+                                                 "Which street?")
+    assert metric.signature()["judge"].endswith("|refs:best+mark")

@@ -8,7 +8,10 @@ gold answers without looking at the label (`judge_reference`):
   token recall, then file order (`best_gold`);
 - `all`: every distinct gold (one per SQuAD-normalised form), best match first, joined
   by `GOLD_SEPARATOR`, while the segment stays within `max_gold_chars` characters (the
-  best one is always kept).
+  best one is always kept);
+- `marked`: the best-matching gold after a mark saying whether a normalised gold occurs
+  in the normalised answer (`MARKS`: the `contains` metric's test), so the model reads
+  the lexical evidence beside the texts and learns when to overrule it.
 
 The `judge` metric builds the same segment from a row's references, so the model sees at
 scoring time exactly what it saw in training: one model input per row (the `bem` metric
@@ -32,8 +35,10 @@ from transforms.models.loading import ModelSpec
 from transforms.models.uses import ModelUse, cross_encoder_use
 
 VERSION = "1"
-GOLD_LAYOUTS = ("best", "all")
+GOLD_LAYOUTS = ("best", "all", "marked")
 GOLD_SEPARATOR = " / "
+# `marked`: the reference segment starts with MARKS[gold contained in the answer].
+MARKS = {True: "[found]", False: "[not found]"}
 DEFAULT_MAX_GOLD_CHARS = 200
 _HOW = ("train one with `python -m pipelines.train_cross_encoder --format evouna` (EVOUNA's "
         "TQ.json) or --format bem")
@@ -65,6 +70,8 @@ def judge_reference(answer: str, golds: Sequence[str], gold_layout: str = "best"
     first, joined by `GOLD_SEPARATOR`, stopping before the gold that would pass
     `max_gold_chars` characters (the best one is always kept): TriviaQA questions have up
     to 185 aliases (median 8), and those that match the answer least go first.
+    `marked`: `MARKS[contained]` then the best-matching gold, where `contained` is whether
+    that gold (hence any gold) occurs in the answer after SQuAD normalisation.
 
     Raises:
         ValueError: an unknown layout or no gold.
@@ -75,6 +82,9 @@ def judge_reference(answer: str, golds: Sequence[str], gold_layout: str = "best"
         raise ValueError("the judge needs at least one gold answer")
     if gold_layout == "best":
         return best_gold(answer, golds)
+    if gold_layout == "marked":
+        gold = best_gold(answer, golds)
+        return f"{MARKS[bool(overlap_score(answer, (gold,)).contains)]} {gold}"
     ranked = ranked_golds(answer, golds)
     kept, size = [ranked[0]], len(ranked[0])
     for g in ranked[1:]:
@@ -143,8 +153,8 @@ class JudgeMetric(ModelMetric):
         return {"judge": float(outputs[0])}
 
     def signature(self) -> dict[str, str]:
-        refs = ("best" if self.gold_layout == "best"
-                else f"all<={self.max_gold_chars}")
+        refs = {"best": "best", "marked": "best+mark",
+                "all": f"all<={self.max_gold_chars}"}[self.gold_layout]
         return {"judge": format_signature("judge", VERSION, {
             **self._use.signature_fields(), "act": self._use.activation,
             "segments": f"0/1/2,{self._use.segment_overflow}", "refs": refs})}

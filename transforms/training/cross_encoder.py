@@ -277,6 +277,8 @@ def encode_rows(tokenizer: Any, rows: Sequence[pair_data.PairRow], max_length: i
 def _layout(data: CrossEncoderData) -> str:
     if data.format == "evouna" and data.gold_layout == "all":
         return pair_data.LAYOUT_ALL_GOLDS.format(max_gold_chars=data.max_gold_chars)
+    if data.format == "evouna" and data.gold_layout == "marked":
+        return pair_data.LAYOUT_MARKED
     return pair_data.LAYOUT[data.format]
 
 

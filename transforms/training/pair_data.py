@@ -62,6 +62,10 @@ LAYOUT = {
     "evouna": "bem_input(answer, best-matching gold, question): [CLS] a [SEP] g [SEP] q "
               "[SEP], segment ids 0/1/2",
 }
+# The `evouna` layout with `gold_layout="marked"`.
+LAYOUT_MARKED = ("bem_input(answer, '[found]' or '[not found]' (a normalised gold occurs in "
+                 "the normalised answer) + best-matching gold, question): [CLS] a [SEP] "
+                 "[found] g [SEP] q [SEP], segment ids 0/1/2")
 # The `evouna` layout with `gold_layout="all"`.
 LAYOUT_ALL_GOLDS = ("bem_input(answer, distinct golds best match first joined by ' / ' up "
                     "to {max_gold_chars} characters, question): [CLS] a [SEP] g1 / g2 ... "
