@@ -84,9 +84,12 @@ def build_parser() -> cli.ArgumentParser:
                    help="0/1 targets: balanced weighs each class's examples so both carry "
                         "half the loss (default none)")
     g = parser.add_argument_group("evouna")
-    g.add_argument("--gold_layout", default="best", choices=pair_data.GOLD_LAYOUTS,
-                   help="the judge's reference segment: the best-matching gold (best) or "
-                        "every distinct gold, best match first, joined by ' / ' (all)")
+    g.add_argument("--gold_layout", default=None, choices=pair_data.GOLD_LAYOUTS,
+                   help="the judge's reference segment: the best-matching gold after "
+                        "[found] or [not found], whether a gold occurs in the answer "
+                        "(marked, the default), the best-matching gold alone (best), or "
+                        "every distinct gold, best match first, joined by ' / ' (all); "
+                        "saved in the checkpoint, where the judge metric reads it")
     g.add_argument("--max_gold_chars", type=int, default=pair_data.DEFAULT_MAX_GOLD_CHARS,
                    help="gold_layout all: golds are added while the segment stays within "
                         f"this many characters (default {pair_data.DEFAULT_MAX_GOLD_CHARS})")

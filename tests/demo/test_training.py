@@ -41,7 +41,7 @@ def test_judge_plan_continues_from_sas_on_evouna(tmp_path):
     # A fixed number of steps (the schedule), minutes only as a cap; one torch thread.
     assert "--max_steps=100" in args and "--max_minutes=6.00" in args
     assert "--skip_test" in args and "--num_threads=1" in args
-    assert "--gold_layout=best" in args and "--lr=1e-4" in args
+    assert "--gold_layout=marked" in args and "--lr=1e-4" in args
     (_, capped), = demo.judge_plan(SHARED_DATA, tmp_path, "/ck/sas", 100, 6.0, max_steps=2)
     assert "--max_steps=2" in capped
 

@@ -78,3 +78,17 @@ def test_marked_layout_states_the_containment_evidence(tmp_path):
     assert metric.requests(example)[0].input == ("Sunset Blvd.", "[found] Sunset Blvd",
                                                  "Which street?")
     assert metric.signature()["judge"].endswith("|refs:best+mark")
+
+
+def test_layout_comes_from_the_checkpoint_unless_given(tmp_path):
+    folder = tmp_path / "marked"
+    _checkpoint(folder)
+    config = json.loads((folder / "config.json").read_text())
+    config["qa_eval_judge_layout"] = {"gold_layout": "marked", "max_gold_chars": 200}
+    (folder / "config.json").write_text(json.dumps(config))
+    assert JudgeMetric(model=str(folder)).gold_layout == "marked"
+    assert JudgeMetric(model=str(folder), gold_layout="marked").gold_layout == "marked"
+    with pytest.raises(ValueError, match="trained with gold_layout='marked'"):
+        JudgeMetric(model=str(folder), gold_layout="best")
+    # a checkpoint without the entry (trained before it was saved) reads as "best"
+    assert JudgeMetric(model=_checkpoint(tmp_path / "old")).gold_layout == "best"

@@ -226,9 +226,15 @@ def test_evouna_all_golds_and_balanced_classes_reach_the_card(tmp_path):
     # The scorer's judge metric reads the trained checkpoint in the same layout.
     from transforms.metrics.judge import JudgeMetric
 
-    judge = JudgeMetric(model=str(out), gold_layout="all", max_gold_chars=50)
+    # The scorer's judge metric reads the trained layout from the checkpoint.
+    saved = json.loads((out / "config.json").read_text())["qa_eval_judge_layout"]
+    assert saved == {"gold_layout": "all", "max_gold_chars": 50}
+    judge = JudgeMetric(model=str(out))
+    assert (judge.gold_layout, judge.max_gold_chars) == ("all", 50)
     (row,) = score_corpus([judge], [QAExample("it is alias 3", ("gold 3", "alias 3"),
                                               question="Question number 3?")])
     assert 0 < row["judge"] < 1
-    assert "|thr:" in judge.signature()["judge"]
+    assert "|thr:" in judge.signature()["judge"] and "|refs:all<=50" in judge.signature()["judge"]
+    with pytest.raises(ValueError, match="was trained with gold_layout='all'"):
+        JudgeMetric(model=str(out), gold_layout="marked")
     assert 'JudgeMetric(model="' in info["usage"] and 'gold_layout="all")' in info["usage"]

@@ -39,6 +39,9 @@ GOLD_LAYOUTS = ("best", "all", "marked")
 GOLD_SEPARATOR = " / "
 # `marked`: the reference segment starts with MARKS[gold contained in the answer].
 MARKS = {True: "[found]", False: "[not found]"}
+# Written into a judge checkpoint's config.json by train_cross_encoder --format evouna:
+# {"gold_layout": ..., "max_gold_chars": ...}, the layout the judge was trained in.
+LAYOUT_KEY = "qa_eval_judge_layout"
 DEFAULT_MAX_GOLD_CHARS = 200
 _HOW = ("train one with `python -m pipelines.train_cross_encoder --format evouna` (EVOUNA's "
         "TQ.json) or --format bem")
@@ -101,37 +104,51 @@ class JudgeMetric(ModelMetric):
     Args:
         columns: ("judge",).
         model: the judge's checkpoint (required; an output of train_cross_encoder).
-        gold_layout: "best" or "all", as the judge was trained (`--gold_layout`).
-        max_gold_chars: the `all` layout's cap, as in training.
+        gold_layout: "best", "all" or "marked"; None (default): the layout saved in the
+            checkpoint's config.json (`LAYOUT_KEY`), else "best" (checkpoints trained
+            before the layout was saved).
+        max_gold_chars: the `all` layout's cap; None: the saved one, else the default.
         activation: see `model_base.cross_encoder_use` (auto: sigmoid for one logit).
         segment_overflow: `error` (default) or `clamp` for models with two token types.
         **spec_kwargs: `ModelSpec` fields.
 
     Raises:
-        ValueError: an unknown layout, a cap below 1, a missing model.
+        ValueError: an unknown layout, a cap below 1, a missing model, a layout that
+            differs from the one the checkpoint was trained in.
     """
 
     family = "judge"
     _role = "cross_encoder"
 
     def __init__(self, columns: Sequence[str] = ("judge",), *, model: str | None = None,
-                 gold_layout: str = "best", max_gold_chars: int = DEFAULT_MAX_GOLD_CHARS,
+                 gold_layout: str | None = None, max_gold_chars: int | None = None,
                  activation: str = "auto", segment_overflow: str = "error",
                  **spec_kwargs: Any) -> None:
         if tuple(columns) != ("judge",):
             raise ValueError(f"judge has the single column 'judge', got {columns}")
+        if not model:
+            raise ValueError(f"judge needs a fine-tuned judge checkpoint (--judge_model, a "
+                             f"Hugging Face id or a local path): {_HOW}")
+        spec = ModelSpec.of(model, **spec_kwargs)
+        saved = (spec.config() or {}).get(LAYOUT_KEY) or {}
+        for name, given in (("gold_layout", gold_layout), ("max_gold_chars", max_gold_chars)):
+            if given is not None and name in saved and saved[name] != given:
+                raise ValueError(
+                    f"judge: {name}={given!r}, but {spec.display_name()} was trained with "
+                    f"{name}={saved[name]!r} (its config.json's {LAYOUT_KEY}); leave the "
+                    "option out to use the trained one")
+        gold_layout = gold_layout or saved.get("gold_layout", "best")
+        if max_gold_chars is None:
+            max_gold_chars = saved.get("max_gold_chars", DEFAULT_MAX_GOLD_CHARS)
         if gold_layout not in GOLD_LAYOUTS:
             raise ValueError(f"judge: gold_layout must be one of {GOLD_LAYOUTS}, got "
                              f"{gold_layout!r}")
         if not isinstance(max_gold_chars, int) or max_gold_chars < 1:
             raise ValueError(f"judge: max_gold_chars must be an integer >= 1, got "
                              f"{max_gold_chars!r}")
-        if not model:
-            raise ValueError(f"judge needs a fine-tuned judge checkpoint (--judge_model, a "
-                             f"Hugging Face id or a local path): {_HOW}")
         self.columns = ("judge",)
         self.gold_layout, self.max_gold_chars = gold_layout, max_gold_chars
-        self._use = cross_encoder_use(ModelSpec.of(model, **spec_kwargs),
+        self._use = cross_encoder_use(spec,
                                       activation=activation, label=1, segments=3,
                                       segment_overflow=segment_overflow, how=_HOW)
 

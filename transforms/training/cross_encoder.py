@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from transforms.metrics.judge import LAYOUT_KEY as JUDGE_LAYOUT_KEY
 from transforms.models import layouts, loading
 from transforms.models.uses import DECISION_THRESHOLD_KEY as THRESHOLD_KEY
 from transforms.training import card, checkpoint, pair_data
@@ -65,8 +66,10 @@ class CrossEncoderData:
             targets, Spearman for graded ones).
         threshold_objective: what the decision threshold of a binary model maximises on
             the dev split ("accuracy" or "f1").
-        gold_layout: evouna: the reference segment holds the best-matching gold ("best")
-            or every distinct gold, best match first ("all"; `pair_data.judge_reference`).
+        gold_layout: evouna: the reference segment holds the best-matching gold ("best"),
+            every distinct gold, best match first ("all"), or the best-matching gold after
+            a containment mark ("marked"; `pair_data.judge_reference`). None: "marked"
+            for evouna (the measured best, docs/benchmarks.md), "best" otherwise.
         max_gold_chars: evouna with gold_layout "all": the reference segment's length cap.
         class_weight: "none", or "balanced" (0/1 targets: each class carries half the
             loss; `class_weights`).
@@ -86,11 +89,14 @@ class CrossEncoderData:
     skip_test: bool = False
     best_metric: str = "auto"
     threshold_objective: str = "accuracy"
-    gold_layout: str = "best"
+    gold_layout: str | None = None
     max_gold_chars: int = pair_data.DEFAULT_MAX_GOLD_CHARS
     class_weight: str = "none"
 
     def __post_init__(self) -> None:
+        if self.gold_layout is None:
+            object.__setattr__(self, "gold_layout",
+                               "marked" if self.format == "evouna" else "best")
         if self.class_weight not in CLASS_WEIGHTS:
             raise ValueError(f"class_weight must be one of {CLASS_WEIGHTS}, got "
                              f"{self.class_weight!r}")
@@ -212,18 +218,26 @@ def calibrate(trainer: Trainer, checkpoint_dir: str, dev: Sequence[Features],
     info = {"threshold": round(choice.threshold, 6), "objective": objective,
             "split": "dev", "split_rows": len(dev), "value": choice.value,
             "value_at_0.5": at_half, "config_key": THRESHOLD_KEY}
+    path = update_config(checkpoint_dir, {
+        THRESHOLD_KEY: info["threshold"],
+        f"{THRESHOLD_KEY}_source": {k: v for k, v in info.items() if k != "config_key"}})
+    logger.info("decision threshold %.4f (dev %s %.4f; %.4f at 0.5), saved in %s",
+                choice.threshold, objective, choice.value, at_half, path)
+    return info
+
+
+def update_config(checkpoint_dir: str, entries: Mapping[str, Any]) -> str:
+    """Adds `entries` to a checkpoint's config.json (written to a temp file, then renamed);
+    returns the file's path."""
     path = os.path.join(checkpoint_dir, "config.json")
     with open(path, encoding="utf-8") as f:
         config = json.load(f)
-    config[THRESHOLD_KEY] = info["threshold"]
-    config[f"{THRESHOLD_KEY}_source"] = {k: v for k, v in info.items() if k != "config_key"}
+    config.update(entries)
     tmp = f"{path}.tmp"
     with open(tmp, "w", encoding="utf-8") as f:
         json.dump(config, f, indent=2, sort_keys=True)
     os.replace(tmp, path)
-    logger.info("decision threshold %.4f (dev %s %.4f; %.4f at 0.5), saved in %s",
-                choice.threshold, objective, choice.value, at_half, path)
-    return info
+    return path
 
 
 def rows_digest(rows: Sequence[Features]) -> str:
@@ -327,6 +341,9 @@ def train_cross_encoder(data: CrossEncoderData, config: TrainConfig,
     if binary and result.best_step is not None:
         calibration = calibrate(trainer, config.output_dir, encoded["dev"],
                                 data.threshold_objective)
+    if data.format == "evouna" and result.best_step is not None:
+        update_config(config.output_dir, {JUDGE_LAYOUT_KEY: {
+            "gold_layout": data.gold_layout, "max_gold_chars": data.max_gold_chars}})
     test = None
     if encoded["test"] and not data.skip_test and result.best_step is not None:
         outputs = trainer.predict_checkpoint(config.output_dir, encoded["test"])
