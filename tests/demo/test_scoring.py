@@ -6,6 +6,7 @@ import pytest
 
 from tests.conftest import SHARED_DATA
 from transforms.demo import scoring as demo
+from transforms.metrics import judge
 
 
 def test_scoring_jobs_use_every_metric_that_has_a_model(tmp_path):
@@ -59,7 +60,7 @@ def test_evouna_jobs_name_the_judge_and_the_dev_thresholds(tmp_path):
 def test_evouna_rows_are_the_dev_and_test_splits(tmp_path):
     import json
 
-    from transforms.training import evouna, pair_data
+    from transforms.training import evouna
 
     paths = demo.evouna_rows(SHARED_DATA, tmp_path)
     counts = evouna.counts(evouna.read_questions(
@@ -74,7 +75,7 @@ def test_evouna_rows_are_the_dev_and_test_splits(tmp_path):
         for a, b in zip(every, best):
             assert {k: v for k, v in a.items() if k != "references"} == {
                 k: v for k, v in b.items() if k != "references"}
-            assert b["references"] == [pair_data.best_gold(a["prediction"],
+            assert b["references"] == [judge.best_gold(a["prediction"],
                                                            tuple(a["references"]))]
     assert max(len(r["references"]) for r in every) > 1
     short = demo.evouna_rows(SHARED_DATA, tmp_path / "short", max_rows=7)

@@ -8,6 +8,7 @@ import json
 import pytest
 
 from tests.conftest import SHARED_DATA
+from transforms.metrics import judge
 from transforms.training import evouna
 
 TQ = SHARED_DATA / "judgments" / "evouna" / "TQ.json"
@@ -114,9 +115,9 @@ def test_conversion_writes_scoring_rows(tmp_path, capsys) -> None:
 def test_pair_rows_use_the_best_matching_gold_and_fixed_splits() -> None:
     from transforms.training import pair_data
 
-    assert pair_data.best_gold("It was Ross Bagdasarian Sr.",
+    assert judge.best_gold("It was Ross Bagdasarian Sr.",
                                ("David Seville", "Ross Bagdasarian", "Ross")) == "Ross Bagdasarian"
-    assert pair_data.best_gold("no idea", ("David Seville", "Ross")) == "David Seville"
+    assert judge.best_gold("no idea", ("David Seville", "Ross")) == "David Seville"
     files = pair_data.split_files("evouna", str(TQ.parent), {})
     assert files == {s: [str(TQ)] for s in evouna.SPLITS}
     # The split does not move with the training seed: the test split stays held out.
@@ -138,7 +139,7 @@ def test_judge_reference_lays_out_all_golds_best_match_first() -> None:
     answer = "The street is Sunset Boulevard."
     assert pair_data.judge_reference(answer, golds, "best") == "Sunset Boulevard"
     # Contained golds first (file order among ties of recall), normalised duplicates once.
-    assert pair_data.ranked_golds(answer, golds) == [
+    assert judge.ranked_golds(answer, golds) == [
         "Sunset Boulevard", "West Sunset Boulevard", "Sunset Blvd", "Sunset Bulevard"]
     assert pair_data.judge_reference(answer, golds, "all") == (
         "Sunset Boulevard / West Sunset Boulevard / Sunset Blvd / Sunset Bulevard")

@@ -61,7 +61,6 @@ def scoring_jobs(data: Path, out: Path, models: dict[str, str | None],
 # 14 on average.
 EVOUNA_LEXICAL = ("em", "f1", "contains", "token_recall")
 EVOUNA_MODEL = ("bertscore", "sas")
-EVOUNA_METRICS = (*EVOUNA_LEXICAL, *EVOUNA_MODEL)
 
 
 def evouna_rows(data: Path, out: Path, max_rows: int | None = None
@@ -74,14 +73,15 @@ def evouna_rows(data: Path, out: Path, max_rows: int | None = None
     Returns:
         "all" / "best" -> split -> the JSONL file.
     """
-    from transforms.training import evouna, pair_data
+    from transforms.metrics.judge import best_gold
+    from transforms.training import evouna
 
     rows = evouna.judged_answers(evouna.read_questions(str(data / "judgments/evouna/TQ.json")),
                                  splits=("dev", "test"))
     if max_rows is not None:
         rows = ([r for r in rows if r.split == "dev"][:max_rows]
                 + [r for r in rows if r.split == "test"][:max_rows])
-    best = [r._replace(references=(pair_data.best_gold(r.prediction, r.references),))
+    best = [r._replace(references=(best_gold(r.prediction, r.references),))
             for r in rows]
     return {name: {split: Path(path) for split, path in evouna.write_scoring_rows(
                 select, str(out / "inputs" / f"evouna-{name}")).items()}
@@ -138,12 +138,11 @@ def judge_table(report_jsons: list[Path]) -> str:
             if scope.get("subset") is None and scope.get("level", "rows") == "rows":
                 by_system.setdefault(scope["system"], {}).update(
                     {r["metric"]: r for r in scope["rows"]})
-    overall = {"rows": list(by_system[None].values())}
     systems = sorted(s for s in by_system if s is not None)
     lines = ["| metric | threshold | accuracy | AUROC | " +
              " | ".join(f"acc. {s}" for s in systems) + " |",
              "|---|---:|---:|---:|" + "---:|" * len(systems)]
-    for row in sorted(overall["rows"], key=lambda r: -(r.get("accuracy") or 0.0)):
+    for row in sorted(by_system[None].values(), key=lambda r: -(r.get("accuracy") or 0.0)):
         name = row["metric"]
         source = f" ({row['threshold_source']})" if row.get("threshold_source") else ""
         cells = [_fmt((by_system[s].get(row["metric"]) or {}).get("accuracy")) for s in systems]

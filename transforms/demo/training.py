@@ -77,7 +77,7 @@ def training_plan(data: Path, wes_corpus: Path, models: Path, minutes: float,
 # 1.7 s) whenever another job held a core.
 DEFAULT_JUDGE_STEPS = 100
 DEFAULT_JUDGE_MINUTES = 6.0
-# The judge's recipe (docs/benchmarks.md, "Judge runs"): the best-matching gold; for the
+# The judge's recipe (docs/benchmarks.md, "Judge runs"): the marked layout (run I); for the
 # short schedule a learning rate of 1e-4 (run F: dev AUROC 0.920, accuracy 0.926 at its
 # threshold, against 0.919 and 0.919 at 5e-5, run E).
 JUDGE_ARGS = ("--format=evouna", "--gold_layout=marked", "--max_length=192", "--lr=1e-4")

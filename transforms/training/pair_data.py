@@ -32,14 +32,7 @@ import numpy as np
 
 # EVOUNA's golds fill the judge's reference segment by the `judge` metric's own function,
 # so training and scoring cannot lay them out differently.
-from transforms.metrics.judge import (  # noqa: F401  (best_gold, ranked_golds: API here too)
-    DEFAULT_MAX_GOLD_CHARS,
-    GOLD_LAYOUTS,
-    GOLD_SEPARATOR,
-    best_gold,
-    judge_reference,
-    ranked_golds,
-)
+from transforms.metrics.judge import DEFAULT_MAX_GOLD_CHARS, judge_reference
 from transforms.models import layouts
 from transforms.training import evouna
 
