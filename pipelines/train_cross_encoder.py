@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from transforms.io import cli
-from transforms.training import pair_data
+from transforms.metrics import judge
 from transforms.training.cross_encoder import (
     BINARY_METRICS,
     CLASS_WEIGHTS,
@@ -84,15 +84,15 @@ def build_parser() -> cli.ArgumentParser:
                    help="0/1 targets: balanced weighs each class's examples so both carry "
                         "half the loss (default none)")
     g = parser.add_argument_group("evouna")
-    g.add_argument("--gold_layout", default=None, choices=pair_data.GOLD_LAYOUTS,
+    g.add_argument("--gold_layout", default=None, choices=judge.GOLD_LAYOUTS,
                    help="the judge's reference segment: the best-matching gold after "
                         "[found] or [not found], whether a gold occurs in the answer "
                         "(marked, the default), the best-matching gold alone (best), or "
                         "every distinct gold, best match first, joined by ' / ' (all); "
                         "saved in the checkpoint, where the judge metric reads it")
-    g.add_argument("--max_gold_chars", type=int, default=pair_data.DEFAULT_MAX_GOLD_CHARS,
+    g.add_argument("--max_gold_chars", type=int, default=judge.DEFAULT_MAX_GOLD_CHARS,
                    help="gold_layout all: golds are added while the segment stays within "
-                        f"this many characters (default {pair_data.DEFAULT_MAX_GOLD_CHARS})")
+                        f"this many characters (default {judge.DEFAULT_MAX_GOLD_CHARS})")
     add_train_args(parser)
     return parser
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from transforms.metrics.judge import LAYOUT_KEY as JUDGE_LAYOUT_KEY
+from transforms.metrics import judge
 from transforms.models import layouts, loading
 from transforms.models.uses import DECISION_THRESHOLD_KEY as THRESHOLD_KEY
 from transforms.training import card, checkpoint, pair_data
@@ -90,7 +90,7 @@ class CrossEncoderData:
     best_metric: str = "auto"
     threshold_objective: str = "accuracy"
     gold_layout: str | None = None
-    max_gold_chars: int = pair_data.DEFAULT_MAX_GOLD_CHARS
+    max_gold_chars: int = judge.DEFAULT_MAX_GOLD_CHARS
     class_weight: str = "none"
 
     def __post_init__(self) -> None:
@@ -100,13 +100,13 @@ class CrossEncoderData:
         if self.class_weight not in CLASS_WEIGHTS:
             raise ValueError(f"class_weight must be one of {CLASS_WEIGHTS}, got "
                              f"{self.class_weight!r}")
-        if self.gold_layout not in pair_data.GOLD_LAYOUTS:
-            raise ValueError(f"gold_layout must be one of {pair_data.GOLD_LAYOUTS}, got "
+        if self.gold_layout not in judge.GOLD_LAYOUTS:
+            raise ValueError(f"gold_layout must be one of {judge.GOLD_LAYOUTS}, got "
                              f"{self.gold_layout!r}")
         if self.max_gold_chars < 1:
             raise ValueError(f"max_gold_chars must be >= 1, got {self.max_gold_chars}")
         if self.format != "evouna" and (self.gold_layout != "best" or self.max_gold_chars
-                                        != pair_data.DEFAULT_MAX_GOLD_CHARS):
+                                        != judge.DEFAULT_MAX_GOLD_CHARS):
             raise ValueError("gold_layout and max_gold_chars apply to format evouna only")
         if self.format not in pair_data.FORMATS:
             raise ValueError(f"format must be one of {pair_data.FORMATS}, got {self.format!r}")
@@ -342,7 +342,7 @@ def train_cross_encoder(data: CrossEncoderData, config: TrainConfig,
         calibration = calibrate(trainer, config.output_dir, encoded["dev"],
                                 data.threshold_objective)
     if data.format == "evouna" and result.best_step is not None:
-        update_config(config.output_dir, {JUDGE_LAYOUT_KEY: {
+        update_config(config.output_dir, {judge.LAYOUT_KEY: {
             "gold_layout": data.gold_layout, "max_gold_chars": data.max_gold_chars}})
     test = None
     if encoded["test"] and not data.skip_test and result.best_step is not None:
