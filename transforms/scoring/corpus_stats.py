@@ -1,23 +1,34 @@
 """CIDEr-D document frequencies computed and served per n-gram shard, never whole.
 
 The document-frequency table grows with the corpus, so no element and no side input holds
-it. Rows travel in batches (`BatchElements`); for every batch `CiderBatchFn` emits
+it. Rows travel in batches (`RowBatch`, one element per batch: what the reader formed from
+consecutive rows of a split, or `BatchByReferences` from keyed rows); for every batch
+`CiderBatchFn` emits
 
+- `rows`: (batch id, the batch);
 - `docs`: (statistic, corpus key) -> documents in the batch (summed: the corpus sizes, a
   handful of numbers, served as a small `AsDict` side input);
 - `df`: (statistic, corpus key, shard) -> the batch's partial document frequencies of the
-  n-grams hashed to that shard (summed per key by `SumDocumentFrequencies`, which keeps
-  only n-grams with df >= 2: df 0 and df 1 both give log(max(1, df)) = 0, the value CIDEr-D
-  uses for an n-gram it does not find, so they change no value);
-- `requests`: (statistic, corpus key, shard) -> (batch id, the n-grams of that shard the
-  batch's rows read);
-- `rows`: (batch id, the batch).
+  n-grams hashed to that shard, as two numpy arrays (n-gram hashes, counts), summed per key
+  by `SumDocumentFrequencies`, which keeps only n-grams with df >= 2: df 0 and df 1 both
+  give log(max(1, df)) = 0, the value CIDEr-D uses for an n-gram it does not find, so they
+  change no value;
+- `requests`: (statistic, corpus key, shard) -> (batch id, the sorted hashes of the
+  n-grams of that shard the batch's rows read);
+- `text_df` (only when the statistics are saved, `--save_corpus_statistics`): the same
+  partial frequencies keyed by the n-grams' text, for the file.
 
-`AnswerRequests` joins each shard's table with the shard's requests (`CoGroupByKey`) and
-answers each request with the frequencies of its own n-grams; `ScoreBatchesFn` regroups
-the answers with their batch (`CoGroupByKey` by batch id) and scores it against a
+`answer_requests` joins each shard's table with the shard's requests (`CoGroupByKey`) and
+answers each request with the frequencies of the n-grams it found; the scoring step
+regroups the answers with their batch (`CoGroupByKey` by batch id) and scores it against a
 `CiderCorpus` restricted to the batch's n-grams (same values: see `cider.corpus_of`).
-The largest element is one shard's table: about the whole table / `shards`.
+
+N-grams travel as 64-bit hashes (`gram_hash`: BLAKE2b of each word, folded per n-gram),
+8 bytes instead of their text, in numpy arrays instead of Python objects: a million rows
+request about 50 million n-grams. Two different n-grams that share a hash would share a
+frequency: with 10 million distinct n-grams the chance that any two do is about 3 in a
+million (docs/decisions.md). The largest element is one shard's table: 12 bytes per
+n-gram with df >= 2, about the whole table / `shards`.
 
 `frozen` statistics (`--corpus_statistics`) replace the run's own `docs` and `df` with the
 ones read from a file (`statistics_file.ReadCorpusStatistics`).
@@ -25,6 +36,8 @@ ones read from a file (`statistics_file.ReadCorpusStatistics`).
 
 from __future__ import annotations
 
+import hashlib
+import itertools
 import math
 import os
 import zlib
@@ -33,27 +46,36 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import apache_beam as beam
+import numpy as np
 
 from transforms.metrics.base import MetricInputError
 from transforms.metrics.cider import (
+    POOLED,
     CiderDocumentFrequency,
     corpus_of,
     document_ngrams,
-    needed_ngrams,
 )
-from transforms.metrics.lexical import tokenize_examples
+from transforms.metrics.lexical import MAX_N, TokenizedExample, tokenize_examples
+from transforms.scoring.rows import RowBatch
 
 DOCS = "docs"
 DF = "df"
 REQUESTS = "requests"
 ROWS = "rows"
+TEXT_DF = "text_df"
 # Input bytes per document-frequency shard when the number of shards is derived from the
-# input size (`shards_for_input`): a shard's table then stays in the low MBs.
-BYTES_PER_SHARD = 1 << 20
+# input size (`shards_for_input`): 16 MB of JSONL holds about 40,000 rows, whose n-grams
+# with df >= 2 take a few MB as hashes and counts.
+BYTES_PER_SHARD = 16 << 20
 MIN_SHARDS = 16
 MAX_SHARDS = 1 << 16
 # compressed inputs expand about this much (text)
 _COMPRESSED_EXPANSION = 5
+# `SumDocumentFrequencies` folds its partial arrays into one past this many
+_COMPACT_PARTS = 64
+
+_MASK = (1 << 64) - 1
+_FOLD = 0x9E3779B97F4A7C15  # odd: multiplication by it is a bijection mod 2**64
 
 
 def is_distributed(statistic: Any) -> bool:
@@ -77,24 +99,44 @@ _WORD_HASH: dict[str, int] = {}
 _WORD_HASH_MAX = 1 << 20
 
 
-def _word_hash(word: str) -> int:
+def word_hash(word: str) -> int:
+    """A word's 64-bit hash (BLAKE2b), memoised; stable across processes and runs (Python's
+    own hash of a str is not)."""
     value = _WORD_HASH.get(word)
     if value is None:
         if len(_WORD_HASH) >= _WORD_HASH_MAX:
             _WORD_HASH.clear()
-        value = _WORD_HASH[word] = zlib.crc32(word.encode("utf-8", "surrogatepass"))
+        digest = hashlib.blake2b(word.encode("utf-8", "surrogatepass"), digest_size=8)
+        value = _WORD_HASH[word] = int.from_bytes(digest.digest(), "little")
+    return value
+
+
+def gram_hash(gram: str | tuple[str, ...]) -> int:
+    """An n-gram's 64-bit hash: a unigram's is its word's; a longer n-gram folds its
+    words' hashes, seeded with its length."""
+    if isinstance(gram, str):
+        return word_hash(gram)
+    value = len(gram)
+    for word in gram:
+        value = (value * _FOLD + word_hash(word)) & _MASK
     return value
 
 
 def ngram_shard(gram: str | tuple[str, ...], shards: int) -> int:
-    """The shard of an n-gram, from the CRC-32 of its words (memoised per word), stable
-    across processes and runs (Python's own hash of a str is not)."""
-    if isinstance(gram, str):
-        return _word_hash(gram) % shards
-    value = 0
-    for word in gram:
-        value = (value * 1_000_003 + _word_hash(word)) & 0xFFFFFFFFFFFF
-    return value % shards
+    """The shard of an n-gram: its hash modulo `shards`."""
+    return gram_hash(gram) % shards
+
+
+def _by_shard(hashes: np.ndarray, shards: int, *values: np.ndarray
+              ) -> Iterator[tuple[int, np.ndarray, tuple[np.ndarray, ...]]]:
+    """(shard, its hashes, its values...) of sorted `hashes`; each part stays sorted."""
+    shard_of = (hashes % np.uint64(shards)).astype(np.int64)
+    order = np.argsort(shard_of, kind="stable")
+    ordered = shard_of[order]
+    cuts = np.flatnonzero(ordered[1:] != ordered[:-1]) + 1
+    for part in np.split(order, cuts):
+        if len(part):
+            yield int(shard_of[part[0]]), hashes[part], tuple(v[part] for v in values)
 
 
 def shards_for_input(files: Sequence[str]) -> int:
@@ -126,26 +168,26 @@ def reference_group(references: Sequence[str], groups: int) -> int:
 
 
 class ChunkGroups(beam.DoFn):
-    """(group, rows) -> lists of at most `size` rows, streamed from the group (a group may
-    be large: it is never held whole)."""
+    """(group, rows) -> `RowBatch`es of at most `size` rows, streamed from the group (a
+    group may be large: it is never held whole)."""
 
     def __init__(self, size: int) -> None:
         self._size = size
 
-    def process(self, element: tuple[int, Iterable[Any]]) -> Iterator[list]:
+    def process(self, element: tuple[int, Iterable[Any]]) -> Iterator[RowBatch]:
         _, rows = element
         chunk: list = []
         for row in rows:
             chunk.append(row)
             if len(chunk) == self._size:
-                yield chunk
+                yield RowBatch(chunk[0][0], chunk)
                 chunk = []
         if chunk:
-            yield chunk
+            yield RowBatch(chunk[0][0], chunk)
 
 
 class BatchByReferences(beam.PTransform):
-    """`(row_key, ScoringRow)` -> batches (lists) of at most `size` rows, rows with equal
+    """`(row_key, ScoringRow)` -> `RowBatch`es of at most `size` rows, rows with equal
     references together (`reference_group`): `groups` keys, so about rows / groups rows
     per key."""
 
@@ -165,97 +207,230 @@ class BatchByReferences(beam.PTransform):
                 | "ChunkGroups" >> beam.ParDo(ChunkGroups(self._size)))
 
 
+def tokenized_batch(stat: CiderDocumentFrequency, examples: Sequence[Any]
+                    ) -> list[TokenizedExample | None]:
+    """The batch tokenised with the statistic's tokenizer; None for an example the
+    tokenizer rejects (it adds nothing here; the scoring step dead-letters it)."""
+    try:
+        return list(tokenize_examples(examples, stat.tokenizer, stat.java))
+    except MetricInputError:
+        out: list[TokenizedExample | None] = []
+        for ex in examples:
+            try:
+                out.extend(tokenize_examples([ex], stat.tokenizer, stat.java))
+            except MetricInputError:
+                out.append(None)
+        return out
+
+
+class BatchNgrams:
+    """The n-grams (orders 1 to `MAX_N`) of a batch's token strings, hashed at once.
+
+    Words are hashed one by one (`word_hash`, memoised); n-gram hashes are folded from
+    them with numpy over the whole batch (`gram_hash`'s arithmetic, modulo 2**64), so no
+    Python object is made per n-gram. Texts are numbered in the order given.
+
+    Attributes:
+        hashes: the hash of every n-gram occurrence, order by order, text by text.
+        texts: the text number of each occurrence.
+    """
+
+    def __init__(self, texts: Sequence[str]) -> None:
+        split = [t.split() for t in texts]
+        lengths = np.fromiter(map(len, split), dtype=np.int64, count=len(split))
+        self._words = [w for words in split for w in words]
+        get = _WORD_HASH.get
+        words = np.array([h if (h := get(w)) is not None else word_hash(w)
+                          for w in self._words], dtype=np.uint64)
+        text_of = np.repeat(np.arange(len(split), dtype=np.int64), lengths)
+        end_of = np.repeat(np.cumsum(lengths), lengths)  # where each word's text ends
+        start = np.arange(len(words), dtype=np.int64)
+        self._valid: list[np.ndarray] = []
+        hashes, numbers = [], []
+        fold = np.uint64(_FOLD)
+        for k in range(1, MAX_N + 1):
+            n = max(len(words) - k + 1, 0)
+            if k == 1:
+                value = words
+            else:
+                value = np.full(n, k, dtype=np.uint64)
+                for i in range(k):
+                    value = value * fold + words[i: i + n]
+            valid = start[:n] + k <= end_of[:n]
+            self._valid.append(valid)
+            hashes.append(value[valid])
+            numbers.append(text_of[:n][valid])
+        self.hashes = np.concatenate(hashes)
+        self.texts = np.concatenate(numbers)
+
+    def documents(self, document_of_text: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(hashes, documents holding each), hashes sorted, for the documents that
+        `document_of_text` maps the texts to (-1: a text in no document); a document
+        counts an n-gram once, however often its texts hold it."""
+        document = document_of_text[self.texts]
+        kept = document >= 0
+        hashes, document = self.hashes[kept], document[kept]
+        order = np.lexsort((document, hashes))
+        hashes, document = hashes[order], document[order]
+        first = np.ones(len(hashes), dtype=bool)
+        first[1:] = (hashes[1:] != hashes[:-1]) | (document[1:] != document[:-1])
+        return np.unique(hashes[first], return_counts=True)
+
+    def distinct(self, in_text: np.ndarray) -> np.ndarray:
+        """The sorted distinct hashes of the texts where `in_text` (a mask) is True."""
+        return np.unique(self.hashes[in_text[self.texts]])
+
+    def grams(self) -> tuple[list, np.ndarray]:
+        """(n-grams, their hashes): every distinct n-gram of the batch once, as
+        `lexical.text_ngrams` keys them (unigrams str, longer ones tuples), hashes sorted."""
+        words = self._words
+        grams: list = []
+        for k, valid in enumerate(self._valid, start=1):
+            at_every_word = words if k == 1 else zip(*(words[i:] for i in range(k)))
+            grams.extend(itertools.compress(at_every_word, valid))
+        hashes, first = np.unique(self.hashes, return_index=True)
+        return [grams[i] for i in first.tolist()], hashes
+
+
+class _BatchTexts:
+    """A tokenised batch's texts numbered for `BatchNgrams`: per example its prediction,
+    then its references (examples the tokenizer rejected have none)."""
+
+    def __init__(self, tokenized: Sequence[TokenizedExample | None]) -> None:
+        texts: list[str] = []
+        self.predictions: list[int] = []
+        self.references: list[list[int]] = []
+        for tokens in tokenized:
+            if tokens is None:
+                continue
+            self.predictions.append(len(texts))
+            texts.append(tokens.prediction)
+            self.references.append(list(range(len(texts), len(texts) + len(tokens.references))))
+            texts.extend(tokens.references)
+        self.count = len(texts)
+        self.ngrams = BatchNgrams(texts)
+
+    def corpora(self, df_mode: str) -> Iterator[tuple[int, np.ndarray, np.ndarray, int]]:
+        """(corpus key, document of each text (-1: none), texts read in it, documents)
+        per corpus the batch adds to or reads (see `cider.document_ngrams` and
+        `cider.needed_ngrams`)."""
+        if df_mode == "pooled":
+            document = np.full(self.count, -1, dtype=np.int64)
+            for example, references in enumerate(self.references):
+                document[references] = example
+            read = np.ones(self.count, dtype=bool)
+            if self.references:
+                yield POOLED, document, read, len(self.references)
+            return
+        positions = max((len(r) for r in self.references), default=0)
+        for j in range(positions):
+            document = np.full(self.count, -1, dtype=np.int64)
+            read = np.zeros(self.count, dtype=bool)
+            documents = 0
+            for prediction, references in zip(self.predictions, self.references, strict=True):
+                if len(references) > j:
+                    document[references[j]] = documents
+                    documents += 1
+                    read[prediction] = read[references[j]] = True
+            yield j, document, read, documents
+
+
 class CiderBatchFn(beam.DoFn):
-    """A batch of `(row_key, ScoringRow)` -> `rows`, `docs`, `df` and `requests` (module doc).
+    """A `RowBatch` -> `rows`, `docs`, `df`, `requests` (and `text_df`): module doc.
 
     Args:
         statistics: the distributed statistics (CiderDocumentFrequency), by position.
         shards: number of n-gram shards.
         count_documents: False when the frequencies come from a file: no `docs`/`df`.
-
-    An example whose texts the tokenizer rejects adds nothing here; the scoring step
-    dead-letters it (`metric_input_error`).
+        text_frequencies: also emit `text_df` (the statistics are saved to a file).
     """
 
     def __init__(self, statistics: Sequence[CiderDocumentFrequency], shards: int,
-                 count_documents: bool = True) -> None:
+                 count_documents: bool = True, text_frequencies: bool = False) -> None:
         self._statistics = tuple(statistics)
         self._shards = shards
         self._count_documents = count_documents
+        self._text = text_frequencies and count_documents
 
-    def _tokenized(self, stat: CiderDocumentFrequency, examples: list) -> list:
-        try:
-            return tokenize_examples(examples, stat.tokenizer, stat.java)
-        except MetricInputError:
-            out = []
-            for ex in examples:
-                try:
-                    out.extend(tokenize_examples([ex], stat.tokenizer, stat.java))
-                except MetricInputError:
-                    out.append(None)
-            return out
-
-    def process(self, batch: Sequence[tuple[str, Any]]) -> Iterator[Any]:
-        batch = list(batch)
-        batch_id = batch[0][0]
-        yield beam.pvalue.TaggedOutput(ROWS, (batch_id, batch))
-        examples = [row.example for _, row in batch]
+    def process(self, batch: RowBatch) -> Iterator[Any]:
+        yield beam.pvalue.TaggedOutput(ROWS, (batch.batch_id, batch))
+        examples = [row.example for _, row in batch.rows]
         shards = self._shards
         for index, stat in enumerate(self._statistics):
-            # whole-batch Counters and sets first (C-speed updates), split by shard once
-            # per distinct n-gram at the end
-            docs: Counter = Counter()
-            counts: dict[int, Counter] = {}
-            wanted: dict[int, set] = {}
-            for tokens in self._tokenized(stat, examples):
-                if tokens is None:
-                    continue
+            tokenized = tokenized_batch(stat, examples)
+            texts = _BatchTexts(tokenized)
+            for key, document, read, documents in texts.corpora(stat.df_mode):
                 if self._count_documents:
-                    for key, doc in document_ngrams(tokens.references, stat.df_mode):
-                        docs[key] += 1
-                        counter = counts.get(key)
-                        if counter is None:
-                            counter = counts[key] = Counter()
-                        counter.update(doc)
-                for key, grams in needed_ngrams(tokens.prediction, tokens.references,
-                                                stat.df_mode).items():
-                    target = wanted.get(key)
-                    if target is None:
-                        wanted[key] = grams
-                    else:
-                        target.update(grams)
-            shard_of: dict = {}
-            for key, n in docs.items():
-                yield beam.pvalue.TaggedOutput(DOCS, ((index, key), n))
-            for key, counter in counts.items():
-                parts: dict[int, dict] = {}
-                for gram, n in counter.items():
-                    shard = shard_of.get(gram)
-                    if shard is None:
-                        shard = shard_of[gram] = ngram_shard(gram, shards)
-                    part = parts.get(shard)
-                    if part is None:
-                        part = parts[shard] = {}
-                    part[gram] = n
-                for shard, part in parts.items():
-                    yield beam.pvalue.TaggedOutput(DF, ((index, key, shard), part))
-            for key, grams in wanted.items():
-                requested: dict[int, list] = {}
-                for gram in grams:
-                    shard = shard_of.get(gram)
-                    if shard is None:
-                        shard = shard_of[gram] = ngram_shard(gram, shards)
-                    part = requested.get(shard)
-                    if part is None:
-                        part = requested[shard] = []
-                    part.append(gram)
-                for shard, part in requested.items():
-                    yield beam.pvalue.TaggedOutput(REQUESTS,
-                                                   ((index, key, shard), (batch_id, part)))
+                    yield beam.pvalue.TaggedOutput(DOCS, ((index, key), documents))
+                    hashes, counts = texts.ngrams.documents(document)
+                    for shard, part, (part_counts,) in _by_shard(hashes, shards, counts):
+                        yield beam.pvalue.TaggedOutput(DF, ((index, key, shard),
+                                                            (part, part_counts)))
+                for shard, part, _ in _by_shard(texts.ngrams.distinct(read), shards):
+                    yield beam.pvalue.TaggedOutput(REQUESTS, ((index, key, shard),
+                                                              (batch.batch_id, part)))
+            if self._text:
+                yield from self._text_frequencies(index, stat, tokenized)
+
+    def _text_frequencies(self, index: int, stat: CiderDocumentFrequency,
+                          tokenized: Sequence[TokenizedExample | None]) -> Iterator[Any]:
+        """The batch's partial frequencies keyed by n-gram (`text_df`, to save them)."""
+        texts: dict[int, Counter] = {}
+        for tokens in tokenized:
+            if tokens is not None:
+                for key, doc in document_ngrams(tokens.references, stat.df_mode):
+                    texts.setdefault(key, Counter()).update(doc)
+        for key, counter in texts.items():
+            parts: dict[int, dict] = {}
+            for gram, n in counter.items():
+                parts.setdefault(ngram_shard(gram, self._shards), {})[gram] = n
+            for shard, part in parts.items():
+                yield beam.pvalue.TaggedOutput(TEXT_DF, ((index, key, shard), part))
+
+
+def _fold(parts: list[tuple[np.ndarray, np.ndarray]]) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Partial (hashes, counts) arrays -> one pair, hashes sorted and distinct, counts
+    summed."""
+    if len(parts) == 1:
+        return parts
+    hashes = np.concatenate([h for h, _ in parts])
+    counts = np.concatenate([c for _, c in parts]).astype(np.int64, copy=False)
+    if not len(hashes):
+        return [(hashes, counts)]
+    order = np.argsort(hashes, kind="stable")
+    hashes, counts = hashes[order], counts[order]
+    starts = np.flatnonzero(np.concatenate(([True], hashes[1:] != hashes[:-1])))
+    return [(hashes[starts], np.add.reduceat(counts, starts))]
 
 
 class SumDocumentFrequencies(beam.CombineFn):
-    """Partial frequency Counters of one shard -> {n-gram: df} with df >= 2 only."""
+    """Partial (hashes, counts) of one shard -> (hashes, dfs) of the n-grams with
+    df >= 2, hashes sorted (numpy arrays)."""
+
+    def create_accumulator(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        return []
+
+    def add_input(self, accumulator: list, part: tuple[np.ndarray, np.ndarray]) -> list:
+        accumulator.append(part)
+        if len(accumulator) > _COMPACT_PARTS:
+            accumulator[:] = _fold(accumulator)
+        return accumulator
+
+    def merge_accumulators(self, accumulators: Iterable[list]) -> list:
+        merged = [part for acc in accumulators for part in acc]
+        return _fold(merged) if len(merged) > 1 else merged
+
+    def extract_output(self, accumulator: list) -> tuple[np.ndarray, np.ndarray]:
+        if not accumulator:
+            return np.empty(0, np.uint64), np.empty(0, np.int64)
+        ((hashes, counts),) = _fold(accumulator)
+        keep = counts >= 2
+        return hashes[keep], counts[keep]
+
+
+class SumTextFrequencies(beam.CombineFn):
+    """Partial {n-gram: count} of one shard -> {n-gram: df} with df >= 2 only (the
+    frequencies a statistics file holds)."""
 
     def create_accumulator(self) -> Counter:
         return Counter()
@@ -275,62 +450,94 @@ class SumDocumentFrequencies(beam.CombineFn):
         return {g: d for g, d in accumulator.items() if d >= 2}
 
 
+def hashed_table(table: dict) -> tuple[np.ndarray, np.ndarray]:
+    """{n-gram: df} -> (hashes, dfs), hashes sorted: a shard's table as the join takes it."""
+    hashes = np.fromiter((gram_hash(g) for g in table), dtype=np.uint64, count=len(table))
+    dfs = np.fromiter(table.values(), dtype=np.int64, count=len(table))
+    order = np.argsort(hashes)
+    return hashes[order], dfs[order]
+
+
+def _lookup(table: np.ndarray, hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(mask of `hashes` found in sorted `table`, their positions there)."""
+    if not len(table):
+        return np.zeros(len(hashes), dtype=bool), np.zeros(len(hashes), dtype=np.int64)
+    at = np.minimum(np.searchsorted(table, hashes), len(table) - 1)
+    return table[at] == hashes, at
+
+
 def answer_requests(element: tuple[Any, dict[str, Iterable[Any]]]) -> Iterator[Any]:
-    """(shard key, {df: [table], requests: [(batch id, n-grams)]}) ->
-    (batch id, (statistic, corpus key, {n-gram: df} of the requested n-grams with df >= 2))."""
+    """(shard key, {df: [(hashes, dfs)], requests: [(batch id, hashes)]}) ->
+    (batch id, (statistic, corpus key, hashes found, their dfs)): the requested n-grams
+    with df >= 2."""
     (index, key, _), grouped = element
-    table: dict = {}
-    for part in grouped[DF]:  # one table per shard key (none when no reference has one)
-        table = part if not table else {**table, **part}
-    get = table.get
-    for batch_id, grams in grouped[REQUESTS]:
-        found = {}
-        for gram in grams:
-            df = get(gram)
-            if df is not None:
-                found[gram] = df
-        yield batch_id, (index, key, found)
+    tables = list(grouped[DF])  # one table per shard key (none when no reference has one)
+    if len(tables) > 1:
+        ((table, dfs),) = _fold(tables)
+    elif tables:
+        table, dfs = tables[0]
+    else:
+        table, dfs = np.empty(0, np.uint64), np.empty(0, np.int64)
+    for batch_id, hashes in grouped[REQUESTS]:
+        found, at = _lookup(table, hashes)
+        yield batch_id, (index, key, hashes[found], dfs[at[found]])
 
 
-def batch_corpora(statistics: Sequence[CiderDocumentFrequency],
-                  answers: Iterable[tuple[int, int, dict]], docs: dict[tuple[int, int], int]
-                  ) -> dict[str, dict[int, Any]]:
+def batch_corpora(statistics: Sequence[CiderDocumentFrequency], examples: Sequence[Any],
+                  answers: Iterable[tuple[int, int, np.ndarray, np.ndarray]],
+                  docs: dict[tuple[int, int], int]) -> dict[str, dict[int, Any]]:
     """The `corpus_stats` entries of one batch: statistic key -> {corpus key: CiderCorpus}
-    restricted to the n-grams the batch asked for; corpus sizes from `docs`."""
-    merged: dict[tuple[int, int], dict] = {}
-    for index, key, found in answers:
-        merged.setdefault((index, key), {}).update(found)
-    out: dict[str, dict[int, Any]] = {stat.key: {} for stat in statistics}
-    for (index, key), n in docs.items():
-        out[statistics[index].key][key] = corpus_of(n, merged.get((index, key), {}))
+    restricted to the n-grams its examples read that have df >= 2; corpus sizes from
+    `docs`."""
+    found: dict[tuple[int, int], list] = {}
+    for index, key, hashes, dfs in answers:
+        found.setdefault((index, key), []).append((hashes, dfs))
+    out: dict[str, dict[int, Any]] = {}
+    for index, stat in enumerate(statistics):
+        grams, hashes = _BatchTexts(tokenized_batch(stat, examples)).ngrams.grams()
+        corpora = out.setdefault(stat.key, {})
+        for (i, key), n in docs.items():
+            if i != index:
+                continue
+            table: dict = {}
+            parts = found.get((index, key), [])
+            if parts:
+                ((known, dfs),) = _fold(parts)
+                hit, at = _lookup(known, hashes)
+                table = dict(zip(itertools.compress(grams, hit), dfs[at[hit]].tolist()))
+            corpora[key] = corpus_of(n, table)
     return out
 
 
 class ShardedCiderStatistics(beam.PTransform):
-    """Batches of rows -> {`rows`: (batch id, batch), `answers`: (batch id, (statistic,
-    corpus key, {n-gram: df})), `docs`: ((statistic, corpus key), documents), `df`:
-    ((statistic, corpus key, shard), {n-gram: df >= 2})}.
+    """`RowBatch`es -> {`rows`: (batch id, batch), `answers`: (batch id, (statistic,
+    corpus key, hashes, dfs)), `docs`: ((statistic, corpus key), documents), `df`:
+    ((statistic, corpus key, shard), (hashes, dfs >= 2))} and, with `text_frequencies`,
+    `text_df`: ((statistic, corpus key, shard), {n-gram: df >= 2}) for the file.
 
     Args:
         statistics: the distributed statistics.
         shards: number of n-gram shards.
         frozen: None, or the `{docs, df}` PCollections of saved statistics to use instead
             of the run's own.
+        text_frequencies: also sum the frequencies by n-gram text (to save them).
     """
 
     def __init__(self, statistics: Sequence[CiderDocumentFrequency], shards: int,
-                 frozen: dict[str, beam.PCollection] | None = None) -> None:
+                 frozen: dict[str, beam.PCollection] | None = None,
+                 text_frequencies: bool = False) -> None:
         super().__init__()
         if shards < 1:
             raise ValueError(f"shards must be >= 1, got {shards}")
         self._statistics = tuple(statistics)
         self._shards = shards
         self._frozen = frozen
+        self._text = text_frequencies and frozen is None
 
     def expand(self, batches: beam.PCollection) -> dict[str, beam.PCollection]:
         parts = batches | "SplitBatchForStatistics" >> beam.ParDo(CiderBatchFn(
-            self._statistics, self._shards, count_documents=self._frozen is None)
-        ).with_outputs(DOCS, DF, REQUESTS, ROWS)
+            self._statistics, self._shards, count_documents=self._frozen is None,
+            text_frequencies=self._text)).with_outputs(DOCS, DF, REQUESTS, ROWS, TEXT_DF)
         if self._frozen is None:
             docs = parts[DOCS] | "SumDocuments" >> beam.CombinePerKey(sum)
             df = parts[DF] | "SumDocumentFrequencies" >> beam.CombinePerKey(
@@ -341,4 +548,8 @@ class ShardedCiderStatistics(beam.PTransform):
             {DF: df, REQUESTS: parts[REQUESTS]}
             | "GroupRequestsByShard" >> beam.CoGroupByKey()
             | "AnswerRequests" >> beam.FlatMap(answer_requests))
-        return {ROWS: parts[ROWS], "answers": answers, DOCS: docs, DF: df}
+        out = {ROWS: parts[ROWS], "answers": answers, DOCS: docs, DF: df}
+        if self._text:
+            out[TEXT_DF] = parts[TEXT_DF] | "SumTextFrequencies" >> beam.CombinePerKey(
+                SumTextFrequencies())
+        return out

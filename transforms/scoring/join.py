@@ -16,7 +16,7 @@ from typing import Any
 import apache_beam as beam
 
 from transforms.io.counting import STATS_TAG, CountingDoFn
-from transforms.scoring.rows import ScoringRow, content_key, dead_letter
+from transforms.scoring.rows import ScoringRow, dead_letter, scored_record
 from transforms.scoring.score import ScoreResult
 
 logger = logging.getLogger(__name__)
@@ -24,15 +24,6 @@ logger = logging.getLogger(__name__)
 _STAGE = "join"
 ROWS = "rows"
 DEAD_LETTER = "dead_letter"
-
-
-def scored_record(row: ScoringRow, scores: Mapping[str, float]) -> dict[str, Any]:
-    """The output record of a scored row, with the input columns it keeps
-    (--keep_input_columns)."""
-    return {"row_key": row.source.key, "content_key": content_key(row.example),
-            "file": row.source.file, "row": row.source.row,
-            "id": row.id, "system": row.system, "human": row.human, **dict(row.kept),
-            **scores}
 
 
 def merge_branch_results(

@@ -44,6 +44,7 @@ from transforms.scoring.inputs import (
 from transforms.scoring.rows import (
     REASONS,
     ColumnMapping,
+    RowBatch,
     RowError,
     RowSource,
     dead_letter,
@@ -365,17 +366,38 @@ def _describe(split: ReadSplit) -> str:
 
 class ReadRowsFn(CountingDoFn):
     """Reads one split of a matched file (`ReadSplit`, or a whole `ReadableFile`) and
-    validates each record; bad ones go to `dead_letter`.
+    validates each record; bad ones go to `dead_letter`. Yields `(row_key, ScoringRow)`
+    per row, or with `batch_rows` `RowBatch`es of that many consecutive rows of the split
+    (the last one shorter).
     Counts (namespace `read`): `passed` and `filtered:<reason>`."""
 
     def __init__(self, mapping: ColumnMapping, input_format: str | None = None,
-                 max_text_chars: int | None = None) -> None:
+                 max_text_chars: int | None = None, batch_rows: int | None = None) -> None:
         super().__init__("read", ["passed", *(f"filtered:{r}" for r in REASONS)])
+        if batch_rows is not None and batch_rows < 1:
+            raise ValueError(f"batch_rows must be >= 1, got {batch_rows}")
         self._mapping = mapping
         self._input_format = input_format
         self._max_text_chars = max_text_chars
+        self._batch_rows = batch_rows
 
     def process(self, split: ReadSplit | fileio.ReadableFile) -> Iterator[Any]:
+        if self._batch_rows is None:
+            yield from self._rows(split)
+            return
+        batch: list = []
+        for element in self._rows(split):
+            if isinstance(element, beam.pvalue.TaggedOutput):
+                yield element
+                continue
+            batch.append(element)
+            if len(batch) == self._batch_rows:
+                yield RowBatch(batch[0][0], batch)
+                batch = []
+        if batch:
+            yield RowBatch(batch[0][0], batch)
+
+    def _rows(self, split: ReadSplit | fileio.ReadableFile) -> Iterator[Any]:
         if not isinstance(split, ReadSplit):  # a whole matched file
             path = split.metadata.path
             split = ReadSplit(path, input_format_of(path, self._input_format))
@@ -407,18 +429,21 @@ class ReadPredictions(beam.PTransform):
     """Reads and validates prediction rows.
 
     Files are read in splits (`plan_splits`, at most `split_bytes` per JSONL range).
-    Returns a dict: `rows` -> `(row_key, ScoringRow)`, `dead_letter` -> dead-letter dicts,
-    `stats` -> the `((namespace, name), n)` counts of `ReadRowsFn`.
+    Returns a dict: `rows` -> `(row_key, ScoringRow)` spread over the workers (`Reshuffle`)
+    or, with `batch_rows`, `batches` -> `RowBatch`es of that many consecutive rows of a
+    split, as read; `dead_letter` -> dead-letter dicts, `stats` -> the
+    `((namespace, name), n)` counts of `ReadRowsFn`.
     A file that cannot be read to its end (cut short, corrupt, unreadable) fails the run
     with an `InputFileError` naming it. `max_text_chars`: see `rows.to_scoring_row`.
     """
 
     def __init__(self, file_pattern: str, mapping: ColumnMapping,
                  input_format: str | None = None, max_text_chars: int | None = None,
-                 split_bytes: int = SPLIT_BYTES) -> None:
+                 split_bytes: int = SPLIT_BYTES, batch_rows: int | None = None) -> None:
         super().__init__()
         if split_bytes < 1:
             raise ValueError(f"split_bytes must be >= 1, got {split_bytes}")
+        self._batch_rows = batch_rows
         self._file_pattern = file_pattern
         self._mapping = mapping
         self._input_format = input_format
@@ -446,7 +471,9 @@ class ReadPredictions(beam.PTransform):
             | "AllSplits" >> beam.Flatten()
             | "SpreadSplitsOverWorkers" >> beam.Reshuffle())
         read = splits | "ReadAndValidateRows" >> beam.ParDo(
-            ReadRowsFn(self._mapping, self._input_format, self._max_text_chars)).with_outputs(
-                DEAD_LETTER, STATS_TAG, main="rows")
-        rows = read.rows | "SpreadRowsOverWorkers" >> beam.Reshuffle()
-        return {"rows": rows, "dead_letter": read[DEAD_LETTER], "stats": read[STATS_TAG]}
+            ReadRowsFn(self._mapping, self._input_format, self._max_text_chars,
+                       self._batch_rows)).with_outputs(DEAD_LETTER, STATS_TAG, main="rows")
+        out = {"dead_letter": read[DEAD_LETTER], "stats": read[STATS_TAG]}
+        if self._batch_rows is not None:
+            return {"batches": read.rows, **out}
+        return {"rows": read.rows | "SpreadRowsOverWorkers" >> beam.Reshuffle(), **out}

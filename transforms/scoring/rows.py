@@ -137,6 +137,33 @@ class ScoringRow:
     kept: tuple[tuple[str, Any], ...] = ()
 
 
+class RowBatch:
+    """A batch of rows as one element: `rows` is a list of (key, ScoringRow); `batch_id`
+    is unique in the run (its first row's key). Pickled as one object, so that the class
+    references of its rows are written once per batch, not once per row."""
+
+    __slots__ = ("batch_id", "rows")
+
+    def __init__(self, batch_id: str, rows: list) -> None:
+        self.batch_id = batch_id
+        self.rows = rows
+
+    def __reduce__(self):
+        return RowBatch, (self.batch_id, self.rows)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __repr__(self) -> str:
+        return f"RowBatch({self.batch_id!r}, {len(self.rows)} rows)"
+
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, RowBatch) and self.batch_id == other.batch_id
+                and self.rows == other.rows)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
 @dataclasses.dataclass(frozen=True)
 class ColumnMapping:
     """Which input column holds what; resolved against the inputs at graph build time.
@@ -410,6 +437,15 @@ def partial_metadata(record: Mapping[str, Any] | None, mapping: ColumnMapping,
               for column in (mapping.id, mapping.system))
     row_id, system = (None if v is None else printable(v) for v in values)
     return row_id, system
+
+
+def scored_record(row: ScoringRow, scores: Mapping[str, float]) -> dict[str, Any]:
+    """The output record of a scored row, with the input columns it keeps
+    (--keep_input_columns)."""
+    return {"row_key": row.source.key, "content_key": content_key(row.example),
+            "file": row.source.file, "row": row.source.row,
+            "id": row.id, "system": row.system, "human": row.human, **dict(row.kept),
+            **scores}
 
 
 def dead_letter(source: RowSource, reason: str, detail: str = "", row_id: str | None = None,

@@ -27,12 +27,13 @@ from transforms.scoring.corpus_stats import (
     DOCS,
     MIN_SHARDS,
     ROWS,
+    TEXT_DF,
     BatchByReferences,
     ShardedCiderStatistics,
     batch_corpora,
     is_distributed,
 )
-from transforms.scoring.rows import ScoringRow
+from transforms.scoring.rows import RowBatch, ScoringRow, dead_letter, scored_record
 
 logger = logging.getLogger(__name__)
 
@@ -130,15 +131,20 @@ def example_of(value: Any) -> QAExample:
     return value if isinstance(value, QAExample) else value.example
 
 
-def _example_of(keyed_row: tuple[Any, Any]) -> QAExample:
-    return example_of(keyed_row[1])
+def _examples_of(element: Any) -> Iterator[QAExample]:
+    """The examples of a keyed row or of a `RowBatch`."""
+    if isinstance(element, RowBatch):
+        for _, row in element.rows:
+            yield row.example
+    else:
+        yield example_of(element[1])
 
 
 class ComputeCorpusStatistics(beam.PTransform):
-    """`(row_key, ScoringRow)` -> one `{statistic key: value}` dict (empty when none) of the
-    statistics that are not distributed (`corpus_stats.is_distributed`): those are
-    computed inside `ScoreMetrics`. Statistics whose key is in `skip` (read from a frozen
-    statistics file instead) are not computed."""
+    """`(row_key, ScoringRow)` or `RowBatch`es -> one `{statistic key: value}` dict (empty
+    when none) of the statistics that are not distributed (`corpus_stats.is_distributed`):
+    those are computed inside `ScoreMetrics`. Statistics whose key is in `skip` (read from
+    a frozen statistics file instead) are not computed."""
 
     def __init__(self, metrics: Sequence[Metric], skip: Collection[str] = ()) -> None:
         super().__init__()
@@ -150,19 +156,36 @@ class ComputeCorpusStatistics(beam.PTransform):
             return rows.pipeline | "NoCorpusStatistics" >> beam.Create([{}])
         return (
             rows
-            | "ExtractExamples" >> beam.Map(_example_of)
+            | "ExtractExamples" >> beam.FlatMap(_examples_of)
             | "CombineStatistics" >> beam.CombineGlobally(
                 CorpusStatisticsCombineFn(self._statistics)))
 
 
+RESULTS = "results"
+RECORDS = "records"
+DEAD_LETTER = "dead_letter"
+
+
 class ScoreRowsFn(CountingDoFn):
-    """Scores a batch of `(row_key, ScoringRow)`; yields `(row_key, ScoreResult)`.
+    """Scores a batch of `(row_key, ScoringRow)` (a list or a `RowBatch`).
+
+    `emit` = `results`: yields `(row_key, ScoreResult)` per row, for `join.JoinScores`.
+    `emit` = `records`: yields each row's final scored record (`rows.scored_record`), or
+    its dead-letter record on `dead_letter`: the whole scoring of a run whose metrics all
+    run here, with no join; it then also counts what the join would (`join/passed`,
+    `join/filtered:metric_input_error`).
     Counts (namespace `score`): `passed`, `filtered:metric_input_error`; distributions of
     batch sizes and latencies."""
 
-    def __init__(self, metrics: Sequence[Metric]) -> None:
-        super().__init__(_STAGE, ["passed", "filtered:metric_input_error"])
+    def __init__(self, metrics: Sequence[Metric], emit: str = RESULTS) -> None:
+        if emit not in (RESULTS, RECORDS):
+            raise ValueError(f"emit must be {RESULTS!r} or {RECORDS!r}, got {emit!r}")
+        names = ["passed", "filtered:metric_input_error"]
+        if emit == RECORDS:
+            names += [("join", "passed"), ("join", "filtered:metric_input_error")]
+        super().__init__(_STAGE, names)
         self._metrics = tuple(metrics)
+        self._emit = emit
         self._batch_size = beam.metrics.Metrics.distribution(_STAGE, "batch_size_rows")
         self._latency = beam.metrics.Metrics.distribution(_STAGE, "score_batch_micro_secs")
 
@@ -174,43 +197,113 @@ class ScoreRowsFn(CountingDoFn):
         for metric in self._metrics:
             metric.teardown()
 
-    def process(self, batch: Sequence[tuple[str, ScoringRow]],
-                corpus_stats: dict[str, Any]) -> Iterator[tuple[str, ScoreResult]]:
-        return self._score(batch, corpus_stats)
+    def process(self, batch: Any, corpus_stats: dict[str, Any]) -> Iterator[Any]:
+        return self._score(batch.rows if isinstance(batch, RowBatch) else batch, corpus_stats)
 
     def _score(self, batch: Sequence[tuple[str, ScoringRow]],
-               corpus_stats: dict[str, Any]) -> Iterator[tuple[str, ScoreResult]]:
+               corpus_stats: dict[str, Any]) -> Iterator[Any]:
         start = time.perf_counter()
         results = score_examples(self._metrics, [row.example for _, row in batch],
                                  corpus_stats)
         self._latency.update(int((time.perf_counter() - start) * 1e6))
         self._batch_size.update(len(batch))
-        for (key, _), result in zip(batch, results, strict=True):
+        records = self._emit == RECORDS
+        for (key, row), result in zip(batch, results, strict=True):
             if result.scores is None:
                 self.count("filtered:metric_input_error")
                 logger.debug("row %s rejected: %s", key, result.reason)
+                if records:
+                    self.count(("join", "filtered:metric_input_error"))
+                    yield beam.pvalue.TaggedOutput(DEAD_LETTER, dead_letter(
+                        row.source, result.kind, result.reason or "", row.id, row.system))
+                    continue
             else:
                 self.count("passed")
+                if records:
+                    self.count(("join", "passed"))
+                    yield scored_record(row, result.scores)
+                    continue
             yield key, result
 
 
 class ScoreBatchesWithFrequenciesFn(ScoreRowsFn):
-    """`(batch id, {rows: [batch], answers: [(statistic, corpus key, {n-gram: df})]})` ->
-    `(row_key, ScoreResult)` per row, CIDEr-D scored against the batch's own frequencies
+    """`(batch id, {rows: [RowBatch], answers: [(statistic, corpus key, hashes, dfs)]})`
+    -> what `ScoreRowsFn` yields, CIDEr-D scored against the batch's own frequencies
     (`corpus_stats.batch_corpora`) and the corpus sizes (`docs` side input)."""
 
-    def __init__(self, metrics: Sequence[Metric], statistics: Sequence[CorpusStatistic]
-                 ) -> None:
-        super().__init__(metrics)
+    def __init__(self, metrics: Sequence[Metric], statistics: Sequence[CorpusStatistic],
+                 emit: str = RESULTS) -> None:
+        super().__init__(metrics, emit)
         self._statistics = tuple(statistics)
 
     def process(self, element: tuple[str, dict[str, Iterable[Any]]],
                 corpus_stats: dict[str, Any], docs: dict[tuple[int, int], int]
-                ) -> Iterator[tuple[str, ScoreResult]]:
+                ) -> Iterator[Any]:
         _, grouped = element
-        stats = {**corpus_stats, **batch_corpora(self._statistics, grouped["answers"], docs)}
         for batch in grouped[ROWS]:  # one batch per id
-            yield from self._score(batch, stats)
+            examples = [row.example for _, row in batch.rows]
+            stats = {**corpus_stats, **batch_corpora(self._statistics, examples,
+                                                     grouped["answers"], docs)}
+            yield from self._score(batch.rows, stats)
+
+
+class ScoreBatches(beam.PTransform):
+    """`RowBatch`es -> the scores of their rows, for in-process metrics.
+
+    With CIDEr-D among the metrics, batches are joined with their n-grams' document
+    frequencies first (`corpus_stats.ShardedCiderStatistics`); without, they are spread
+    over the workers (`Reshuffle`) and scored.
+
+    Args:
+        metrics: metrics built (and validated) on the launcher.
+        corpus_stats: the `AsSingleton` side input from `ComputeCorpusStatistics`.
+        shards: n-gram shards of the document frequencies (`corpus_stats.shards_for_input`).
+        frozen: None, or `{docs, df}` PCollections of saved statistics
+            (`statistics_file.ReadCorpusStatistics`) to score against instead of the run's.
+        statistics_sink: None, or a PTransform applied to the `{docs, text_df}`
+            PCollections of the run's statistics (`statistics_file.WriteCorpusStatistics`).
+        emit: `results` -> `(row_key, ScoreResult)`; `records` -> {`scored`: scored
+            records, `dead_letter`: dead-letter records} (`ScoreRowsFn`).
+    """
+
+    def __init__(self, metrics: Sequence[Metric], corpus_stats: Any,
+                 shards: int = MIN_SHARDS, frozen: dict[str, beam.PCollection] | None = None,
+                 statistics_sink: beam.PTransform | None = None, emit: str = RESULTS,
+                 spread: bool = True) -> None:
+        super().__init__()
+        self._metrics = tuple(metrics)
+        self._corpus_stats = corpus_stats
+        self._shards = shards
+        self._frozen = frozen
+        self._sink = statistics_sink
+        self._emit = emit
+        self._spread = spread
+
+    def _outputs(self, scored):
+        if self._emit == RESULTS:
+            return scored.scores
+        return {"scored": scored.scores, DEAD_LETTER: scored[DEAD_LETTER]}
+
+    def expand(self, batches: beam.PCollection) -> Any:
+        distributed = [s for s in unique_statistics(self._metrics) if is_distributed(s)]
+        if not distributed:
+            if self._spread:
+                batches = batches | "SpreadBatchesOverWorkers" >> beam.Reshuffle()
+            return self._outputs(
+                batches | "ScoreBatches" >> beam.ParDo(
+                    ScoreRowsFn(self._metrics, self._emit), self._corpus_stats)
+                .with_outputs(STATS_TAG, DEAD_LETTER, main="scores"))
+        stats = batches | "ShardedCiderStatistics" >> ShardedCiderStatistics(
+            distributed, self._shards, self._frozen, text_frequencies=self._sink is not None)
+        if self._sink is not None:
+            _ = {DOCS: stats[DOCS], TEXT_DF: stats[TEXT_DF]} | "SaveStatistics" >> self._sink
+        return self._outputs(
+            {ROWS: stats[ROWS], "answers": stats["answers"]}
+            | "GroupFrequenciesByBatch" >> beam.CoGroupByKey()
+            | "ScoreBatches" >> beam.ParDo(
+                ScoreBatchesWithFrequenciesFn(self._metrics, distributed, self._emit),
+                self._corpus_stats, beam.pvalue.AsDict(stats[DOCS]))
+            .with_outputs(STATS_TAG, DEAD_LETTER, main="scores"))
 
 
 class ScoreMetrics(beam.PTransform):
@@ -218,18 +311,14 @@ class ScoreMetrics(beam.PTransform):
 
     `ScoreRowsFn`'s counts go to Beam counters; its stats output is not kept, as every
     row's result reaches `JoinScores`, which counts them (and summary.json from them).
-    With CIDEr-D among the metrics, batches are joined with their n-grams' document
-    frequencies first (`corpus_stats.ShardedCiderStatistics`).
+    Rows are batched (`BatchElements`; with CIDEr-D among the metrics, rows with equal
+    references together, `corpus_stats.BatchByReferences`) and scored by `ScoreBatches`.
 
     Args:
         metrics: metrics built (and validated) on the launcher.
         corpus_stats: the `AsSingleton` side input from `ComputeCorpusStatistics`.
         max_batch_size: upper bound for `BatchElements`.
-        shards: n-gram shards of the document frequencies (`corpus_stats.shards_for_input`).
-        frozen: None, or `{docs, df}` PCollections of saved statistics
-            (`statistics_file.ReadCorpusStatistics`) to score against instead of the run's.
-        statistics_sink: None, or a PTransform applied to the `{docs, df}` PCollections
-            used (`statistics_file.WriteCorpusStatistics`).
+        shards, frozen, statistics_sink: see `ScoreBatches`.
     """
 
     def __init__(self, metrics: Sequence[Metric], corpus_stats: Any,
@@ -251,21 +340,11 @@ class ScoreMetrics(beam.PTransform):
         if not distributed:
             batches = rows | "BatchRows" >> beam.BatchElements(
                 min_batch_size=1, max_batch_size=self._max_batch_size)
-            return (batches
-                    | "ScoreBatches" >> beam.ParDo(ScoreRowsFn(self._metrics),
-                                                   self._corpus_stats)
-                    .with_outputs(STATS_TAG, main="scores")).scores
-        # rows with equal references batched together: their n-grams are counted and
-        # requested once per batch; about 8 groups per shard, i.e. per MB of input
-        batches = rows | "BatchRowsByReferences" >> BatchByReferences(
-            self._max_batch_size, self._shards * 8)
-        stats = batches | "ShardedCiderStatistics" >> ShardedCiderStatistics(
-            distributed, self._shards, self._frozen)
-        if self._sink is not None:
-            _ = {DOCS: stats[DOCS], "df": stats["df"]} | "SaveStatistics" >> self._sink
-        return ({ROWS: stats[ROWS], "answers": stats["answers"]}
-                | "GroupFrequenciesByBatch" >> beam.CoGroupByKey()
-                | "ScoreBatches" >> beam.ParDo(
-                    ScoreBatchesWithFrequenciesFn(self._metrics, distributed),
-                    self._corpus_stats, beam.pvalue.AsDict(stats[DOCS]))
-                .with_outputs(STATS_TAG, main="scores")).scores
+        else:
+            # rows with equal references batched together: their n-grams are counted and
+            # requested once per batch; about 8 groups per shard
+            batches = rows | "BatchRowsByReferences" >> BatchByReferences(
+                self._max_batch_size, self._shards * 8)
+        return batches | "ScoreRowBatches" >> ScoreBatches(
+            self._metrics, self._corpus_stats, self._shards, self._frozen, self._sink,
+            spread=False)

@@ -32,7 +32,7 @@ from transforms.scoring.join import ROWS, JoinScores
 from transforms.scoring.read import ReadPredictions
 from transforms.scoring.rows import content_key
 from transforms.scoring.run_model_metrics import RunModelMetrics
-from transforms.scoring.score import ComputeCorpusStatistics, ScoreMetrics
+from transforms.scoring.score import RECORDS, ComputeCorpusStatistics, ScoreBatches, ScoreMetrics
 from transforms.scoring.statistics_file import (
     IDF,
     ReadCorpusStatistics,
@@ -91,12 +91,18 @@ class ScorePredictions(beam.PTransform):
 
     def expand(self, p):
         config, paths = self._config, self._config.paths
+        # Every metric in process and no previous run: rows stay in the batches the
+        # reader forms, scored where they are read, with no join (`_score_batches`).
+        batched = config.previous is None and not any(
+            is_model_backed(m) for m in config.metrics)
         read = p | "ReadPredictions" >> ReadPredictions(
-            config.input, config.mapping, config.input_format, config.max_text_chars)
+            config.input, config.mapping, config.input_format, config.max_text_chars,
+            batch_rows=config.max_batch_size if batched else None)
+        rows = read["batches" if batched else "rows"]
         statistics = unique_statistics(config.metrics)
         idf = [s for s in statistics if isinstance(s, ReferenceIdf)]
         frozen_idf = [s.key for s in idf] if config.corpus_statistics else []
-        values = read["rows"] | "ComputeCorpusStatistics" >> ComputeCorpusStatistics(
+        values = rows | "ComputeCorpusStatistics" >> ComputeCorpusStatistics(
             config.metrics, skip=frozen_idf)
         if frozen_idf:
             from_file = p | "ReadIdfStatistics" >> ReadIdfStatistics(config.corpus_statistics, idf)
@@ -115,12 +121,13 @@ class ScorePredictions(beam.PTransform):
             distributed = [s for s in statistics if is_distributed(s)]
             self._frozen = p | "ReadCorpusStatistics" >> ReadCorpusStatistics(
                 config.corpus_statistics, distributed, config.df_shards)
-        if config.previous is None:
-            branches = {ROWS: read["rows"], **self._branches(
-                read["rows"], config.metrics, corpus_stats)}
+        if batched:
+            joined = self._score_batches(rows, corpus_stats)
+        elif config.previous is None:
+            branches = {ROWS: rows, **self._branches(rows, config.metrics, corpus_stats)}
             joined = branches | "JoinScoresByRowKey" >> JoinScores()
         else:
-            joined = self._incremental(p, read["rows"], corpus_stats)
+            joined = self._incremental(p, rows, corpus_stats)
         dead = ((read["dead_letter"], joined["dead_letter"])
                 | "CollectDeadLetters" >> beam.Flatten())
         written = [
@@ -140,6 +147,24 @@ class ScorePredictions(beam.PTransform):
         return tuple(written) | "FinalizeOutputs" >> FinalizeOutputs(
             paths, with_report=config.report is not None, overwrite=config.overwrite)
 
+    def _statistics_sink(self, metrics: Sequence[Metric]) -> beam.PTransform | None:
+        """The writer of the run's CIDEr-D statistics (--save_corpus_statistics), with the
+        idf records when there are any; None when nothing is saved from these metrics."""
+        distributed = [s for s in unique_statistics(metrics) if is_distributed(s)]
+        if not (distributed and self._config.save_corpus_statistics):
+            return None
+        return WriteCorpusStatistics(self._config.save_corpus_statistics, distributed,
+                                     self._idf_records)
+
+    def _score_batches(self, batches: beam.PCollection, corpus_stats: Any) -> dict:
+        """Every metric of a run whose metrics all run in process, scored on the reader's
+        `RowBatch`es -> {`scored`, `dead_letter`} records: no per-row element is formed
+        before the output records, and no join is needed."""
+        config = self._config
+        return batches | "ScoreInProcessMetrics" >> ScoreBatches(
+            config.metrics, corpus_stats, config.df_shards, self._frozen,
+            self._statistics_sink(config.metrics), emit=RECORDS)
+
     def _branches(self, rows: beam.PCollection, metrics: Sequence[Metric], corpus_stats: Any,
                   label: str = "") -> dict[str, beam.PCollection]:
         """The scoring branches of `metrics` over keyed rows: `in_process{label}` (the
@@ -149,14 +174,11 @@ class ScorePredictions(beam.PTransform):
         models = [m for m in metrics if is_model_backed(m)]
         branches = {}
         if in_process:
-            distributed = [s for s in unique_statistics(in_process) if is_distributed(s)]
-            sink = None
-            if distributed and config.save_corpus_statistics:
-                sink = WriteCorpusStatistics(config.save_corpus_statistics, distributed,
-                                             self._idf_records)
+            distributed = any(is_distributed(s) for s in unique_statistics(in_process))
             branches[f"in_process{label}"] = rows | f"ScoreInProcessMetrics{label}" >> \
                 ScoreMetrics(in_process, corpus_stats, config.max_batch_size,
-                             config.df_shards, self._frozen if distributed else None, sink)
+                             config.df_shards, self._frozen if distributed else None,
+                             self._statistics_sink(in_process))
         if models:
             branches[f"models{label}"] = rows | f"ScoreModelMetrics{label}" >> RunModelMetrics(
                 models, corpus_stats=corpus_stats, handler_factory=self._handler_factory,

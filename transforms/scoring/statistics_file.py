@@ -40,8 +40,10 @@ from transforms.metrics.cider import CiderDocumentFrequency
 from transforms.scoring.corpus_stats import (
     DF,
     DOCS,
+    TEXT_DF,
     SumDocumentFrequencies,
     gram_text,
+    hashed_table,
     ngram_shard,
     text_gram,
 )
@@ -172,7 +174,7 @@ def idf_records(statistics: Sequence[ReferenceIdf]):
 
 class WriteCorpusStatistics(beam.PTransform):
     """The statistics of a run -> the Parquet file at `path` (one file). Takes a dict with
-    `docs` and `df` (of `ShardedCiderStatistics`, for the CIDEr-D `statistics`) and/or
+    `docs` and `text_df` (of `ShardedCiderStatistics`, for the CIDEr-D `statistics`) and/or
     `idf` (records from `idf_records`, also accepted as `idf_records` here, for a sink
     that another transform applies to the CIDEr-D parts)."""
 
@@ -188,7 +190,7 @@ class WriteCorpusStatistics(beam.PTransform):
         records = []
         if DOCS in parts:
             records += [parts[DOCS] | "SizeRecords" >> beam.FlatMap(docs_records),
-                        parts[DF] | "FrequencyRecords" >> beam.FlatMap(df_records)]
+                        parts[TEXT_DF] | "FrequencyRecords" >> beam.FlatMap(df_records)]
         if IDF in parts:
             records.append(parts[IDF])
         if self._idf_records is not None:
@@ -260,7 +262,7 @@ class ReadIdfStatistics(beam.PTransform):
 class ReadCorpusStatistics(beam.PTransform):
     """A statistics file -> `{docs, df}` as `ShardedCiderStatistics` takes them, for the
     statistics the run needs (rows of other statistics or tokenizers are skipped), with
-    the n-grams re-sharded into `shards`."""
+    the n-grams hashed and re-sharded into `shards`."""
 
     def __init__(self, path: str, statistics: Sequence[CiderDocumentFrequency],
                  shards: int) -> None:
@@ -273,7 +275,7 @@ class ReadCorpusStatistics(beam.PTransform):
         index, shards = self._index, self._shards
 
         def split(table: Any) -> Iterator[Any]:
-            """One Arrow batch of rows -> sizes, and one {n-gram: df} per shard key."""
+            """One Arrow batch of rows -> sizes, and one (hashes, dfs) per shard key."""
             tables: dict[tuple[int, int, int], dict] = {}
             columns = table.to_pydict()
             for statistic, tokenizer, corpus, ngram, df in zip(
@@ -287,7 +289,7 @@ class ReadCorpusStatistics(beam.PTransform):
                 gram = text_gram(ngram)
                 tables.setdefault((position, corpus, ngram_shard(gram, shards)), {})[gram] = df
             for key, part in tables.items():
-                yield beam.pvalue.TaggedOutput(DF, (key, part))
+                yield beam.pvalue.TaggedOutput(DF, (key, hashed_table(part)))
 
         parts = (pbegin
                  | "ReadStatisticsParquet" >> beam.io.ReadFromParquetBatched(self._path)
