@@ -7,6 +7,7 @@ import random
 from collections import Counter
 
 import apache_beam as beam
+import numpy as np
 import pytest
 from apache_beam.coders import registry as coders
 from apache_beam.testing import test_pipeline
@@ -17,19 +18,24 @@ from transforms.metrics.base import QAExample
 from transforms.metrics.cider import CiderMetric, cider_d, corpus_of, needed_ngrams
 from transforms.metrics.lexical import tokenize_examples
 from transforms.metrics.registry import build_metrics
+from transforms.metrics.lexical import text_ngrams
 from transforms.scoring.corpus_stats import (
     DF,
     DOCS,
     REQUESTS,
+    TEXT_DF,
+    BatchNgrams,
     CiderBatchFn,
     ShardedCiderStatistics,
     SumDocumentFrequencies,
     answer_requests,
     batch_corpora,
+    gram_hash,
+    hashed_table,
     ngram_shard,
     shards_for_input,
 )
-from transforms.scoring.rows import RowSource, ScoringRow
+from transforms.scoring.rows import RowBatch, RowSource, ScoringRow
 from transforms.scoring.score import ComputeCorpusStatistics, ScoreMetrics, ScoreResult
 
 WORDS = "a b c d e f g h i j k l m n o p".split()
@@ -74,35 +80,120 @@ def test_restricted_corpora_without_df_one_give_identical_values(df_mode):
         assert cider_d(ex.prediction, ex.references, [corpora[k] for k in keys]) == expected
 
 
+def _arrays(table: dict) -> tuple[np.ndarray, np.ndarray]:
+    return hashed_table(table)
+
+
 def test_sum_document_frequencies_keeps_df_two_and_more():
     fn = SumDocumentFrequencies()
-    a = fn.add_input(fn.create_accumulator(), Counter({("x",): 1, ("y",): 1}))
-    b = fn.add_input(fn.create_accumulator(), Counter({("x",): 1, ("z",): 1}))
-    assert fn.extract_output(fn.merge_accumulators([a, b])) == {("x",): 2}
+    a = fn.add_input(fn.create_accumulator(), _arrays({"x": 1, "y": 1}))
+    b = fn.add_input(fn.create_accumulator(), _arrays({"x": 1, ("z", "w"): 1}))
+    hashes, dfs = fn.extract_output(fn.merge_accumulators([a, b]))
+    assert hashes.tolist() == [gram_hash("x")] and dfs.tolist() == [2]
+
+
+def test_sum_document_frequencies_folds_many_parts():
+    fn = SumDocumentFrequencies()
+    acc = fn.create_accumulator()
+    for i in range(200):  # past the point where the parts are folded into one
+        acc = fn.add_input(acc, _arrays({"x": 1, f"w{i % 7}": 1}))
+    hashes, dfs = fn.extract_output(acc)
+    got = dict(zip(hashes.tolist(), dfs.tolist(), strict=True))
+    expected = {gram_hash("x"): 200, **{gram_hash(f"w{i}"): 29 for i in range(4)},
+                **{gram_hash(f"w{i}"): 28 for i in range(4, 7)}}
+    assert got == expected and list(hashes) == sorted(hashes)
+
+
+def test_batch_ngrams_hash_every_ngram_as_gram_hash_does():
+    texts = ["a man rides a horse", "", "one", "a man rides a bike a man rides"]
+    ngrams = BatchNgrams(texts)
+    expected = Counter()
+    for number, text in enumerate(texts):
+        for order in text_ngrams(text):
+            for gram, tf in order.items():
+                expected[(number, gram_hash(gram))] += tf
+    assert Counter(zip(ngrams.texts.tolist(), ngrams.hashes.tolist())) == expected
+    grams, hashes = ngrams.grams()
+    assert [gram_hash(g) for g in grams] == hashes.tolist()
+    assert sorted(grams, key=str) == sorted({g for t in texts for o in text_ngrams(t)
+                                             for g in o}, key=str)
+    # documents count a text once per n-gram; distinct() reads the texts asked for
+    counted, docs = ngrams.documents(np.array([0, -1, -1, 1]))
+    got = dict(zip(counted.tolist(), docs.tolist(), strict=True))
+    assert got[gram_hash(("a", "man"))] == 2 and got[gram_hash("bike")] == 1
+    assert gram_hash("one") not in got
+    assert ngrams.distinct(np.array([False, False, True, False])).tolist() == [
+        gram_hash("one")]
 
 
 def test_answer_requests_and_batch_corpora():
-    element = ((0, 1, 5), {DF: [{("x",): 3}], REQUESTS: [("b1", [("x",), ("q",)])]})
-    answers = list(answer_requests(element))
-    assert answers == [("b1", (0, 1, {("x",): 3}))]
     (stat,) = CiderMetric().corpus_statistics()
-    corpora = batch_corpora([stat], [a for _, a in answers], {(0, 1): 4, (0, 0): 2})
-    assert corpora[stat.key][1] == corpus_of(4, {("x",): 3})
+    examples = [QAExample("x q", ("a", "x"))]
+    batch = RowBatch("f:1", [("f:1", ScoringRow(RowSource("f", 1), examples[0]))])
+    requests = [o.value for o in CiderBatchFn([stat], 3, count_documents=False).process(batch)
+                if o.tag == REQUESTS]
+    answers = []
+    for (index, key, shard), request in requests:
+        table = {g: d for g, d in {"x": 3, "a": 7}.items() if ngram_shard(g, 3) == shard}
+        group = {DF: [_arrays(table)] if key == 1 and table else [], REQUESTS: [request]}
+        answers += list(answer_requests(((index, key, shard), group)))
+    assert {a[0] for a in answers} == {"f:1"}
+    # in the order of the request, 0 where not found; one byte each while dfs fit
+    for (_, request), (_, (_, _, _, dfs)) in zip(requests, answers, strict=True):
+        assert len(dfs) == len(request[1]) and dfs.dtype == np.uint8
+    corpora = batch_corpora([stat], examples, [a for _, a in answers],
+                            {(0, 1): 4, (0, 0): 2}, shards=3)
+    assert corpora[stat.key][1] == corpus_of(4, {"x": 3})  # "a" is not read in corpus 1
     assert corpora[stat.key][0] == corpus_of(2, {})
+    # a shard without a table answers with zeros; wide dfs take a wider dtype
+    requested = np.array(sorted([gram_hash("x"), gram_hash("q")]), dtype=np.uint64)
+    empty = list(answer_requests(((0, 1, 2), {DF: [], REQUESTS: [("b2", requested)]})))
+    assert empty[0][1][3].tolist() == [0, 0]
+    wide = list(answer_requests(((0, 1, 2), {DF: [_arrays({"x": 70_000})],
+                                             REQUESTS: [("b3", requested)]})))
+    dfs = wide[0][1][3]
+    assert dfs.dtype == np.uint32 and sorted(dfs.tolist()) == [0, 70_000]
 
 
 def test_batch_fn_splits_by_shard():
     (stat,) = CiderMetric().corpus_statistics()
     rows = [(f"f:{i}", ScoringRow(RowSource("f", i), ex))
             for i, ex in enumerate(_examples(9), start=1)]
-    out = list(CiderBatchFn([stat], 4).process(rows))
+    out = list(CiderBatchFn([stat], 4, text_frequencies=True).process(RowBatch("f:1", rows)))
     tags = Counter(o.tag for o in out)
     assert tags["rows"] == 1 and tags[DOCS] == 2 and 0 < tags[DF] <= 8
     for o in out:
         if o.tag in (DF, REQUESTS):
             (_, _, shard), value = o.value
-            grams = value if o.tag == DF else value[1]
-            assert all(ngram_shard(g, 4) == shard for g in grams)
+            hashes = value[0] if o.tag == DF else value[1]
+            assert len(hashes) and all(int(h) % 4 == shard for h in hashes)
+        if o.tag == TEXT_DF:
+            (_, _, shard), table = o.value
+            assert all(ngram_shard(g, 4) == shard for g in table)
+
+
+def test_row_batches_pickle_their_rows_once_and_lazily():
+    import pickle
+
+    rows = [(f"f:{i}", ScoringRow(RowSource("f", i), ex))
+            for i, ex in enumerate(_examples(5), start=1)]
+    batch = RowBatch("f:1", rows)
+    back = pickle.loads(pickle.dumps(batch))
+    assert back._rows is None  # still packed: what a runner holding it keeps
+    assert back.rows == rows and back == batch and len(back) == 5
+    assert pickle.dumps(back) == pickle.dumps(batch)  # the packed bytes, not re-pickled
+
+
+def test_packed_rows_come_back_equal_with_every_field():
+    from transforms.scoring.rows import pack_rows, unpack_rows
+
+    odd = ScoringRow(RowSource("dir/f\udcff.csv", 7, 9),
+                     QAExample("é ünï", ("a", "b"), question="q?", negative_references=("n",)),
+                     id="17", system="s", human=0.25,
+                     kept=(("references", ["a", "b"]), ("meta", '{"x": 1}'), ("none", None)))
+    plain = ScoringRow(RowSource("f.parquet", 3), QAExample("p", ("r",)))
+    rows = [("content-key-1", odd), (plain.source.key, plain)]
+    assert unpack_rows(pack_rows(rows)) == rows
 
 
 def test_gram_text_round_trips_unigrams_and_tuples():
@@ -117,9 +208,10 @@ def test_shards_follow_the_input_size(tmp_path):
     small = tmp_path / "a.jsonl"
     small.write_bytes(b"x" * 10)
     big = tmp_path / "b.jsonl"
-    big.write_bytes(b"x" * (40 << 20))
+    with open(big, "wb") as f:
+        f.truncate(1 << 30)  # sparse: a 1 GiB input without writing it
     assert shards_for_input([str(small)]) == 16
-    assert shards_for_input([str(small), str(big)]) == 41
+    assert shards_for_input([str(small), str(big)]) == 65
 
 
 def _keyed(examples):
@@ -180,11 +272,11 @@ def test_statistics_of_200k_rows_reach_scoring_in_bounded_elements():
     bound = 64 << 20
     with test_pipeline.TestPipeline(argv=RUNNER_ARGS["direct_in_process"]) as pipeline:
         batches = pipeline | beam.Create(
-            [keyed[i: i + 500] for i in range(0, len(keyed), 500)])
+            [RowBatch(keyed[i][0], keyed[i: i + 500]) for i in range(0, len(keyed), 500)])
         stats = batches | ShardedCiderStatistics([stat], shards=16)
         sizes = [_largest_encoded(stats[name], name) for name in ("df", "answers", DOCS)]
         largest = sizes | beam.Flatten() | beam.CombineGlobally(max)
-        total_df = (stats["df"] | beam.Map(lambda kv: len(kv[1]))
+        total_df = (stats["df"] | beam.Map(lambda kv: len(kv[1][0]))
                     | beam.CombineGlobally(sum))
         assert_that(largest, lambda got: _check(got[0] < bound and got[0] > 0, got),
                     label="bounded")

@@ -14,14 +14,16 @@ consecutive rows of a split, or `BatchByReferences` from keyed rows); for every 
   give log(max(1, df)) = 0, the value CIDEr-D uses for an n-gram it does not find, so they
   change no value;
 - `requests`: (statistic, corpus key, shard) -> (batch id, the sorted hashes of the
-  n-grams of that shard the batch's rows read);
+  n-grams of that shard the batch's rows read: about 50 per row);
 - `text_df` (only when the statistics are saved, `--save_corpus_statistics`): the same
   partial frequencies keyed by the n-grams' text, for the file.
 
 `answer_requests` joins each shard's table with the shard's requests (`CoGroupByKey`) and
-answers each request with the frequencies of the n-grams it found; the scoring step
-regroups the answers with their batch (`CoGroupByKey` by batch id) and scores it against a
-`CiderCorpus` restricted to the batch's n-grams (same values: see `cider.corpus_of`).
+answers each request with the frequency of each n-gram it names, in its order (0: df < 2;
+a byte or two each); the scoring step regroups the answers with their batch
+(`CoGroupByKey` by batch id), makes the batch's requests again to read them, and scores
+the batch against a `CiderCorpus` restricted to its n-grams (same values: see
+`cider.corpus_of`).
 
 N-grams travel as 64-bit hashes (`gram_hash`: BLAKE2b of each word, folded per n-gram),
 8 bytes instead of their text, in numpy arrays instead of Python objects: a million rows
@@ -466,11 +468,21 @@ def _lookup(table: np.ndarray, hashes: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return table[at] == hashes, at
 
 
+def _smallest_uint(values: np.ndarray) -> np.ndarray:
+    """`values` (>= 0) in the narrowest unsigned dtype that holds them."""
+    top = int(values.max()) if len(values) else 0
+    for dtype in (np.uint8, np.uint16, np.uint32):
+        if top <= np.iinfo(dtype).max:
+            return values.astype(dtype)
+    return values.astype(np.uint64)
+
+
 def answer_requests(element: tuple[Any, dict[str, Iterable[Any]]]) -> Iterator[Any]:
     """(shard key, {df: [(hashes, dfs)], requests: [(batch id, hashes)]}) ->
-    (batch id, (statistic, corpus key, hashes found, their dfs)): the requested n-grams
-    with df >= 2."""
-    (index, key, _), grouped = element
+    (batch id, (statistic, corpus key, shard, dfs)): each requested n-gram's df, 0 for
+    one without (df < 2), in the order of the request (the batch recomputes the request:
+    `batch_corpora`), in the narrowest unsigned dtype that holds them."""
+    (index, key, shard), grouped = element
     tables = list(grouped[DF])  # one table per shard key (none when no reference has one)
     if len(tables) > 1:
         ((table, dfs),) = _fold(tables)
@@ -480,38 +492,49 @@ def answer_requests(element: tuple[Any, dict[str, Iterable[Any]]]) -> Iterator[A
         table, dfs = np.empty(0, np.uint64), np.empty(0, np.int64)
     for batch_id, hashes in grouped[REQUESTS]:
         found, at = _lookup(table, hashes)
-        yield batch_id, (index, key, hashes[found], dfs[at[found]])
+        yield batch_id, (index, key, shard,
+                         _smallest_uint(np.where(found, dfs[at] if len(dfs) else 0, 0)))
 
 
 def batch_corpora(statistics: Sequence[CiderDocumentFrequency], examples: Sequence[Any],
-                  answers: Iterable[tuple[int, int, np.ndarray, np.ndarray]],
-                  docs: dict[tuple[int, int], int]) -> dict[str, dict[int, Any]]:
+                  answers: Iterable[tuple[int, int, int, np.ndarray]],
+                  docs: dict[tuple[int, int], int], shards: int
+                  ) -> dict[str, dict[int, Any]]:
     """The `corpus_stats` entries of one batch: statistic key -> {corpus key: CiderCorpus}
     restricted to the n-grams its examples read that have df >= 2; corpus sizes from
-    `docs`."""
-    found: dict[tuple[int, int], list] = {}
-    for index, key, hashes, dfs in answers:
-        found.setdefault((index, key), []).append((hashes, dfs))
+    `docs`. The answers hold dfs in the order of the batch's requests, which are made
+    again here as `CiderBatchFn` made them (`shards` as there)."""
+    answered = {(index, key, shard): dfs for index, key, shard, dfs in answers}
     out: dict[str, dict[int, Any]] = {}
     for index, stat in enumerate(statistics):
-        grams, hashes = _BatchTexts(tokenized_batch(stat, examples)).ngrams.grams()
+        texts = _BatchTexts(tokenized_batch(stat, examples))
+        grams, hashes = texts.ngrams.grams()
+        tables: dict[int, dict] = {}
+        for key, _, read, _ in texts.corpora(stat.df_mode):
+            known, known_dfs = [], []
+            for shard, part, _ in _by_shard(texts.ngrams.distinct(read), shards):
+                dfs = answered.get((index, key, shard))
+                if dfs is None or len(dfs) != len(part):
+                    raise RuntimeError(
+                        f"the frequencies of batch n-grams (statistic {index}, corpus {key}, "
+                        f"shard {shard}) do not match its request")
+                found = dfs > 0
+                known.append(part[found])
+                known_dfs.append(dfs[found])
+            if known:
+                at = np.searchsorted(hashes, np.concatenate(known))
+                tables[key] = dict(zip([grams[i] for i in at.tolist()],
+                                       np.concatenate(known_dfs).tolist(), strict=True))
         corpora = out.setdefault(stat.key, {})
         for (i, key), n in docs.items():
-            if i != index:
-                continue
-            table: dict = {}
-            parts = found.get((index, key), [])
-            if parts:
-                ((known, dfs),) = _fold(parts)
-                hit, at = _lookup(known, hashes)
-                table = dict(zip(itertools.compress(grams, hit), dfs[at[hit]].tolist()))
-            corpora[key] = corpus_of(n, table)
+            if i == index:
+                corpora[key] = corpus_of(n, tables.get(key, {}))
     return out
 
 
 class ShardedCiderStatistics(beam.PTransform):
     """`RowBatch`es -> {`rows`: (batch id, batch), `answers`: (batch id, (statistic,
-    corpus key, hashes, dfs)), `docs`: ((statistic, corpus key), documents), `df`:
+    corpus key, shard, dfs of the request)), `docs`: ((statistic, corpus key), documents), `df`:
     ((statistic, corpus key, shard), (hashes, dfs >= 2))} and, with `text_frequencies`,
     `text_df`: ((statistic, corpus key, shard), {n-gram: df >= 2}) for the file.
 

@@ -170,10 +170,10 @@ class ScoreRowsFn(CountingDoFn):
     """Scores a batch of `(row_key, ScoringRow)` (a list or a `RowBatch`).
 
     `emit` = `results`: yields `(row_key, ScoreResult)` per row, for `join.JoinScores`.
-    `emit` = `records`: yields each row's final scored record (`rows.scored_record`), or
-    its dead-letter record on `dead_letter`: the whole scoring of a run whose metrics all
-    run here, with no join; it then also counts what the join would (`join/passed`,
-    `join/filtered:metric_input_error`).
+    `emit` = `records`: yields one list per batch of its rows' final scored records
+    (`rows.scored_record`), and each rejected row's dead-letter record on `dead_letter`:
+    the whole scoring of a run whose metrics all run here, with no join; it then also
+    counts what the join would (`join/passed`, `join/filtered:metric_input_error`).
     Counts (namespace `score`): `passed`, `filtered:metric_input_error`; distributions of
     batch sizes and latencies."""
 
@@ -207,34 +207,47 @@ class ScoreRowsFn(CountingDoFn):
                                  corpus_stats)
         self._latency.update(int((time.perf_counter() - start) * 1e6))
         self._batch_size.update(len(batch))
-        records = self._emit == RECORDS
-        for (key, row), result in zip(batch, results, strict=True):
+        if self._emit == RECORDS:
+            yield from self._records(batch, results)
+            return
+        for (key, _), result in zip(batch, results, strict=True):
             if result.scores is None:
                 self.count("filtered:metric_input_error")
                 logger.debug("row %s rejected: %s", key, result.reason)
-                if records:
-                    self.count(("join", "filtered:metric_input_error"))
-                    yield beam.pvalue.TaggedOutput(DEAD_LETTER, dead_letter(
-                        row.source, result.kind, result.reason or "", row.id, row.system))
-                    continue
             else:
                 self.count("passed")
-                if records:
-                    self.count(("join", "passed"))
-                    yield scored_record(row, result.scores)
-                    continue
             yield key, result
+
+    def _records(self, batch: Sequence[tuple[str, ScoringRow]],
+                 results: Sequence[ScoreResult]) -> Iterator[Any]:
+        """The batch's scored records as one list (none when every row was rejected);
+        each rejected row's dead-letter record on `dead_letter`."""
+        records = []
+        for (key, row), result in zip(batch, results, strict=True):
+            if result.scores is None:
+                self.count("filtered:metric_input_error")
+                self.count(("join", "filtered:metric_input_error"))
+                logger.debug("row %s rejected: %s", key, result.reason)
+                yield beam.pvalue.TaggedOutput(DEAD_LETTER, dead_letter(
+                    row.source, result.kind, result.reason or "", row.id, row.system))
+            else:
+                records.append(scored_record(row, result.scores))
+        self.count("passed", len(records))
+        self.count(("join", "passed"), len(records))
+        if records:
+            yield records
 
 
 class ScoreBatchesWithFrequenciesFn(ScoreRowsFn):
-    """`(batch id, {rows: [RowBatch], answers: [(statistic, corpus key, hashes, dfs)]})`
+    """`(batch id, {rows: [RowBatch], answers: [(statistic, corpus key, shard, dfs)]})`
     -> what `ScoreRowsFn` yields, CIDEr-D scored against the batch's own frequencies
     (`corpus_stats.batch_corpora`) and the corpus sizes (`docs` side input)."""
 
     def __init__(self, metrics: Sequence[Metric], statistics: Sequence[CorpusStatistic],
-                 emit: str = RESULTS) -> None:
+                 shards: int, emit: str = RESULTS) -> None:
         super().__init__(metrics, emit)
         self._statistics = tuple(statistics)
+        self._shards = shards
 
     def process(self, element: tuple[str, dict[str, Iterable[Any]]],
                 corpus_stats: dict[str, Any], docs: dict[tuple[int, int], int]
@@ -243,7 +256,7 @@ class ScoreBatchesWithFrequenciesFn(ScoreRowsFn):
         for batch in grouped[ROWS]:  # one batch per id
             examples = [row.example for _, row in batch.rows]
             stats = {**corpus_stats, **batch_corpora(self._statistics, examples,
-                                                     grouped["answers"], docs)}
+                                                     grouped["answers"], docs, self._shards)}
             yield from self._score(batch.rows, stats)
 
 
@@ -262,8 +275,9 @@ class ScoreBatches(beam.PTransform):
             (`statistics_file.ReadCorpusStatistics`) to score against instead of the run's.
         statistics_sink: None, or a PTransform applied to the `{docs, text_df}`
             PCollections of the run's statistics (`statistics_file.WriteCorpusStatistics`).
-        emit: `results` -> `(row_key, ScoreResult)`; `records` -> {`scored`: scored
-            records, `dead_letter`: dead-letter records} (`ScoreRowsFn`).
+        emit: `results` -> `(row_key, ScoreResult)`; `records` -> {`scored`: lists of
+            scored records, one per batch, `dead_letter`: dead-letter records}
+            (`ScoreRowsFn`).
     """
 
     def __init__(self, metrics: Sequence[Metric], corpus_stats: Any,
@@ -301,7 +315,8 @@ class ScoreBatches(beam.PTransform):
             {ROWS: stats[ROWS], "answers": stats["answers"]}
             | "GroupFrequenciesByBatch" >> beam.CoGroupByKey()
             | "ScoreBatches" >> beam.ParDo(
-                ScoreBatchesWithFrequenciesFn(self._metrics, distributed, self._emit),
+                ScoreBatchesWithFrequenciesFn(self._metrics, distributed, self._shards,
+                                              self._emit),
                 self._corpus_stats, beam.pvalue.AsDict(stats[DOCS]))
             .with_outputs(STATS_TAG, DEAD_LETTER, main="scores"))
 

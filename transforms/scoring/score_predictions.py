@@ -133,17 +133,19 @@ class ScorePredictions(beam.PTransform):
         written = [
             joined["scored"] | "WriteScores" >> WriteScores(
                 paths, config.metric_columns, config.with_human, config.signatures,
-                config.mapping.keep),
+                config.mapping.keep, batched=batched),
             dead | "WriteDeadLetters" >> WriteDeadLetters(paths),
             (joined["scored"], dead)
             | "SummarizeBySystem" >> SummarizeScores(
                 config.metric_columns, config.with_human,
-                config.previous.means() if config.previous is not None else None)
+                config.previous.means() if config.previous is not None else None,
+                batched=batched)
             | "WriteSummary" >> WriteSummary(paths, config.summary_metadata()),
         ]
         if config.report is not None:
             written.append(joined["scored"] | "WriteMetaEvaluationReport" >> WriteReport(
-                paths, config.metric_columns, config.report, config.mapping.human))
+                paths, config.metric_columns, config.report, config.mapping.human,
+                batched=batched))
         return tuple(written) | "FinalizeOutputs" >> FinalizeOutputs(
             paths, with_report=config.report is not None, overwrite=config.overwrite)
 

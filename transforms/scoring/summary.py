@@ -191,19 +191,24 @@ def summarize_blocks(blocks: Mapping[str | None, Mapping[str, Any]],
 
 class SummarizeScores(beam.PTransform):
     """(scored records, dead-letter records) -> one summary dict (`with_human`: a human
-    column is read, so the blocks count `human_missing`)."""
+    column is read, so the blocks count `human_missing`; `batched`: the scored records
+    come in lists, one per batch of rows scored together)."""
 
     def __init__(self, metric_columns: Sequence[str], with_human: bool = False,
-                 previous_means: Mapping[str, Mapping[str, float | None]] | None = None
-                 ) -> None:
+                 previous_means: Mapping[str, Mapping[str, float | None]] | None = None,
+                 batched: bool = False) -> None:
         super().__init__()
         self._columns = tuple(metric_columns)
         self._with_human = with_human
         self._previous_means = previous_means
+        self._batched = batched
 
     def expand(self, records) -> beam.PCollection:  # (scored, dead-letter records)
+        scored, dead = records
+        if self._batched:  # lists of scored records: events made where they are scored
+            scored = scored | "RecordsOfBatches" >> beam.FlatMap(lambda batch: batch)
         return (
-            records
+            (scored, dead)
             | "MergeScoredAndDeadLetters" >> beam.Flatten()
             | "ToSummaryEvents" >> beam.Map(summary_event, self._columns)
             | "CombineSummary" >> beam.CombineGlobally(

@@ -129,29 +129,66 @@ def to_json_line(record: Mapping[str, Any]) -> str:
     return json.dumps({k: _clean(v) for k, v in record.items()}, ensure_ascii=False)
 
 
+def records_of(scored: beam.PCollection, batched: bool, label: str) -> beam.PCollection:
+    """Scored records one by one, from records or from lists of them (`batched`: a batch
+    of rows scored together, `score.ScoreRowsFn`'s `records`), fused with the scoring."""
+    if not batched:
+        return scored
+    return scored | label >> beam.FlatMap(lambda records: records)
+
+
 class WriteScores(beam.PTransform):
-    """Scored records -> the temporary scores file; yields its path."""
+    """Scored records (or, `batched`, lists of them) -> the temporary scores file; yields
+    its path. Lists are written as they come, one Arrow table or one block of JSON lines
+    each, so the writer's input holds no Python object per row."""
 
     def __init__(self, paths: OutputPaths, metric_columns: Sequence[str], with_human: bool,
-                 signatures: Mapping[str, str], kept: Sequence[str] = ()) -> None:
+                 signatures: Mapping[str, str], kept: Sequence[str] = (),
+                 batched: bool = False) -> None:
         super().__init__()
         self._paths = paths
         self._columns = tuple(metric_columns)
         self._with_human = with_human
         self._signatures = dict(signatures)
         self._kept = tuple(kept)
+        self._batched = batched
+
+    def _schema(self) -> Any:
+        return scores_schema(self._columns, self._with_human, self._signatures, self._kept)
 
     def expand(self, scored: beam.PCollection) -> beam.PCollection:
+        temp = self._paths.temp(self._paths.scores)
+        if self._batched:
+            return self._expand_batched(scored, temp)
         rows = scored | "ToOutputRows" >> beam.Map(
             output_row, self._columns, self._with_human, self._kept)
-        temp = self._paths.temp(self._paths.scores)
         if self._paths.output_format == "parquet":
             return rows | "WriteParquet" >> beam.io.WriteToParquet(
-                temp, scores_schema(self._columns, self._with_human, self._signatures,
-                                    self._kept),
-                num_shards=1, shard_name_template="")
+                temp, self._schema(), num_shards=1, shard_name_template="")
         return (rows
                 | "ToJsonLines" >> beam.Map(to_json_line)
+                | "WriteJsonLines" >> beam.io.WriteToText(
+                    temp, num_shards=1, shard_name_template=""))
+
+    def _expand_batched(self, scored: beam.PCollection, temp: str) -> beam.PCollection:
+        columns, with_human, kept = self._columns, self._with_human, self._kept
+        if self._paths.output_format == "parquet":
+            schema = self._schema()
+
+            def to_table(records: Sequence[Mapping[str, Any]]) -> Any:
+                import pyarrow as pa
+
+                return pa.Table.from_pylist(
+                    [output_row(r, columns, with_human, kept) for r in records], schema)
+
+            return (scored
+                    | "ToArrowTables" >> beam.Map(to_table)
+                    | "WriteParquet" >> beam.io.WriteToParquetBatched(
+                        temp, schema, num_shards=1, shard_name_template=""))
+        return (scored
+                | "ToJsonLineBlocks" >> beam.Map(lambda records: "\n".join(
+                    to_json_line(output_row(r, columns, with_human, kept))
+                    for r in records))
                 | "WriteJsonLines" >> beam.io.WriteToText(
                     temp, num_shards=1, shard_name_template=""))
 
@@ -239,16 +276,18 @@ def _report_point(record: Mapping[str, Any], columns: Sequence[str]) -> tuple:
 
 
 class WriteReport(beam.PTransform):
-    """Scored records -> the meta-evaluation report (gathers one float tuple per row)."""
+    """Scored records (or, `batched`, lists of them) -> the meta-evaluation report
+    (gathers one float tuple per row)."""
 
     def __init__(self, paths: OutputPaths, metric_columns: Sequence[str],
-                 spec: ReportSpec, human_column: str) -> None:
+                 spec: ReportSpec, human_column: str, batched: bool = False) -> None:
         super().__init__()
         self._fn = WriteReportFn(paths, metric_columns, spec, human_column)
         self._columns = tuple(metric_columns)
+        self._batched = batched
 
     def expand(self, scored: beam.PCollection) -> beam.PCollection:
-        return (scored
+        return (records_of(scored, self._batched, "RecordsOfBatches")
                 | "ToReportPoints" >> beam.Map(_report_point, self._columns)
                 | "GatherPoints" >> beam.combiners.ToList()
                 | "ComputeAndWriteReport" >> beam.ParDo(self._fn))
