@@ -132,26 +132,33 @@ def test_answer_requests_and_batch_corpora():
     batch = RowBatch("f:1", [("f:1", ScoringRow(RowSource("f", 1), examples[0]))])
     requests = [o.value for o in CiderBatchFn([stat], 3, count_documents=False).process(batch)
                 if o.tag == REQUESTS]
+    # one request per shard for both corpora: "x", "q", "x q" (prediction), "a"
+    assert sum(len(r[1][1]) for r in requests) == 4
     answers = []
-    for (index, key, shard), request in requests:
-        table = {g: d for g, d in {"x": 3, "a": 7}.items() if ngram_shard(g, 3) == shard}
-        group = {DF: [_arrays(table)] if key == 1 and table else [], REQUESTS: [request]}
-        answers += list(answer_requests(((index, key, shard), group)))
+    for (index, shard), request in requests:
+        tables = [(key, _arrays({g: d for g, d in table.items() if ngram_shard(g, 3) == shard}))
+                  for key, table in ((1, {"x": 3, "a": 7}), (0, {"a": 300}))]
+        group = {DF: [t for t in tables if len(t[1][0])], REQUESTS: [request]}
+        answers += list(answer_requests(((index, shard), group)))
     assert {a[0] for a in answers} == {"f:1"}
-    # in the order of the request, 0 where not found; one byte each while dfs fit
-    for (_, request), (_, (_, _, _, dfs)) in zip(requests, answers, strict=True):
-        assert len(dfs) == len(request[1]) and dfs.dtype == np.uint8
+    # in the order of the request, 0 where not found, in the narrowest dtype
+    for (_, request), (_, (_, _, by_corpus)) in zip(requests, answers, strict=True):
+        for key, dfs in by_corpus.items():
+            assert len(dfs) == len(request[1])
+            assert dfs.dtype == (np.uint16 if key == 0 else np.uint8)
     corpora = batch_corpora([stat], examples, [a for _, a in answers],
                             {(0, 1): 4, (0, 0): 2}, shards=3)
-    assert corpora[stat.key][1] == corpus_of(4, {"x": 3})  # "a" is not read in corpus 1
-    assert corpora[stat.key][0] == corpus_of(2, {})
-    # a shard without a table answers with zeros; wide dfs take a wider dtype
+    # corpus 1 reads "x" (df 3) and "a" (df 7: "a" is reference 0, read in corpus 0,
+    # and its true df in corpus 1 may stand there: extra true values change nothing)
+    assert corpora[stat.key][1] == corpus_of(4, {"x": 3, "a": 7})
+    assert corpora[stat.key][0] == corpus_of(2, {"a": 300})
+    # a shard without a table answers with nothing; wide dfs take a wider dtype
     requested = np.array(sorted([gram_hash("x"), gram_hash("q")]), dtype=np.uint64)
-    empty = list(answer_requests(((0, 1, 2), {DF: [], REQUESTS: [("b2", requested)]})))
-    assert empty[0][1][3].tolist() == [0, 0]
-    wide = list(answer_requests(((0, 1, 2), {DF: [_arrays({"x": 70_000})],
-                                             REQUESTS: [("b3", requested)]})))
-    dfs = wide[0][1][3]
+    empty = list(answer_requests(((0, 2), {DF: [], REQUESTS: [("b2", requested)]})))
+    assert empty == [("b2", (0, 2, {}))]
+    wide = list(answer_requests(((0, 2), {DF: [(1, _arrays({"x": 70_000}))],
+                                          REQUESTS: [("b3", requested)]})))
+    dfs = wide[0][1][2][1]
     assert dfs.dtype == np.uint32 and sorted(dfs.tolist()) == [0, 70_000]
 
 
@@ -164,9 +171,9 @@ def test_batch_fn_splits_by_shard():
     assert tags["rows"] == 1 and tags[DOCS] == 2 and 0 < tags[DF] <= 8
     for o in out:
         if o.tag in (DF, REQUESTS):
-            (_, _, shard), value = o.value
+            key, value = o.value
             hashes = value[0] if o.tag == DF else value[1]
-            assert len(hashes) and all(int(h) % 4 == shard for h in hashes)
+            assert len(hashes) and all(int(h) % 4 == key[-1] for h in hashes)
         if o.tag == TEXT_DF:
             (_, _, shard), table = o.value
             assert all(ngram_shard(g, 4) == shard for g in table)

@@ -13,14 +13,14 @@ consecutive rows of a split, or `BatchByReferences` from keyed rows); for every 
   by `SumDocumentFrequencies`, which keeps only n-grams with df >= 2: df 0 and df 1 both
   give log(max(1, df)) = 0, the value CIDEr-D uses for an n-gram it does not find, so they
   change no value;
-- `requests`: (statistic, corpus key, shard) -> (batch id, the sorted hashes of the
-  n-grams of that shard the batch's rows read: about 50 per row);
+- `requests`: (statistic, shard) -> (batch id, the sorted hashes of the n-grams of that
+  shard the batch's rows read, in any corpus: about 30 per row);
 - `text_df` (only when the statistics are saved, `--save_corpus_statistics`): the same
   partial frequencies keyed by the n-grams' text, for the file.
 
-`answer_requests` joins each shard's table with the shard's requests (`CoGroupByKey`) and
-answers each request with the frequency of each n-gram it names, in its order (0: df < 2;
-a byte or two each); the scoring step regroups the answers with their batch
+`answer_requests` joins each shard's tables (one per corpus) with the shard's requests
+(`CoGroupByKey`) and answers each request with the frequency of each n-gram it names in
+each corpus, in its order (0: df < 2; a byte or two each); the scoring step regroups the answers with their batch
 (`CoGroupByKey` by batch id), makes the batch's requests again to read them, and scores
 the batch against a `CiderCorpus` restricted to its n-grams (same values: see
 `cider.corpus_of`).
@@ -75,6 +75,8 @@ MAX_SHARDS = 1 << 16
 _COMPRESSED_EXPANSION = 5
 # `SumDocumentFrequencies` folds its partial arrays into one past this many
 _COMPACT_PARTS = 64
+# How many joins the requests are answered in (`ShardedCiderStatistics`)
+REQUEST_JOINS = 8
 
 _MASK = (1 << 64) - 1
 _FOLD = 0x9E3779B97F4A7C15  # odd: multiplication by it is a bijection mod 2**64
@@ -361,16 +363,19 @@ class CiderBatchFn(beam.DoFn):
         for index, stat in enumerate(self._statistics):
             tokenized = tokenized_batch(stat, examples)
             texts = _BatchTexts(tokenized)
+            read_any = np.zeros(texts.count, dtype=bool)
             for key, document, read, documents in texts.corpora(stat.df_mode):
+                read_any |= read
                 if self._count_documents:
                     yield beam.pvalue.TaggedOutput(DOCS, ((index, key), documents))
                     hashes, counts = texts.ngrams.documents(document)
                     for shard, part, (part_counts,) in _by_shard(hashes, shards, counts):
                         yield beam.pvalue.TaggedOutput(DF, ((index, key, shard),
                                                             (part, part_counts)))
-                for shard, part, _ in _by_shard(texts.ngrams.distinct(read), shards):
-                    yield beam.pvalue.TaggedOutput(REQUESTS, ((index, key, shard),
-                                                              (batch.batch_id, part)))
+            # one request for every corpus: a prediction's n-grams are read in each
+            for shard, part, _ in _by_shard(texts.ngrams.distinct(read_any), shards):
+                yield beam.pvalue.TaggedOutput(REQUESTS, ((index, shard),
+                                                          (batch.batch_id, part)))
             if self._text:
                 yield from self._text_frequencies(index, stat, tokenized)
 
@@ -478,53 +483,60 @@ def _smallest_uint(values: np.ndarray) -> np.ndarray:
 
 
 def answer_requests(element: tuple[Any, dict[str, Iterable[Any]]]) -> Iterator[Any]:
-    """(shard key, {df: [(hashes, dfs)], requests: [(batch id, hashes)]}) ->
-    (batch id, (statistic, corpus key, shard, dfs)): each requested n-gram's df, 0 for
-    one without (df < 2), in the order of the request (the batch recomputes the request:
-    `batch_corpora`), in the narrowest unsigned dtype that holds them."""
-    (index, key, shard), grouped = element
-    tables = list(grouped[DF])  # one table per shard key (none when no reference has one)
-    if len(tables) > 1:
-        ((table, dfs),) = _fold(tables)
-    elif tables:
-        table, dfs = tables[0]
-    else:
-        table, dfs = np.empty(0, np.uint64), np.empty(0, np.int64)
+    """((statistic, shard), {df: [(corpus key, (hashes, dfs))], requests: [(batch id,
+    hashes)]}) -> (batch id, (statistic, shard, {corpus key: dfs})): each requested
+    n-gram's df in each corpus whose table holds any of them, 0 for one without (df < 2),
+    in the order of the request (the batch makes it again: `batch_corpora`), in the
+    narrowest unsigned dtype that holds them."""
+    (index, shard), grouped = element
+    parts: dict[int, list] = {}
+    for key, table in grouped[DF]:  # one table per corpus key (none without a reference)
+        parts.setdefault(key, []).append(table)
+    tables = {key: _fold(tables)[0] for key, tables in parts.items()}
     for batch_id, hashes in grouped[REQUESTS]:
-        found, at = _lookup(table, hashes)
-        yield batch_id, (index, key, shard,
-                         _smallest_uint(np.where(found, dfs[at] if len(dfs) else 0, 0)))
+        answer = {}
+        for key, (table, dfs) in tables.items():
+            found, at = _lookup(table, hashes)
+            if found.any():
+                answer[key] = _smallest_uint(np.where(found, dfs[at], 0))
+        yield batch_id, (index, shard, answer)
 
 
 def batch_corpora(statistics: Sequence[CiderDocumentFrequency], examples: Sequence[Any],
-                  answers: Iterable[tuple[int, int, int, np.ndarray]],
+                  answers: Iterable[tuple[int, int, dict[int, np.ndarray]]],
                   docs: dict[tuple[int, int], int], shards: int
                   ) -> dict[str, dict[int, Any]]:
     """The `corpus_stats` entries of one batch: statistic key -> {corpus key: CiderCorpus}
-    restricted to the n-grams its examples read that have df >= 2; corpus sizes from
-    `docs`. The answers hold dfs in the order of the batch's requests, which are made
-    again here as `CiderBatchFn` made them (`shards` as there)."""
-    answered = {(index, key, shard): dfs for index, key, shard, dfs in answers}
+    restricted to n-grams of the batch (every one it reads with df >= 2); corpus sizes
+    from `docs`. The answers hold dfs in the order of the batch's requests, which are
+    made again here as `CiderBatchFn` made them (`shards` as there)."""
+    answered = {(index, shard): answer for index, shard, answer in answers}
     out: dict[str, dict[int, Any]] = {}
     for index, stat in enumerate(statistics):
         texts = _BatchTexts(tokenized_batch(stat, examples))
         grams, hashes = texts.ngrams.grams()
-        tables: dict[int, dict] = {}
-        for key, _, read, _ in texts.corpora(stat.df_mode):
-            known, known_dfs = [], []
-            for shard, part, _ in _by_shard(texts.ngrams.distinct(read), shards):
-                dfs = answered.get((index, key, shard))
-                if dfs is None or len(dfs) != len(part):
+        read_any = np.zeros(texts.count, dtype=bool)
+        for _, _, read, _ in texts.corpora(stat.df_mode):
+            read_any |= read
+        known: dict[int, list] = {}
+        for shard, part, _ in _by_shard(texts.ngrams.distinct(read_any), shards):
+            answer = answered.get((index, shard))
+            if answer is None:
+                raise RuntimeError(f"no frequencies came back for the batch's n-grams of "
+                                   f"statistic {index}, shard {shard}")
+            for key, dfs in answer.items():
+                if len(dfs) != len(part):
                     raise RuntimeError(
-                        f"the frequencies of batch n-grams (statistic {index}, corpus {key}, "
-                        f"shard {shard}) do not match its request")
+                        f"the frequencies of the batch's n-grams (statistic {index}, shard "
+                        f"{shard}) do not match its request")
                 found = dfs > 0
-                known.append(part[found])
-                known_dfs.append(dfs[found])
-            if known:
-                at = np.searchsorted(hashes, np.concatenate(known))
-                tables[key] = dict(zip([grams[i] for i in at.tolist()],
-                                       np.concatenate(known_dfs).tolist(), strict=True))
+                known.setdefault(key, []).append((part[found], dfs[found]))
+        tables = {}
+        for key, found in known.items():
+            at = np.searchsorted(hashes, np.concatenate([h for h, _ in found]))
+            tables[key] = dict(zip([grams[i] for i in at.tolist()],
+                                   np.concatenate([d for _, d in found]).tolist(),
+                                   strict=True))
         corpora = out.setdefault(stat.key, {})
         for (i, key), n in docs.items():
             if i == index:
@@ -534,7 +546,7 @@ def batch_corpora(statistics: Sequence[CiderDocumentFrequency], examples: Sequen
 
 class ShardedCiderStatistics(beam.PTransform):
     """`RowBatch`es -> {`rows`: (batch id, batch), `answers`: (batch id, (statistic,
-    corpus key, shard, dfs of the request)), `docs`: ((statistic, corpus key), documents), `df`:
+    shard, {corpus key: dfs of the request})), `docs`: ((statistic, corpus key), documents), `df`:
     ((statistic, corpus key, shard), (hashes, dfs >= 2))} and, with `text_frequencies`,
     `text_df`: ((statistic, corpus key, shard), {n-gram: df >= 2}) for the file.
 
@@ -567,10 +579,22 @@ class ShardedCiderStatistics(beam.PTransform):
                 SumDocumentFrequencies())
         else:
             docs, df = self._frozen[DOCS], self._frozen[DF]
-        answers = (
-            {DF: df, REQUESTS: parts[REQUESTS]}
-            | "GroupRequestsByShard" >> beam.CoGroupByKey()
-            | "AnswerRequests" >> beam.FlatMap(answer_requests))
+        # the requests are the largest data here (about 8 bytes per n-gram of every row):
+        # joined in `REQUEST_JOINS` parts by shard, as many groupings, so that a runner
+        # that holds a grouping whole in memory (the in-process one, which also copies it
+        # twice when the next stage reads it) holds one part at a time
+        joins = min(REQUEST_JOINS, self._shards)
+        by_part = lambda element, parts: element[0][1] % parts  # noqa: E731
+        requests = parts[REQUESTS] | "PartRequests" >> beam.Partition(by_part, joins)
+        tables = (df
+                  | "KeyTablesByShard" >> beam.Map(
+                      lambda kv: ((kv[0][0], kv[0][2]), (kv[0][1], kv[1])))
+                  | "PartTables" >> beam.Partition(by_part, joins))
+        answers = [
+            {DF: tables[i], REQUESTS: requests[i]}
+            | f"GroupRequestsByShard{i}" >> beam.CoGroupByKey()
+            | f"AnswerRequests{i}" >> beam.FlatMap(answer_requests)
+            for i in range(joins)] | "AllAnswers" >> beam.Flatten()
         out = {ROWS: parts[ROWS], "answers": answers, DOCS: docs, DF: df}
         if self._text:
             out[TEXT_DF] = parts[TEXT_DF] | "SumTextFrequencies" >> beam.CombinePerKey(

@@ -239,7 +239,7 @@ class ScoreRowsFn(CountingDoFn):
 
 
 class ScoreBatchesWithFrequenciesFn(ScoreRowsFn):
-    """`(batch id, {rows: [RowBatch], answers: [(statistic, corpus key, shard, dfs)]})`
+    """`(batch id, {rows: [RowBatch], answers: [(statistic, shard, {corpus key: dfs})]})`
     -> what `ScoreRowsFn` yields, CIDEr-D scored against the batch's own frequencies
     (`corpus_stats.batch_corpora`) and the corpus sizes (`docs` side input)."""
 

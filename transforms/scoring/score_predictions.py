@@ -140,7 +140,8 @@ class ScorePredictions(beam.PTransform):
                 config.metric_columns, config.with_human,
                 config.previous.means() if config.previous is not None else None,
                 batched=batched)
-            | "WriteSummary" >> WriteSummary(paths, config.summary_metadata()),
+            | "WriteSummary" >> WriteSummary(paths, config.summary_metadata(),
+                                             read["stats"]),
         ]
         if config.report is not None:
             written.append(joined["scored"] | "WriteMetaEvaluationReport" >> WriteReport(

@@ -134,6 +134,26 @@ class SummaryCombineFn(beam.CombineFn):
                                 self._previous_means)
 
 
+class PartialsCombineFn(beam.CombineFn):
+    """Combines the accumulators of a `SummaryCombineFn` (partial summaries) into its
+    summary."""
+
+    def __init__(self, fn: SummaryCombineFn) -> None:
+        self._fn = fn
+
+    def create_accumulator(self) -> dict:
+        return self._fn.create_accumulator()
+
+    def add_input(self, accumulator: dict, partial: dict) -> dict:
+        return self._fn.merge_accumulators([accumulator, partial])
+
+    def merge_accumulators(self, accumulators: Iterable[dict]) -> dict:
+        return self._fn.merge_accumulators(accumulators)
+
+    def extract_output(self, accumulator: dict) -> dict[str, Any]:
+        return self._fn.extract_output(accumulator)
+
+
 def _render_block(block: Mapping[str, Any], columns: Sequence[str], with_human: bool,
                   previous_means: Mapping[str, float | None] | None = None) -> dict[str, Any]:
     dead = sum(block["dead"].values())
@@ -204,15 +224,29 @@ class SummarizeScores(beam.PTransform):
         self._batched = batched
 
     def expand(self, records) -> beam.PCollection:  # (scored, dead-letter records)
+        fn = SummaryCombineFn(self._columns, self._with_human, self._previous_means)
+        if not self._batched:
+            return (
+                records
+                | "MergeScoredAndDeadLetters" >> beam.Flatten()
+                | "ToSummaryEvents" >> beam.Map(summary_event, self._columns)
+                | "CombineSummary" >> beam.CombineGlobally(fn))
+        # lists of scored records: each list is summed where it is scored, so that one
+        # small partial per batch, not one element per row, meets the dead letters
         scored, dead = records
-        if self._batched:  # lists of scored records: events made where they are scored
-            scored = scored | "RecordsOfBatches" >> beam.FlatMap(lambda batch: batch)
+        columns = self._columns
+
+        def partial(batch: Sequence[Mapping[str, Any]]) -> dict:
+            accumulator = fn.create_accumulator()
+            for record in batch:
+                fn.add_input(accumulator, summary_event(record, columns))
+            return accumulator
+
         return (
-            (scored, dead)
-            | "MergeScoredAndDeadLetters" >> beam.Flatten()
-            | "ToSummaryEvents" >> beam.Map(summary_event, self._columns)
-            | "CombineSummary" >> beam.CombineGlobally(
-                SummaryCombineFn(self._columns, self._with_human, self._previous_means)))
+            (scored | "SumBatches" >> beam.Map(partial),
+             dead | "SumDeadLetters" >> beam.Map(lambda record: partial([record])))
+            | "MergePartials" >> beam.Flatten()
+            | "CombineSummary" >> beam.CombineGlobally(PartialsCombineFn(fn)))
 
 
 class DeadLetterAlert(RunAlert):

@@ -35,12 +35,14 @@ import json
 import logging
 import math
 import posixpath
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
+from transforms.io.counting import in_global_window
 from transforms.io.publish import replace_outputs
 from transforms.scoring import report as report_lib
 from transforms.scoring.manifest import utc_now
@@ -137,10 +139,101 @@ def records_of(scored: beam.PCollection, batched: bool, label: str) -> beam.PCol
     return scored | label >> beam.FlatMap(lambda records: records)
 
 
+# Rows per Parquet row group of the scores file (parts and the merged file).
+ROW_GROUP_ROWS = 65_536
+
+
+class WriteScorePartsFn(beam.DoFn):
+    """Scored records (or, `batched`, lists of them) -> one part file per bundle, written
+    as the records come (Parquet in row groups of `ROW_GROUP_ROWS`, or JSON lines);
+    yields the part's path when the bundle ends. A part is named
+    `<temporary scores path>.part-<random>`: a bundle that is retried leaves a part that no
+    one reports, removed with the run's other temporary files."""
+
+    def __init__(self, temp: str, output_format: str, schema: Any,
+                 metric_columns: Sequence[str], with_human: bool, kept: Sequence[str],
+                 batched: bool) -> None:
+        self._temp = temp
+        self._format = output_format
+        self._schema = schema
+        self._args = (tuple(metric_columns), with_human, tuple(kept))
+        self._batched = batched
+
+    def start_bundle(self) -> None:
+        self._path: str | None = None
+        self._file: Any = None
+        self._writer: Any = None
+        self._pending: list[dict[str, Any]] = []
+
+    def _open(self) -> None:
+        self._path = f"{self._temp}.part-{uuid.uuid4().hex}"
+        self._file = FileSystems.create(self._path, mime_type="application/octet-stream")
+        if self._format == "parquet":
+            import pyarrow.parquet as pq
+
+            self._writer = pq.ParquetWriter(self._file, self._schema)
+
+    def _flush(self) -> None:
+        import pyarrow as pa
+
+        if self._pending:
+            self._writer.write_table(pa.Table.from_pylist(self._pending, self._schema))
+            self._pending = []
+
+    def process(self, element: Any) -> None:
+        if self._file is None:
+            self._open()
+        records = element if self._batched else (element,)
+        rows = [output_row(r, *self._args) for r in records]
+        if self._format == "parquet":
+            self._pending.extend(rows)
+            if len(self._pending) >= ROW_GROUP_ROWS:
+                self._flush()
+        else:
+            self._file.write("".join(to_json_line(r) + "\n" for r in rows).encode("utf-8"))
+
+    def finish_bundle(self) -> Iterator[Any]:
+        if self._file is None:
+            return
+        if self._writer is not None:
+            self._flush()
+            self._writer.close()
+        self._file.close()
+        yield in_global_window(self._path)
+        self._file = self._writer = None
+
+
+def merge_parts(parts: Sequence[str], path: str, output_format: str, schema: Any) -> str:
+    """Writes the part files into one file at `path` (row group by row group, or byte
+    for byte: memory stays one row group), then deletes the parts; returns `path`. No
+    part: an empty file (a Parquet file with the schema and no row)."""
+    parts = sorted(parts)
+    with FileSystems.create(path, mime_type="application/octet-stream") as out:
+        if output_format == "parquet":
+            import pyarrow.parquet as pq
+
+            with pq.ParquetWriter(out, schema) as writer:
+                for part in parts:
+                    with FileSystems.open(part, compression_type="uncompressed") as f:
+                        source = pq.ParquetFile(f)
+                        for group in range(source.num_row_groups):
+                            writer.write_table(source.read_row_group(group))
+        else:
+            for part in parts:
+                with FileSystems.open(part, compression_type="uncompressed") as f:
+                    for block in iter(lambda: f.read(1 << 22), b""):
+                        out.write(block)
+    if parts:
+        FileSystems.delete(list(parts))
+    return path
+
+
 class WriteScores(beam.PTransform):
     """Scored records (or, `batched`, lists of them) -> the temporary scores file; yields
-    its path. Lists are written as they come, one Arrow table or one block of JSON lines
-    each, so the writer's input holds no Python object per row."""
+    its path. Each bundle writes its records to a part file as they come
+    (`WriteScorePartsFn`) and the parts are then merged into the one file
+    (`merge_parts`): no step gathers the rows themselves, so the runner holds none of them
+    (an in-process runner holds every element of a group in memory)."""
 
     def __init__(self, paths: OutputPaths, metric_columns: Sequence[str], with_human: bool,
                  signatures: Mapping[str, str], kept: Sequence[str] = (),
@@ -153,44 +246,16 @@ class WriteScores(beam.PTransform):
         self._kept = tuple(kept)
         self._batched = batched
 
-    def _schema(self) -> Any:
-        return scores_schema(self._columns, self._with_human, self._signatures, self._kept)
-
     def expand(self, scored: beam.PCollection) -> beam.PCollection:
         temp = self._paths.temp(self._paths.scores)
-        if self._batched:
-            return self._expand_batched(scored, temp)
-        rows = scored | "ToOutputRows" >> beam.Map(
-            output_row, self._columns, self._with_human, self._kept)
-        if self._paths.output_format == "parquet":
-            return rows | "WriteParquet" >> beam.io.WriteToParquet(
-                temp, self._schema(), num_shards=1, shard_name_template="")
-        return (rows
-                | "ToJsonLines" >> beam.Map(to_json_line)
-                | "WriteJsonLines" >> beam.io.WriteToText(
-                    temp, num_shards=1, shard_name_template=""))
-
-    def _expand_batched(self, scored: beam.PCollection, temp: str) -> beam.PCollection:
-        columns, with_human, kept = self._columns, self._with_human, self._kept
-        if self._paths.output_format == "parquet":
-            schema = self._schema()
-
-            def to_table(records: Sequence[Mapping[str, Any]]) -> Any:
-                import pyarrow as pa
-
-                return pa.Table.from_pylist(
-                    [output_row(r, columns, with_human, kept) for r in records], schema)
-
-            return (scored
-                    | "ToArrowTables" >> beam.Map(to_table)
-                    | "WriteParquet" >> beam.io.WriteToParquetBatched(
-                        temp, schema, num_shards=1, shard_name_template=""))
+        output_format = self._paths.output_format
+        schema = scores_schema(self._columns, self._with_human, self._signatures, self._kept)
         return (scored
-                | "ToJsonLineBlocks" >> beam.Map(lambda records: "\n".join(
-                    to_json_line(output_row(r, columns, with_human, kept))
-                    for r in records))
-                | "WriteJsonLines" >> beam.io.WriteToText(
-                    temp, num_shards=1, shard_name_template=""))
+                | "WriteParts" >> beam.ParDo(WriteScorePartsFn(
+                    temp, output_format, schema, self._columns, self._with_human,
+                    self._kept, self._batched))
+                | "GatherPartNames" >> beam.combiners.ToList()
+                | "MergeParts" >> beam.Map(merge_parts, temp, output_format, schema))
 
 
 class WriteDeadLetters(beam.PTransform):
@@ -220,11 +285,18 @@ class WriteSummaryFn(beam.DoFn):
         self._path = path
         self._metadata = dict(metadata)
 
-    def process(self, summary: Mapping[str, Any]) -> Iterator[str]:
+    def process(self, summary: Mapping[str, Any], rows_read: int | None = None
+                ) -> Iterator[str]:
         document = {**self._metadata, "finished_at": utc_now(), **summary}
         overall = summary["overall"]
         if overall["in"] != overall["scored"] + overall["dead_lettered"]:
             raise RuntimeError(f"summary counts do not add up: {overall}")
+        if rows_read is not None and overall["in"] != rows_read:
+            raise RuntimeError(
+                f"{rows_read:,} rows were read but {overall['in']:,} reached the outputs "
+                f"({overall['scored']:,} scored, {overall['dead_lettered']:,} "
+                "dead-lettered): rows were lost between the pipeline's stages, a runner "
+                "fault; nothing is published")
         _write_bytes(self._path, json.dumps(document, indent=2, allow_nan=False).encode())
         logger.info("summary: %d in, %d scored, %d dead-lettered", overall["in"],
                     overall["scored"], overall["dead_lettered"])
@@ -232,14 +304,26 @@ class WriteSummaryFn(beam.DoFn):
 
 
 class WriteSummary(beam.PTransform):
-    """The summary dict -> the temporary summary.json, with the run's metadata on top."""
+    """The summary dict -> the temporary summary.json, with the run's metadata on top.
 
-    def __init__(self, paths: OutputPaths, metadata: Mapping[str, Any]) -> None:
+    `read_counts`: the reader's `((namespace, name), n)` counts (every row it saw is
+    counted once, passed or dead-lettered): the summary must account for every one of
+    them, or the run fails before anything is published."""
+
+    def __init__(self, paths: OutputPaths, metadata: Mapping[str, Any],
+                 read_counts: beam.PCollection | None = None) -> None:
         super().__init__()
         self._fn = WriteSummaryFn(paths.temp(paths.summary), metadata)
+        self._read_counts = read_counts
 
     def expand(self, summary: beam.PCollection) -> beam.PCollection:
-        return summary | "WriteSummaryJson" >> beam.ParDo(self._fn)
+        if self._read_counts is None:
+            return summary | "WriteSummaryJson" >> beam.ParDo(self._fn)
+        rows_read = (self._read_counts
+                     | "CountOfRowsRead" >> beam.Map(lambda kv: kv[1])
+                     | "RowsRead" >> beam.CombineGlobally(sum))
+        return summary | "WriteSummaryJson" >> beam.ParDo(
+            self._fn, beam.pvalue.AsSingleton(rows_read))
 
 
 class WriteReportFn(beam.DoFn):
