@@ -16,9 +16,8 @@ from apache_beam.testing.util import assert_that, equal_to
 from tests.runners import RUNNER_ARGS
 from transforms.metrics.base import QAExample
 from transforms.metrics.cider import CiderMetric, cider_d, corpus_of, needed_ngrams
-from transforms.metrics.lexical import tokenize_examples
+from transforms.metrics.lexical import text_ngrams, tokenize_examples
 from transforms.metrics.registry import build_metrics
-from transforms.metrics.lexical import text_ngrams
 from transforms.scoring.corpus_stats import (
     DF,
     DOCS,

@@ -1,7 +1,20 @@
 """The scoring pipeline's transforms: read, validate, score, join, summarise, report, write.
 
 Row flow (`ScorePredictions` in score_predictions.py; `pipelines/score_predictions.py`
-runs it with the `ScoringConfig` of config.py)::
+runs it with the `ScoringConfig` of config.py). A run whose metrics all run in process
+and that has no previous run is scored on the reader's batches, with no join::
+
+    ReadPredictions ──batches: RowBatch (consecutive rows of a split)──> ScoreBatches
+         │ dead_letter                  (CIDEr-D: batches joined with their n-grams'
+         │                               frequencies, corpus_stats.py)
+         │                                  │scored: a list per batch   │dead_letter
+         └──────────────── Flatten ─────────┼───────────────────────────┘
+                                            v
+            WriteScores, WriteDeadLetters, SummarizeScores+WriteSummary, WriteReport
+                  -> FinalizeOutputs (transforms/io/publish.py: the earlier run's files
+                     replaced by the new ones, summary last)
+
+Any other run (model metrics, `--previous_run`) keys its rows and joins its branches::
 
     ReadPredictions ──rows: (row_key, ScoringRow)──┬─> ComputeCorpusStatistics ─(AsSingleton)┐
          │                                         ├─> ScoreMetrics (in-process, lexical) ───┤
@@ -12,9 +25,7 @@ runs it with the `ScoringConfig` of config.py)::
          │                                                           │scored   │dead_letter
          └──────────────────────── Flatten ──────────────────────────┼─────────┘
                                                                      v
-            WriteScores, WriteDeadLetters, SummarizeScores+WriteSummary, WriteReport
-                  -> FinalizeOutputs (transforms/io/publish.py: the earlier run's files
-                     replaced by the new ones, summary last)
+                                                            (the same writers)
 
 - Every row is keyed when it is read by a stable row key, `"<file>:<row number>"`
   (`rows.RowSource.key`), independent of runner, sharding and worker count.
@@ -40,4 +51,8 @@ runs it with the `ScoringConfig` of config.py)::
   that gives both the command line and where each value goes.
 - Counting DoFns (`ReadRowsFn`, `ScoreRowsFn`, `MergeScoresFn`) are `CountingDoFn`s
   (transforms/io/counting.py): namespace = the stage, `passed` / `filtered:<reason>`.
+  The summary writer checks that every row the reader counted reached the outputs.
+- On the in-process runner every collection that crosses a stage stays in memory until
+  the run ends: rows cross stages only packed in `RowBatch`es, and the scores file is
+  written in parts per bundle and merged (write.py), never grouped.
 """

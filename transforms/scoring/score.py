@@ -1,16 +1,18 @@
-"""Scoring keyed rows with in-process (lexical) metrics.
+"""Scoring rows with in-process (lexical) metrics.
 
 `ComputeCorpusStatistics` runs the `CorpusStatistic`s the metrics declare whose size is
 bounded by the vocabulary (BERTScore's idf) as one `CombineGlobally` and yields a single
-`{key: value}` dict, which `ScoreMetrics` takes as an `AsSingleton` side input. CIDEr-D's
-document frequencies grow with the corpus: `ScoreMetrics` computes and serves them per
-n-gram shard (`corpus_stats.ShardedCiderStatistics`), so each batch gets the frequencies
-of its own n-grams only. `ScoreMetrics` batches rows (`BatchElements`), calls each
-metric's `score_batch`, and emits `(row_key, ScoreResult)` for every row it is given: the
-scores, or the reason the row could not be scored. When `score_batch` raises
+`{key: value}` dict, taken as an `AsSingleton` side input. CIDEr-D's document frequencies
+grow with the corpus: `ScoreBatches` computes and serves them per n-gram shard
+(`corpus_stats.ShardedCiderStatistics`), so each batch gets the frequencies of its own
+n-grams only. `ScoreBatches` scores `RowBatch`es: each metric's `score_batch` once per
+batch; `ScoreMetrics` batches keyed rows first. Every row given gets one answer: its
+scores, or the reason it could not be scored. When `score_batch` raises
 `MetricInputError`, the batch is re-scored example by example so only the failing row is
-lost. `ScoreResult` is the shape every scoring branch emits, model-backed ones included,
-so `join.JoinScores` can merge branches by row key.
+lost. In a keyed graph the answer is `(row_key, ScoreResult)`, the shape every scoring
+branch emits, model-backed ones included, so `join.JoinScores` can merge branches by row
+key; in the batched path it is the row's final record (or dead letter), one list of
+records per batch.
 """
 
 import logging

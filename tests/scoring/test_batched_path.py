@@ -1,0 +1,116 @@
+"""The batched row path (runs whose metrics all run in process): the same scores, dead
+letters and summary as the keyed graph (rows joined by row key), and its pieces: part
+files merged into one, and the check that no row was lost between stages."""
+
+from __future__ import annotations
+
+import json
+
+import apache_beam as beam
+import pyarrow.parquet as pq
+import pytest
+from apache_beam.testing import test_pipeline
+from apache_beam.testing.util import assert_that, equal_to
+
+from tests.runners import RUNNER_ARGS
+from transforms.metrics.registry import build_metrics
+from transforms.scoring.join import ROWS, JoinScores
+from transforms.scoring.read import ReadPredictions
+from transforms.scoring.rows import ColumnMapping
+from transforms.scoring.score import (
+    RECORDS,
+    ComputeCorpusStatistics,
+    ScoreBatches,
+    ScoreMetrics,
+)
+from transforms.scoring.summary import SummarizeScores
+from transforms.scoring.write import WriteScorePartsFn, WriteSummaryFn, merge_parts, scores_schema
+
+LINES = [json.dumps({"id": f"r{i}", "system": f"s{i % 3}",
+                     "prediction": f"the answer {i % 7} is here",
+                     "references": [f"the answer {i % 5} is there", f"answer {i % 3}"]})
+         for i in range(30)]
+LINES[4] = '{"id": "broken", '  # dead-lettered by the reader
+LINES[11] = json.dumps({"id": "r11", "prediction": "x", "references": ["\u3000"]})  # empty
+
+METRICS = ["em", "f1", "bleu4", "cider"]
+
+
+def _records(records):
+    return sorted((r["row_key"], r["id"], round(r["cider"], 12), r["f1"], r["bleu4"])
+                  for r in records)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("runner", ["direct_in_process", "direct_multi_processing"])
+def test_batched_path_scores_and_summarises_as_the_keyed_graph(tmp_path, runner):
+    path = tmp_path / "preds.jsonl"
+    path.write_text("\n".join(LINES) + "\n", encoding="utf-8")
+    mapping = ColumnMapping(id="id", system="system")
+    metrics = build_metrics(METRICS, {})
+    columns = [c for m in metrics for c in m.columns]
+    with test_pipeline.TestPipeline(argv=RUNNER_ARGS[runner]) as pipeline:
+        keyed = pipeline | "Keyed" >> ReadPredictions(str(path), mapping)
+        stats = beam.pvalue.AsSingleton(
+            keyed["rows"] | "KeyedStats" >> ComputeCorpusStatistics(metrics))
+        branches = {ROWS: keyed["rows"], "in_process": keyed["rows"] | ScoreMetrics(
+            metrics, stats, max_batch_size=4, shards=3)}
+        joined = branches | JoinScores()
+        batched = pipeline | "Batched" >> ReadPredictions(str(path), mapping, batch_rows=4)
+        scored = batched["batches"] | "ScoreBatches" >> ScoreBatches(
+            metrics, stats, shards=5, emit=RECORDS)
+        flat = scored["scored"] | beam.FlatMap(lambda batch: batch)
+        keyed_summary = ((joined["scored"], joined["dead_letter"])
+                         | "KeyedSummary" >> SummarizeScores(columns))
+        batched_summary = ((scored["scored"], scored["dead_letter"])
+                           | "BatchedSummary" >> SummarizeScores(columns, batched=True))
+        keyed_list = joined["scored"] | "KR" >> beam.combiners.ToList() | "KS" >> beam.Map(
+            _records)
+        batched_list = flat | "BR" >> beam.combiners.ToList() | "BS" >> beam.Map(_records)
+        both = ((keyed_list | "KK" >> beam.Map(lambda r: ("scores", r)),
+                 batched_list | "BK" >> beam.Map(lambda r: ("scores", r)),
+                 keyed_summary | "KSum" >> beam.Map(lambda r: ("summary", r)),
+                 batched_summary | "BSum" >> beam.Map(lambda r: ("summary", r)))
+                | beam.Flatten() | beam.GroupByKey()
+                | beam.MapTuple(lambda what, got: (what, len(got), got[0] == got[1])))
+        assert_that(both, equal_to([("scores", 2, True), ("summary", 2, True)]))
+        read_dead = batched["dead_letter"] | "Reasons" >> beam.Map(
+            lambda d: (d["row"], d["reason"]))
+        assert_that(read_dead, equal_to([(5, "malformed_json"), (12, "empty_references")]),
+                    label="read")
+        assert_that(scored["dead_letter"], equal_to([]), label="scored")
+
+
+def test_parts_are_merged_into_one_file_of_every_row(tmp_path):
+    schema = scores_schema(["em"], False, {"em": "em|v:1"})
+    temp = str(tmp_path / "run.scores.parquet.tmp-x")
+    parts = []
+    for first in (0, 3):
+        fn = WriteScorePartsFn(temp, "parquet", schema, ["em"], False, (), batched=True)
+        fn.start_bundle()
+        fn.process([{"row_key": f"f:{i}", "row": i, "em": float(i)} for i in range(first,
+                                                                                   first + 3)])
+        parts += [w.value for w in fn.finish_bundle()]
+    assert len(parts) == 2 and all(p.startswith(temp + ".part-") for p in parts)
+    assert merge_parts(parts, temp, "parquet", schema) == temp
+    table = pq.read_table(temp)
+    assert sorted(table.column("em").to_pylist()) == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+    assert table.schema.metadata == schema.metadata
+    assert not list(tmp_path.glob("*.part-*"))  # parts removed
+    empty = str(tmp_path / "empty.parquet")
+    merge_parts([], empty, "parquet", schema)
+    assert pq.read_table(empty).num_rows == 0
+    fn = WriteScorePartsFn(str(tmp_path / "j"), "jsonl", None, ["em"], False, (), False)
+    fn.start_bundle()
+    fn.process({"row_key": "f:1", "row": 1, "em": float("nan")})
+    (part,) = [w.value for w in fn.finish_bundle()]
+    merge_parts([part], str(tmp_path / "j.jsonl"), "jsonl", None)
+    assert json.loads((tmp_path / "j.jsonl").read_text())["em"] is None
+
+
+def test_a_summary_that_misses_rows_read_fails_the_run(tmp_path):
+    fn = WriteSummaryFn(str(tmp_path / "s.json"), {})
+    summary = {"overall": {"in": 3, "scored": 2, "dead_lettered": 1}}
+    assert list(fn.process(summary, rows_read=3)) == [str(tmp_path / "s.json")]
+    with pytest.raises(RuntimeError, match="4 rows were read but 3 reached the outputs"):
+        list(fn.process(summary, rows_read=4))
