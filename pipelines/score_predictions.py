@@ -51,10 +51,10 @@ import logging
 import sys
 import textwrap
 from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.ml.inference.base import ModelHandler
 from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions
 
 from transforms.io import cli
@@ -83,6 +83,9 @@ from transforms.scoring.score_predictions import (
     warn_multiprocess_direct_runner,
 )
 from transforms.scoring.summary import DeadLetterAlert, dead_letter_alert
+
+if TYPE_CHECKING:  # RunInference's module imports torch: only when model metrics run
+    from apache_beam.ml.inference.base import ModelHandler
 
 logger = logging.getLogger(__name__)
 
@@ -287,7 +290,7 @@ def log_final_summary(config: ScoringConfig, elapsed: float) -> list[str]:
 
 def run(argv: list[str] | None = None, save_main_session: bool = True,
         test_pipeline: beam.Pipeline | None = None,
-        handler_factory: Callable[..., ModelHandler] | None = None,
+        handler_factory: Callable[..., "ModelHandler"] | None = None,
         ) -> beam.runners.runner.PipelineResult:
     """Builds and runs the scoring pipeline.
 

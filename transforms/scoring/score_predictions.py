@@ -8,10 +8,9 @@ applies `ScorePredictions` to its pipeline.
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import apache_beam as beam
-from apache_beam.ml.inference.base import ModelHandler
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
 
 from transforms.metrics.base import Metric
@@ -31,7 +30,6 @@ from transforms.scoring.incremental import (
 from transforms.scoring.join import ROWS, JoinScores
 from transforms.scoring.read import ReadPredictions
 from transforms.scoring.rows import content_key
-from transforms.scoring.run_model_metrics import RunModelMetrics
 from transforms.scoring.score import RECORDS, ComputeCorpusStatistics, ScoreBatches, ScoreMetrics
 from transforms.scoring.statistics_file import (
     IDF,
@@ -48,6 +46,9 @@ from transforms.scoring.write import (
     WriteScores,
     WriteSummary,
 )
+
+if TYPE_CHECKING:  # RunInference's module imports torch: only when model metrics run
+    from apache_beam.ml.inference.base import ModelHandler
 
 logger = logging.getLogger(__name__)
 
@@ -84,7 +85,7 @@ class ScorePredictions(beam.PTransform):
     """
 
     def __init__(self, config: ScoringConfig,
-                 handler_factory: Callable[..., ModelHandler] | None = None):
+                 handler_factory: Callable[..., "ModelHandler"] | None = None):
         super().__init__()
         self._config = config
         self._handler_factory = handler_factory
@@ -183,6 +184,10 @@ class ScorePredictions(beam.PTransform):
                              config.df_shards, self._frozen if distributed else None,
                              self._statistics_sink(in_process))
         if models:
+            # imported here: RunInference's module imports torch (seconds, 300 MB), which
+            # a run of text metrics alone never needs
+            from transforms.scoring.run_model_metrics import RunModelMetrics
+
             branches[f"models{label}"] = rows | f"ScoreModelMetrics{label}" >> RunModelMetrics(
                 models, corpus_stats=corpus_stats, handler_factory=self._handler_factory,
                 handler_kwargs=config.handler_kwargs)
