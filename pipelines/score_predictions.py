@@ -63,7 +63,12 @@ from transforms.io.options import (
     add_output_argument,
     add_overwrite_argument,
 )
-from transforms.io.progress import ProgressReporter, is_local_runner, rate
+from transforms.io.progress import (
+    ProgressReporter,
+    is_local_runner,
+    limit_worker_malloc_arenas,
+    rate,
+)
 from transforms.metrics import registry
 from transforms.scoring.config import (
     COLUMN_FLAGS,
@@ -317,6 +322,7 @@ def run(argv: list[str] | None = None, save_main_session: bool = True,
     options.view_as(SetupOptions).save_main_session = save_main_session
     if config.model_metrics:
         warn_multiprocess_direct_runner(options)
+    limit_worker_malloc_arenas(options)
     pipeline = test_pipeline or beam.Pipeline(options=options)
     local = is_local_runner(pipeline.options if test_pipeline else options)
     interval = args.progress_interval if local else 0

@@ -364,7 +364,7 @@ def test_a_run_that_fails_leaves_the_earlier_one_whole(tmp_path, monkeypatch):
     before = {p: open(p, "rb").read() for p in glob.glob(prefix + "*")}
     open(prefix + ".scores.parquet.tmp-killed", "w").write("a killed run's file")
 
-    def broken(self, summary):
+    def broken(self, summary, *side_inputs):
         raise OSError("disk full")
     monkeypatch.setattr(write.WriteSummaryFn, "process", broken)
     with pytest.raises(Exception, match="disk full"):

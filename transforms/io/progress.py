@@ -218,3 +218,23 @@ def is_local_runner(options) -> bool:
     if name is None or name.rsplit(".", 1)[-1] in LOCAL_RUNNERS:
         return True
     return (options.view_as(PortableOptions).environment_type or "").upper() == "LOOPBACK"
+
+
+# glibc makes up to 8 malloc arenas per core for a process's threads; Beam's worker
+# processes run a gRPC thread pool, so memory freed by one stage stays resident in many
+# half-used arenas. Two arenas measured 11% less peak memory on a 300,000-row
+# multi-process scoring run (docs/benchmarks.md).
+MALLOC_ARENAS = "2"
+
+
+def limit_worker_malloc_arenas(options) -> bool:
+    """Sets MALLOC_ARENA_MAX=2 for the worker processes a local run starts
+    (`--direct_running_mode=multi_processing`; they inherit the launcher's environment
+    and glibc reads it when they start), unless it is set already. True when set."""
+    from apache_beam.options.pipeline_options import DirectOptions
+
+    if (not is_local_runner(options) or "MALLOC_ARENA_MAX" in os.environ
+            or options.view_as(DirectOptions).direct_running_mode != "multi_processing"):
+        return False
+    os.environ["MALLOC_ARENA_MAX"] = MALLOC_ARENAS
+    return True

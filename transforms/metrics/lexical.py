@@ -59,7 +59,13 @@ def ngram_counts(words: Sequence[str], n: int = MAX_N) -> list[Counter]:
     return counts
 
 
-@functools.lru_cache(maxsize=1 << 16)
+# A batch of 512 rows has about 1,500 texts; the memo serves the metrics of one batch
+# (and a question's references across its rows), not the whole corpus: at about 3.5 KB
+# an entry, 65,536 entries held 230 MB in every worker process.
+_NGRAM_CACHE_SIZE = 1 << 13
+
+
+@functools.lru_cache(maxsize=_NGRAM_CACHE_SIZE)
 def text_ngrams(text: str) -> tuple[Counter, ...]:
     """`ngram_counts(text.split(), 4)`, memoised (BLEU and CIDEr of a batch share it).
 
