@@ -68,3 +68,24 @@ def test_local_runners():
     assert not progress.is_local_runner(PipelineOptions(["--runner=DataflowRunner"]))
     assert not progress.is_local_runner(PipelineOptions(
         ["--runner=PortableRunner", "--environment_type=DOCKER"]))
+
+
+def test_multi_process_local_runs_limit_their_workers_malloc_arenas(monkeypatch):
+    import os
+
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from transforms.io.progress import limit_worker_malloc_arenas
+
+    monkeypatch.delenv("MALLOC_ARENA_MAX", raising=False)
+    assert not limit_worker_malloc_arenas(PipelineOptions(["--runner=FnApiRunner"]))
+    assert not limit_worker_malloc_arenas(PipelineOptions(
+        ["--runner=DataflowRunner", "--direct_running_mode=multi_processing"]))
+    assert "MALLOC_ARENA_MAX" not in os.environ
+    assert limit_worker_malloc_arenas(PipelineOptions(
+        ["--runner=FnApiRunner", "--direct_running_mode=multi_processing"]))
+    assert os.environ["MALLOC_ARENA_MAX"] == "2"
+    monkeypatch.setenv("MALLOC_ARENA_MAX", "4")  # the user's own value stays
+    assert not limit_worker_malloc_arenas(PipelineOptions(
+        ["--runner=FnApiRunner", "--direct_running_mode=multi_processing"]))
+    assert os.environ["MALLOC_ARENA_MAX"] == "4"
