@@ -70,22 +70,40 @@ def test_local_runners():
         ["--runner=PortableRunner", "--environment_type=DOCKER"]))
 
 
-def test_multi_process_local_runs_limit_their_workers_malloc_arenas(monkeypatch):
+def test_local_runs_tune_malloc_and_leave_the_users_settings(monkeypatch):
     import os
 
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    from transforms.io.progress import limit_worker_malloc_arenas
+    from transforms.io import progress
 
-    monkeypatch.delenv("MALLOC_ARENA_MAX", raising=False)
-    assert not limit_worker_malloc_arenas(PipelineOptions(["--runner=FnApiRunner"]))
-    assert not limit_worker_malloc_arenas(PipelineOptions(
-        ["--runner=DataflowRunner", "--direct_running_mode=multi_processing"]))
-    assert "MALLOC_ARENA_MAX" not in os.environ
-    assert limit_worker_malloc_arenas(PipelineOptions(
-        ["--runner=FnApiRunner", "--direct_running_mode=multi_processing"]))
-    assert os.environ["MALLOC_ARENA_MAX"] == "2"
-    monkeypatch.setenv("MALLOC_ARENA_MAX", "4")  # the user's own value stays
-    assert not limit_worker_malloc_arenas(PipelineOptions(
-        ["--runner=FnApiRunner", "--direct_running_mode=multi_processing"]))
+    calls = []
+
+    def mallopt(parameter, value):  # glibc's mallopt would change this test process
+        calls.append((parameter, value))
+        return True
+
+    def tune(*flags):
+        return progress.tune_local_malloc(PipelineOptions(list(flags)), mallopt)
+
+    multi = ("--runner=FnApiRunner", "--direct_running_mode=multi_processing")
+    for name in ("MALLOC_ARENA_MAX", "MALLOC_MMAP_THRESHOLD_"):
+        monkeypatch.delenv(name, raising=False)
+    assert tune("--runner=DataflowRunner", "--direct_running_mode=multi_processing") == {}
+    assert calls == []
+    assert tune("--runner=FnApiRunner") == {"mmap_threshold": "1048576"}
+    assert calls == [(-3, 1 << 20)]
+    assert "MALLOC_ARENA_MAX" not in os.environ  # one process: nothing to inherit
+    assert tune(*multi) == {"mmap_threshold": "1048576",
+                            "MALLOC_MMAP_THRESHOLD_": "1048576", "MALLOC_ARENA_MAX": "2"}
+    assert os.environ["MALLOC_ARENA_MAX"] == "2"  # the workers inherit these
+    assert os.environ["MALLOC_MMAP_THRESHOLD_"] == "1048576"
+    monkeypatch.setenv("MALLOC_ARENA_MAX", "4")
+    monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", "65536")
+    calls.clear()
+    assert tune(*multi) == {}  # the user's own values stay, in every process
+    assert calls == []
     assert os.environ["MALLOC_ARENA_MAX"] == "4"
+    monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_")
+    assert progress.tune_local_malloc(  # not glibc: nothing claimed
+        PipelineOptions(["--runner=FnApiRunner"]), lambda *_: False) == {}
