@@ -322,7 +322,7 @@ def run(argv: list[str] | None = None, save_main_session: bool = True,
     options.view_as(SetupOptions).save_main_session = save_main_session
     if config.model_metrics:
         warn_multiprocess_direct_runner(options)
-    tune_local_malloc(options)
+    tune_local_malloc(options, runs_models=bool(config.model_metrics))
     pipeline = test_pipeline or beam.Pipeline(options=options)
     local = is_local_runner(pipeline.options if test_pipeline else options)
     interval = args.progress_interval if local else 0

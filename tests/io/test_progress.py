@@ -84,13 +84,16 @@ def test_local_runs_tune_malloc_and_leave_the_users_settings(monkeypatch):
         return True
 
     def tune(*flags):
-        return progress.tune_local_malloc(PipelineOptions(list(flags)), mallopt)
+        return progress.tune_local_malloc(PipelineOptions(list(flags)), mallopt=mallopt)
 
     multi = ("--runner=FnApiRunner", "--direct_running_mode=multi_processing")
     for name in ("MALLOC_ARENA_MAX", "MALLOC_MMAP_THRESHOLD_"):
         monkeypatch.delenv(name, raising=False)
     assert tune("--runner=DataflowRunner", "--direct_running_mode=multi_processing") == {}
     assert calls == []
+    assert progress.tune_local_malloc(  # torch's activations would each be mapped
+        PipelineOptions(list(multi)), runs_models=True, mallopt=mallopt) == {}
+    assert calls == [] and "MALLOC_ARENA_MAX" not in os.environ
     assert tune("--runner=FnApiRunner") == {"mmap_threshold": "1048576"}
     assert calls == [(-3, 1 << 20)]
     assert "MALLOC_ARENA_MAX" not in os.environ  # one process: nothing to inherit
@@ -106,4 +109,4 @@ def test_local_runs_tune_malloc_and_leave_the_users_settings(monkeypatch):
     assert os.environ["MALLOC_ARENA_MAX"] == "4"
     monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_")
     assert progress.tune_local_malloc(  # not glibc: nothing claimed
-        PipelineOptions(["--runner=FnApiRunner"]), lambda *_: False) == {}
+        PipelineOptions(["--runner=FnApiRunner"]), mallopt=lambda *_: False) == {}

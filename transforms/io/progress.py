@@ -247,14 +247,17 @@ def _mallopt(parameter: int, value: int) -> bool:
         return False
 
 
-def tune_local_malloc(options, mallopt=_mallopt) -> dict[str, str]:
+def tune_local_malloc(options, *, runs_models: bool = False,
+                      mallopt=_mallopt) -> dict[str, str]:
     """On a local runner: a fixed mmap threshold for this process (mallopt) and for the
     worker processes of `--direct_running_mode=multi_processing`, which also get
     MALLOC_ARENA_MAX=2 (they inherit the launcher's environment, read by glibc when they
-    start). A variable the user set is left as it is. Returns what was set."""
+    start). A variable the user set is left as it is. Not for a run with model metrics
+    (`runs_models`): torch's activations are larger than the threshold, and a fresh
+    mapping for each made such runs 25-40% slower. Returns what was set."""
     from apache_beam.options.pipeline_options import DirectOptions
 
-    if not is_local_runner(options):
+    if runs_models or not is_local_runner(options):
         return {}
     tuned = {}
     if "MALLOC_MMAP_THRESHOLD_" not in os.environ and mallopt(
