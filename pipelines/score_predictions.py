@@ -46,6 +46,7 @@ Flink (a Flink job server on localhost:8099)::
         --environment_type DOCKER --setup_file ./setup.py
 """
 
+import functools
 import json
 import logging
 import sys
@@ -296,7 +297,7 @@ def log_final_summary(config: ScoringConfig, elapsed: float) -> list[str]:
 def run(argv: list[str] | None = None, save_main_session: bool = True,
         test_pipeline: beam.Pipeline | None = None,
         handler_factory: Callable[..., "ModelHandler"] | None = None,
-        ) -> beam.runners.runner.PipelineResult:
+        tune_malloc: bool = False) -> beam.runners.runner.PipelineResult:
     """Builds and runs the scoring pipeline.
 
     Args:
@@ -305,6 +306,10 @@ def run(argv: list[str] | None = None, save_main_session: bool = True,
         test_pipeline: a pipeline to build into instead of a new one (tests).
         handler_factory: `(ModelUse, **handler_kwargs) -> ModelHandler` for the model
             metrics (tests inject fakes); None = transforms.scoring.handlers.
+        tune_malloc: tune glibc's malloc for a local run of text metrics
+            (`progress.tune_local_malloc`). Only for a process that is this run's alone
+            (`main` from the command line): the threshold it fixes cannot be undone, and
+            it would slow the model metrics of a later run in the same process.
 
     Returns:
         The pipeline result.
@@ -322,7 +327,8 @@ def run(argv: list[str] | None = None, save_main_session: bool = True,
     options.view_as(SetupOptions).save_main_session = save_main_session
     if config.model_metrics:
         warn_multiprocess_direct_runner(options)
-    tune_local_malloc(options, runs_models=bool(config.model_metrics))
+    if tune_malloc:
+        tune_local_malloc(options, runs_models=bool(config.model_metrics))
     pipeline = test_pipeline or beam.Pipeline(options=options)
     local = is_local_runner(pipeline.options if test_pipeline else options)
     interval = args.progress_interval if local else 0
@@ -344,8 +350,12 @@ def run(argv: list[str] | None = None, save_main_session: bool = True,
 def main(argv: list[str] | None = None) -> int:
     """Console entry point (`qa-score`): exit status 0, 2 for a user mistake (one line on
     stderr; `--verbose` for the traceback), 3 when the run wrote its outputs but
-    dead-lettered more rows than --max_dead_letter_fraction allows (one line)."""
-    return cli.run_main(PROG, run, argv)
+    dead-lettered more rows than --max_dead_letter_fraction allows (one line).
+
+    Called without `argv` (the console script, `python -m`), the process is the run's
+    own, and a local run of text metrics tunes glibc's malloc (`run(tune_malloc=True)`).
+    """
+    return cli.run_main(PROG, functools.partial(run, tune_malloc=argv is None), argv)
 
 
 if __name__ == "__main__":

@@ -290,3 +290,31 @@ def test_keep_input_columns_and_signatures_in_the_parquet_metadata(tmp_path):
     rows = sorted(map(json.loads, open(prefix + ".scores.jsonl")), key=lambda r: r["row"])
     assert rows[2]["note"] == '{"k": 2}' and rows[2]["prediction"] == "answer 2"
     assert "question" not in rows[2] and "signature" not in rows[2]
+
+
+def test_qa_score_tunes_malloc_only_in_a_process_of_its_own(monkeypatch, tmp_path):
+    """glibc's fixed mmap threshold cannot be undone and slows torch, so `run()` called
+    by a program (the demo scores text metrics, then model metrics, in one process)
+    leaves malloc alone; the command line (`main()` reading sys.argv) tunes it."""
+    tuned = []
+    monkeypatch.setattr(score_predictions, "tune_local_malloc",
+                        lambda options, runs_models: tuned.append(runs_models) or {})
+    seen = []
+
+    def fake_pipeline(argv, *, tune_malloc):  # stops before a pipeline is built
+        seen.append(tune_malloc)
+
+    real_run = score_predictions.run
+    monkeypatch.setattr(score_predictions, "run", fake_pipeline)
+    argv = ["--input", "in.jsonl", "--output", "o", "--metrics", "em"]
+    assert score_predictions.main(argv) == 0
+    monkeypatch.setattr("sys.argv", ["qa-score", *argv])
+    assert score_predictions.main() == 0
+    assert seen == [False, True]
+    # run() itself tunes only when asked, and says whether model metrics run
+    monkeypatch.setattr(score_predictions, "run", real_run)
+    for n, tune in enumerate((False, True)):
+        real_run(["--input", _judged_jsonl(tmp_path), "--output", str(tmp_path / f"o{n}"),
+                  "--metrics", "em", *RUNNER_ARGS["direct_in_process"]],
+                 save_main_session=False, tune_malloc=tune)
+    assert tuned == [False]
