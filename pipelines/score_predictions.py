@@ -75,12 +75,11 @@ from transforms.scoring.config import (
     COLUMN_FLAGS,
     DEFAULT_KEPT_COLUMNS,
     DEFAULT_MAX_TEXT_CHARS,
-    MODEL_FLAGS,
     ScoringConfig,
-    add_model_flags,
     build_config,
 )
 from transforms.scoring.manifest import CHECKSUM_MODES
+from transforms.scoring.model_flags import MODEL_FLAGS, add_model_flags
 from transforms.scoring.outputs import OUTPUT_FORMATS
 from transforms.scoring.read import FORMATS
 from transforms.scoring.report_spec import DEFAULT_MIN_N, DEFAULT_RESAMPLES

@@ -103,7 +103,8 @@ def element_sizes(path: str, shards: int, batch_rows: int = 512) -> dict[str, fl
         CiderBatchFn,
         SumDocumentFrequencies,
     )
-    from transforms.scoring.rows import ColumnMapping, RowBatch, RowSource, to_scoring_row
+    from transforms.scoring.row_batch import RowBatch
+    from transforms.scoring.rows import ColumnMapping, RowSource, to_scoring_row
 
     coder = registry.get_coder(object)
     (stat,) = CiderMetric().corpus_statistics()

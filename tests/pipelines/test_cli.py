@@ -301,11 +301,11 @@ def test_qa_score_tunes_malloc_only_in_a_process_of_its_own(monkeypatch, tmp_pat
                         lambda options, runs_models: tuned.append(runs_models) or {})
     seen = []
 
-    def fake_pipeline(argv, *, tune_malloc):  # stops before a pipeline is built
+    def fake_run(argv, *, tune_malloc):  # stops before a pipeline is built
         seen.append(tune_malloc)
 
     real_run = score_predictions.run
-    monkeypatch.setattr(score_predictions, "run", fake_pipeline)
+    monkeypatch.setattr(score_predictions, "run", fake_run)
     argv = ["--input", "in.jsonl", "--output", "o", "--metrics", "em"]
     assert score_predictions.main(argv) == 0
     monkeypatch.setattr("sys.argv", ["qa-score", *argv])

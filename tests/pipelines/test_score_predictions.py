@@ -156,7 +156,7 @@ def test_every_model_flag_of_the_table_is_a_pipeline_flag():
     from apache_beam.options.pipeline_options import PipelineOptions
 
     from pipelines.score_predictions import ScoreOptions
-    from transforms.scoring.config import MODEL_FLAGS
+    from transforms.scoring.model_flags import MODEL_FLAGS
 
     opts = PipelineOptions(["--bertscore_layer=3", "--device=cpu", "--bertscore_idf",
                             "--model_copies=2", "--wes_model=/m/wes"]).view_as(ScoreOptions)

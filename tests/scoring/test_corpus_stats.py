@@ -34,7 +34,8 @@ from transforms.scoring.corpus_stats import (
     ngram_shard,
     shards_for_input,
 )
-from transforms.scoring.rows import RowBatch, RowSource, ScoringRow
+from transforms.scoring.row_batch import RowBatch
+from transforms.scoring.rows import RowSource, ScoringRow
 from transforms.scoring.score import ComputeCorpusStatistics, ScoreMetrics, ScoreResult
 
 WORDS = "a b c d e f g h i j k l m n o p".split()
@@ -191,7 +192,7 @@ def test_row_batches_pickle_their_rows_once_and_lazily():
 
 
 def test_packed_rows_come_back_equal_with_every_field():
-    from transforms.scoring.rows import pack_rows, unpack_rows
+    from transforms.scoring.row_batch import pack_rows, unpack_rows
 
     odd = ScoringRow(RowSource("dir/f\udcff.csv", 7, 9),
                      QAExample("é ünï", ("a", "b"), question="q?", negative_references=("n",)),

@@ -18,10 +18,9 @@ from transforms.scoring.report import (
     auroc,
     meta_evaluate,
     metric_order,
-    render_markdown,
-    render_png,
     scope_table,
 )
+from transforms.scoring.report_render import render_markdown, render_png
 from transforms.scoring.report_spec import (
     Condition,
     ReportSpec,

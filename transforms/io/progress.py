@@ -254,7 +254,7 @@ def tune_local_malloc(options, *, runs_models: bool = False,
     MALLOC_ARENA_MAX=2 (they inherit the launcher's environment, read by glibc when they
     start). A variable the user set is left as it is. Not for a run with model metrics
     (`runs_models`): torch's activations are larger than the threshold, and a fresh
-    mapping for each made such runs 25-40% slower. Returns what was set."""
+    mapping for each cost such runs 25-40% more CPU. Returns what was set."""
     from apache_beam.options.pipeline_options import DirectOptions
 
     if runs_models or not is_local_runner(options):

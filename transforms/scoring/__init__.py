@@ -46,13 +46,15 @@ Any other run (model metrics, `--previous_run`) keys its rows and joins its bran
 - Build-time modules, imported by config.py without the writers or the plotting:
   outputs.py (the output names at the prefix), report_spec.py (`--report_subsets`,
   `--accuracy_threshold`, `--report_min_n`, thresholds saved with checkpoints); the
-  report itself is report.py (tables, PNG) and bootstrap.py (vectorised intervals and
-  the paired test), run once all rows are gathered; the model flags are one table, `config.MODEL_FLAG_TABLE`,
+  report itself is report.py (the statistics per scope), report_render.py (markdown
+  tables, PNG) and bootstrap.py (vectorised intervals and the paired test), run once
+  all rows are gathered; the model flags are one table, `model_flags.MODEL_FLAG_TABLE`,
   that gives both the command line and where each value goes.
 - Counting DoFns (`ReadRowsFn`, `ScoreRowsFn`, `MergeScoresFn`) are `CountingDoFn`s
   (transforms/io/counting.py): namespace = the stage, `passed` / `filtered:<reason>`.
   The summary writer checks that every row the reader counted reached the outputs.
 - On the in-process runner every collection that crosses a stage stays in memory until
-  the run ends: rows cross stages only packed in `RowBatch`es, and the scores file is
+  the run ends: rows cross stages only packed in `RowBatch`es (row_batch.py; rows.py
+  makes each row from its record), and the scores file is
   written in parts per bundle and merged (write.py), never grouped.
 """

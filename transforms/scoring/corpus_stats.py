@@ -58,7 +58,7 @@ from transforms.metrics.cider import (
     document_ngrams,
 )
 from transforms.metrics.lexical import MAX_N, TokenizedExample, tokenize_examples
-from transforms.scoring.rows import RowBatch
+from transforms.scoring.row_batch import RowBatch
 
 DOCS = "docs"
 DF = "df"

@@ -41,10 +41,10 @@ from transforms.scoring.inputs import (
     open_input,
     read_input,
 )
+from transforms.scoring.row_batch import RowBatch
 from transforms.scoring.rows import (
     REASONS,
     ColumnMapping,
-    RowBatch,
     RowError,
     RowSource,
     dead_letter,

@@ -34,7 +34,6 @@ import hashlib
 import json
 import math
 import re
-import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -136,80 +135,6 @@ class ScoringRow:
     human: float | None = None
     # (output column, value) of each `ColumnMapping.keep` name (--keep_input_columns).
     kept: tuple[tuple[str, Any], ...] = ()
-
-
-class RowBatch:
-    """A batch of rows as one element: `rows` is a list of (key, ScoringRow); `batch_id`
-    is unique in the run (its first row's key).
-
-    A batch pickles as its id and one bytes object made once (`pack_rows`: the rows as
-    JSON, zlib level 1, about a third of their pickle), so the in-process runner, which
-    keeps every grouped element decoded and copies it twice more when it hands the group
-    to the next stage, holds those bytes and no Python object per row; `rows` unpacks them
-    when first read.
-    """
-
-    __slots__ = ("batch_id", "_rows", "_packed")
-
-    def __init__(self, batch_id: str, rows: list) -> None:
-        self.batch_id = batch_id
-        self._rows: list | None = rows
-        self._packed: bytes | None = None
-
-    @property
-    def rows(self) -> list:
-        if self._rows is None:
-            self._rows = unpack_rows(self._packed)
-        return self._rows
-
-    def __reduce__(self):
-        if self._packed is None:
-            self._packed = pack_rows(self._rows)
-        return _unpack_batch, (self.batch_id, self._packed)
-
-    def __len__(self) -> int:
-        return len(self.rows)
-
-    def __repr__(self) -> str:
-        return f"RowBatch({self.batch_id!r}, {len(self)} rows)"
-
-    def __eq__(self, other: object) -> bool:
-        return (isinstance(other, RowBatch) and self.batch_id == other.batch_id
-                and self.rows == other.rows)
-
-    __hash__ = None  # type: ignore[assignment]
-
-
-def _unpack_batch(batch_id: str, packed: bytes) -> RowBatch:
-    """A `RowBatch` read back from its pickle: its rows stay packed until read."""
-    batch = RowBatch.__new__(RowBatch)
-    batch.batch_id, batch._rows, batch._packed = batch_id, None, packed
-    return batch
-
-
-def pack_rows(rows: Sequence[tuple[str, ScoringRow]]) -> bytes:
-    """(key, ScoringRow) pairs -> compact bytes (JSON, zlib level 1); `unpack_rows` reads
-    them back equal. A key equal to the row's own `source.key` is not repeated."""
-    payload = [[None if key == row.source.key else key, row.source.file, row.source.row,
-                row.source.line, row.example.prediction, row.example.references,
-                row.example.question, row.example.negative_references, row.id, row.system,
-                row.human, row.kept] for key, row in rows]
-    text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
-    return zlib.compress(text.encode("utf-8", "surrogatepass"), 1)
-
-
-def unpack_rows(packed: bytes) -> list[tuple[str, ScoringRow]]:
-    """The rows `pack_rows` packed."""
-    out = []
-    for (key, file, number, line, prediction, references, question, negatives, row_id,
-         system, human, kept) in json.loads(zlib.decompress(packed).decode(
-             "utf-8", "surrogatepass")):
-        source = RowSource(file, number, line)
-        example = QAExample(prediction, tuple(references), question, tuple(negatives))
-        out.append((source.key if key is None else key,
-                    ScoringRow(source, example, row_id, system, human,
-                               tuple((name, value) for name, value in kept))))
-    return out
 
 
 @dataclasses.dataclass(frozen=True)

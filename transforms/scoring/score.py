@@ -35,7 +35,8 @@ from transforms.scoring.corpus_stats import (
     batch_corpora,
     is_distributed,
 )
-from transforms.scoring.rows import RowBatch, ScoringRow, dead_letter, scored_record
+from transforms.scoring.row_batch import RowBatch
+from transforms.scoring.rows import ScoringRow, dead_letter, scored_record
 
 logger = logging.getLogger(__name__)
 

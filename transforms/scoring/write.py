@@ -45,6 +45,7 @@ from apache_beam.io.filesystems import FileSystems
 from transforms.io.counting import in_global_window
 from transforms.io.publish import replace_outputs
 from transforms.scoring import report as report_lib
+from transforms.scoring import report_render
 from transforms.scoring.manifest import utc_now
 from transforms.scoring.outputs import OutputPaths, leftover_temp_files
 from transforms.scoring.report_spec import ReportSpec
@@ -339,8 +340,8 @@ class WriteReportFn(beam.DoFn):
     def process(self, points: Sequence[tuple]) -> Iterator[str]:
         scopes = report_lib.meta_evaluate(points, self._columns, self._spec)
         image_name = posixpath.basename(self._paths.report_png.replace("\\", "/"))
-        markdown = report_lib.render_markdown(scopes, self._human_column, image_name,
-                                              self._spec.resamples)
+        markdown = report_render.render_markdown(scopes, self._human_column, image_name,
+                                                 self._spec.resamples)
         json_path = self._paths.temp(self._paths.report_json)
         document = {"human_column": self._human_column,
                     "scopes": report_lib.scope_table(scopes)}
@@ -349,7 +350,7 @@ class WriteReportFn(beam.DoFn):
         png_path = self._paths.temp(self._paths.report_png)
         _write_bytes(md_path, markdown.encode("utf-8"))
         buffer = io.BytesIO()
-        report_lib.render_png(scopes, buffer, self._human_column)
+        report_render.render_png(scopes, buffer, self._human_column)
         _write_bytes(png_path, buffer.getvalue())
         yield from (json_path, md_path, png_path)
 
