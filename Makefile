@@ -38,7 +38,7 @@ $(LEXICON_STAMP): $(STAMP) transforms/wes/lexicon.py
 test: setup
 	$(PY) -m pytest -q tests
 
-# The suite without the tests marked slow (pipelines, models, JVMs): about 1.5 minutes.
+# The suite without the tests marked slow (pipelines, models, JVMs): 1 to 3 minutes on 2 cores.
 test-fast: setup
 	$(PY) -m pytest -q -m "not slow" tests
 
