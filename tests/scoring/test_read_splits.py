@@ -4,6 +4,7 @@ same keys and line numbers, and score the same, as one file read whole."""
 from __future__ import annotations
 
 import json
+import re
 
 import apache_beam as beam
 import pyarrow as pa
@@ -14,6 +15,7 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from tests.runners import RUNNER_ARGS
 from transforms.metrics.registry import build_metrics
+from transforms.scoring.inputs import InputFileError
 from transforms.scoring.read import (
     ReadPredictions,
     ReadSplit,
@@ -75,6 +77,44 @@ def test_parquet_is_planned_by_row_group_with_row_numbers(tmp_path):
         ((0,), 1), ((1,), 6), ((2,), 11), ((3,), 16), ((4,), 21)]
     got = [(row, rec["prediction"]) for s in splits for row, _, rec in s.records()]
     assert got == [(i + 1, f"p{i}") for i in range(23)]
+
+
+@pytest.mark.parametrize("change", ["appended", "cut", "rewritten"])
+def test_a_file_that_changes_after_planning_fails_naming_it(tmp_path, change):
+    """A file read in parts must be the file its parts were planned for: rows appended
+    after planning would be skipped by the last range, a cut file would lose rows, so
+    every part checks the size and fails the run naming the file."""
+    path = _jsonl(tmp_path)
+    size = len(open(path, "rb").read())
+    splits = plan_splits(path, size, None, 97)
+    if change == "appended":
+        with open(path, "a", encoding="utf-8") as f:
+            f.write('{"prediction": "late", "references": ["row"]}\n')
+    elif change == "cut":
+        with open(path, "r+b") as f:
+            f.truncate(size - 30)
+    else:
+        _jsonl(tmp_path, lines=LINES[:10])
+    now = len(open(path, "rb").read())
+    message = (rf"input file {re.escape(path)}: cannot be read.*FileChangedError: it is "
+               rf"{now:,} bytes now and was {size:,} when the run planned its parts")
+    with pytest.raises(InputFileError, match=message):
+        count_newlines(splits[-1])
+    for split in (splits[0], splits[-1]):
+        with pytest.raises(InputFileError, match=message):
+            list(split.records())
+
+
+def test_a_parquet_file_rewritten_after_planning_fails_naming_it(tmp_path):
+    path = str(tmp_path / "p.parquet")
+    table = pa.table({"prediction": [f"p{i}" for i in range(23)],
+                      "references": [[f"r{i}"] for i in range(23)]})
+    pq.write_table(table, path, row_group_size=5)
+    splits = plan_splits(path, 0, None, 1 << 30)
+    assert [len(list(s.records())) for s in splits] == [5, 5, 5, 5, 3]  # unchanged: reads
+    pq.write_table(table.slice(0, 12), path, row_group_size=5)
+    with pytest.raises(InputFileError, match=r"p\.parquet: cannot be read.*FileChangedError"):
+        list(splits[0].records())
 
 
 def test_csv_and_compressed_files_are_read_whole(tmp_path):

@@ -24,6 +24,7 @@ import dataclasses
 import functools
 import itertools
 import logging
+import os
 import re
 from collections.abc import Iterator
 from typing import IO, Any
@@ -175,8 +176,27 @@ def iter_parquet(fobj: IO[bytes]) -> Iterator[tuple[int, int | None, Record]]:
             yield row_number, None, record
 
 
-def iter_jsonl_range(fobj: IO[bytes], start: int, end: int, first_line: int
-                     ) -> Iterator[tuple[int, int | None, Record]]:
+class FileChangedError(ValueError):
+    """A file read in parts whose size is not the one its parts were planned for: it was
+    written to (appended, cut, replaced) while the run read it."""
+
+
+def check_unchanged(fobj: IO[bytes], planned: int | None) -> None:
+    """Raises `FileChangedError` when the seekable `fobj` is not `planned` bytes long (None:
+    not read in parts, nothing to check); leaves it at its start."""
+    if planned is None:
+        return
+    fobj.seek(0, os.SEEK_END)
+    now = fobj.tell()
+    fobj.seek(0)
+    if now != planned:
+        raise FileChangedError(
+            f"it is {now:,} bytes now and was {planned:,} when the run planned its parts "
+            "(a file must not be written while it is scored: rerun once it is complete)")
+
+
+def iter_jsonl_range(fobj: IO[bytes], start: int, end: int, first_line: int,
+                     size: int | None = None) -> Iterator[tuple[int, int | None, Record]]:
     """`iter_jsonl` over the lines that start at a byte offset in [start, end).
 
     Args:
@@ -184,7 +204,9 @@ def iter_jsonl_range(fobj: IO[bytes], start: int, end: int, first_line: int
         start, end: the byte range (a line starting before `end` is read to its end).
         first_line: the 1-based number of the line that holds byte `start` (1 plus the
             newlines before `start`; `PlanSplits` counts them).
+        size: the file's size when the ranges were planned (`check_unchanged`).
     """
+    check_unchanged(fobj, size)
     line_number = first_line
     if start > 0:
         fobj.seek(start - 1)
@@ -205,12 +227,14 @@ def iter_jsonl_range(fobj: IO[bytes], start: int, end: int, first_line: int
         line_number += 1
 
 
-def iter_parquet_groups(fobj: IO[bytes], groups: tuple[int, ...], first_row: int
-                        ) -> Iterator[tuple[int, int | None, Record]]:
+def iter_parquet_groups(fobj: IO[bytes], groups: tuple[int, ...], first_row: int,
+                        size: int | None = None) -> Iterator[tuple[int, int | None, Record]]:
     """`iter_parquet` over some row groups; `first_row` is the 1-based number of the first
-    group's first row in the file."""
+    group's first row in the file; `size`: the file's size when its row groups were
+    planned (`check_unchanged`)."""
     import pyarrow.parquet as pq
 
+    check_unchanged(fobj, size)
     row_number = first_row - 1
     for batch in pq.ParquetFile(fobj).iter_batches(batch_size=_PARQUET_BATCH_ROWS,
                                                    row_groups=list(groups)):
@@ -233,6 +257,8 @@ class ReadSplit:
         first_line: JSONL: the number of the line holding byte `start`.
         groups: Parquet row groups (empty: every group); first_row: the 1-based number of
             their first row.
+        size: a file read in parts (ranges, row groups): its size when they were planned;
+            each part fails with a `FileChangedError` if the file no longer has it.
     """
 
     path: str
@@ -242,17 +268,19 @@ class ReadSplit:
     first_line: int = 1
     groups: tuple[int, ...] = ()
     first_row: int = 1
+    size: int | None = None
 
     def records(self) -> Iterator[tuple[int, int | None, Record]]:
         """(row, line, record or RowError) of the split, through `inputs.read_input`."""
         if self.groups:
             return read_input(self.path, functools.partial(
-                iter_parquet_groups, groups=self.groups, first_row=self.first_row),
+                iter_parquet_groups, groups=self.groups, first_row=self.first_row,
+                size=self.size),
                 seekable=True)
         if self.end is not None:
             return read_input(self.path, functools.partial(
                 iter_jsonl_range, start=self.start, end=self.end,
-                first_line=self.first_line), seekable=True)
+                first_line=self.first_line, size=self.size), seekable=True)
         return read_input(self.path, _ITERATORS[self.fmt], seekable=self.fmt == "parquet")
 
 
@@ -267,17 +295,20 @@ def plan_splits(path: str, size: int, input_format: str | None, split_bytes: int
     if compression_of(path) is not None:
         return [ReadSplit(path, fmt)]
     if fmt == "jsonl" and size > split_bytes:
-        return [ReadSplit(path, fmt, start, min(start + split_bytes, size))
+        return [ReadSplit(path, fmt, start, min(start + split_bytes, size), size=size)
                 for start in range(0, size, split_bytes)]
     if fmt == "parquet":
         import pyarrow.parquet as pq
 
         with open_input(path, seekable=True) as fobj:
             metadata = pq.ParquetFile(fobj).metadata
+            fobj.seek(0, os.SEEK_END)
+            planned = fobj.tell()
         splits, first = [], 1
         for group in range(metadata.num_row_groups):
             rows = metadata.row_group(group).num_rows
-            splits.append(ReadSplit(path, fmt, groups=(group,), first_row=first))
+            splits.append(ReadSplit(path, fmt, groups=(group,), first_row=first,
+                                    size=planned))
             first += rows
         return splits or [ReadSplit(path, fmt)]
     return [ReadSplit(path, fmt)]
@@ -288,6 +319,7 @@ def count_newlines(split: ReadSplit) -> tuple[str, tuple[int, int]]:
     count = 0
     try:
         with open_input(split.path, seekable=True) as fobj:
+            check_unchanged(fobj, split.size)
             fobj.seek(split.start)
             remaining = split.end - split.start
             while remaining > 0:
