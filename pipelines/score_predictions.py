@@ -191,9 +191,12 @@ def add_score_arguments(parser, with_io: bool = True) -> None:
                         "file (written by --save_corpus_statistics) instead of the run's "
                         "own; the signature names the file's hash (default: the run's own)")
     g.add_argument("--save_corpus_statistics", default=None,
-                   help="write the CIDEr-D document frequencies (per reference position or "
-                        "pooled, and the corpus sizes) the run scored against to this "
-                        "Parquet file (default: not written)")
+                   help="write the scored input's corpus statistics (CIDEr-D document "
+                        "frequencies per reference position or pooled with the corpus "
+                        "sizes; BERTScore idf with --bertscore_idf) to this Parquet file, "
+                        "for --corpus_statistics in later runs; not with "
+                        "--corpus_statistics; an existing file only with --overwrite "
+                        "(default: not written)")
     add_model_flags(parser)
 
 
@@ -287,7 +290,9 @@ def log_final_summary(config: ScoringConfig, elapsed: float) -> list[str]:
              f"{overall['scored']:,} scored, {overall['dead_lettered']:,} dead-lettered"
              + (f" ({reasons})" if reasons else "")
              + f", {rate(overall['in'], elapsed):,.0f} rows/s",
-             "outputs: " + ", ".join(paths.finals(config.report is not None))]
+             "outputs: " + ", ".join(paths.finals(config.report is not None))
+             + (f", corpus statistics {config.save_corpus_statistics}"
+                if config.save_corpus_statistics else "")]
     for line in lines:
         logger.info("%s", line)
     return lines

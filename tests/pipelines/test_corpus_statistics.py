@@ -72,6 +72,32 @@ def test_statistics_flags_are_checked_at_launch(tmp_path):
         build_config(metrics="cider", corpus_statistics=str(not_stats), **base)
 
 
+def test_saving_statistics_refuses_a_frozen_run_and_an_existing_file(tmp_path):
+    """A run scored against a file computes no statistics of its own to save, and an
+    existing statistics file is replaced only with --overwrite (runs scored against it
+    name its hash)."""
+    from transforms.scoring.statistics_file import schema
+
+    base = {"input": AVSD, "output": str(tmp_path / "x"), "prediction_column": "answer",
+            "reference_prefix": "reference", "metrics": "cider"}
+    saved = tmp_path / "saved.stats.parquet"
+    pq.write_table(pa.Table.from_pylist(
+        [{"statistic": "cider_df:per_position", "tokenizer": "python", "corpus": 0,
+          "ngram": None, "df": 3}], schema=schema()), saved)
+    with pytest.raises(ValueError, match=r"--save_corpus_statistics writes the statistics "
+                       r"of the scored input.*give one of the two"):
+        build_config(corpus_statistics=str(saved),
+                     save_corpus_statistics=str(tmp_path / "new.parquet"), **base)
+    with pytest.raises(ValueError, match=r"--save_corpus_statistics .*saved\.stats\.parquet"
+                       r"' exists; pass --overwrite to replace it"):
+        build_config(save_corpus_statistics=str(saved), **base)
+    config = build_config(save_corpus_statistics=str(saved), overwrite=True, **base)
+    assert config.summary_metadata()["saved_corpus_statistics"] == str(saved)
+    config = build_config(corpus_statistics=str(saved), **base)
+    assert config.summary_metadata()["corpus_statistics"] == str(saved)
+    assert "saved_corpus_statistics" not in config.summary_metadata()
+
+
 @pytest.mark.slow
 def test_frozen_bertscore_idf_reproduces_the_run(tmp_path):
     """BERTScore idf saved beside CIDEr-D, then alone; scoring against either file gives

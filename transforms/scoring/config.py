@@ -21,6 +21,8 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from apache_beam.io.filesystems import FileSystems
+
 from transforms.metrics import registry
 from transforms.metrics.base import Metric
 from transforms.metrics.corpus import unique_statistics
@@ -110,6 +112,10 @@ class ScoringConfig:
                 "metric_columns": list(self.metric_columns), "signatures": self.signatures,
                 "max_text_chars": self.max_text_chars,
                 "content_key_version": CONTENT_KEY_VERSION,
+                **({"corpus_statistics": self.corpus_statistics}
+                   if self.corpus_statistics else {}),
+                **({"saved_corpus_statistics": self.save_corpus_statistics}
+                   if self.save_corpus_statistics else {}),
                 **({"incremental": self.carry.describe(self.previous)}
                    if self.previous is not None else {})}
 
@@ -299,7 +305,8 @@ def build_config(*, input: str | None, output: str | None, metrics: str | None,
         model_flags: the dedicated model flags (`MODEL_FLAGS`), see `merge_model_flags`.
         corpus_statistics: a statistics file (statistics_file.py) to score CIDEr-D against
             instead of the run's own document frequencies.
-        save_corpus_statistics: where to write the statistics the run scored against.
+        save_corpus_statistics: where to write the statistics of the scored input (not
+            with `corpus_statistics`; an existing file only with `overwrite`).
         **column_flags: the keyword arguments of `resolve_columns`.
 
     Returns:
@@ -334,6 +341,16 @@ def build_config(*, input: str | None, output: str | None, metrics: str | None,
         raise ValueError("--corpus_statistics/--save_corpus_statistics need a metric with "
                          "corpus statistics (cider, or bertscore with --bertscore_idf); "
                          "requested: " + ",".join(names))
+    if corpus_statistics and save_corpus_statistics:
+        raise ValueError(
+            "--save_corpus_statistics writes the statistics of the scored input, which a run "
+            "with --corpus_statistics does not compute (it scores against the file's): give "
+            f"one of the two (to keep {corpus_statistics!r} elsewhere, copy it)")
+    if save_corpus_statistics and not overwrite and FileSystems.exists(save_corpus_statistics):
+        raise ValueError(
+            f"--save_corpus_statistics {save_corpus_statistics!r} exists; pass --overwrite to "
+            "replace it (runs scored against it would no longer match its hash) or choose "
+            "another path")
     digest = (check_statistics_file(corpus_statistics, freezable)
               if corpus_statistics else None)
     for metric in built:
