@@ -67,11 +67,17 @@ def test_a_split_starting_exactly_at_a_line_start(tmp_path):
     assert [[r[0] for r in s.records()] for s in splits] == [[1], [2]]
 
 
-def test_parquet_is_planned_by_row_group_with_row_numbers(tmp_path):
+def _parquet_in_five_groups(tmp_path) -> tuple[str, pa.Table]:
+    """23 rows in row groups of 5 (the last one 3)."""
     path = str(tmp_path / "p.parquet")
     table = pa.table({"prediction": [f"p{i}" for i in range(23)],
                       "references": [[f"r{i}"] for i in range(23)]})
     pq.write_table(table, path, row_group_size=5)
+    return path, table
+
+
+def test_parquet_is_planned_by_row_group_with_row_numbers(tmp_path):
+    path, _ = _parquet_in_five_groups(tmp_path)
     splits = plan_splits(path, 0, None, 1 << 30)
     assert [(s.groups, s.first_row) for s in splits] == [
         ((0,), 1), ((1,), 6), ((2,), 11), ((3,), 16), ((4,), 21)]
@@ -106,10 +112,7 @@ def test_a_file_that_changes_after_planning_fails_naming_it(tmp_path, change):
 
 
 def test_a_parquet_file_rewritten_after_planning_fails_naming_it(tmp_path):
-    path = str(tmp_path / "p.parquet")
-    table = pa.table({"prediction": [f"p{i}" for i in range(23)],
-                      "references": [[f"r{i}"] for i in range(23)]})
-    pq.write_table(table, path, row_group_size=5)
+    path, table = _parquet_in_five_groups(tmp_path)
     splits = plan_splits(path, 0, None, 1 << 30)
     assert [len(list(s.records())) for s in splits] == [5, 5, 5, 5, 3]  # unchanged: reads
     pq.write_table(table.slice(0, 12), path, row_group_size=5)
