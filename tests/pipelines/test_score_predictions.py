@@ -360,23 +360,28 @@ def test_a_run_that_fails_leaves_the_earlier_one_whole(tmp_path, monkeypatch):
     data = tmp_path / "p.jsonl"
     data.write_text("".join(json.dumps(_good(i, "a")) + "\n" for i in range(3)))
     prefix = str(tmp_path / "run")
-    _run(["--input", str(data), "--output", prefix, "--metrics", "em,f1"])
+    stats = ["--save_corpus_statistics", prefix + ".stats.parquet"]
+    _run(["--input", str(data), "--output", prefix, "--metrics", "em,f1,cider", *stats])
     before = {p: open(p, "rb").read() for p in glob.glob(prefix + "*")}
+    assert prefix + ".stats.parquet" in before
     open(prefix + ".scores.parquet.tmp-killed", "w").write("a killed run's file")
 
     def broken(self, summary, *side_inputs):
         raise OSError("disk full")
     monkeypatch.setattr(write.WriteSummaryFn, "process", broken)
+    other = tmp_path / "other.jsonl"  # other statistics, which must not replace the saved
+    other.write_text("".join(json.dumps(_good(i, "b")) + "\n" for i in range(5, 9)))
     with pytest.raises(Exception, match="disk full"):
-        _run(["--input", str(data), "--output", prefix, "--metrics", "em", "--overwrite"])
+        _run(["--input", str(other), "--output", prefix, "--metrics", "em,cider",
+              "--overwrite", *stats])
     after = {p: open(p, "rb").read() for p in glob.glob(prefix + "*")
              if ".tmp-" not in p}
-    assert after == before  # the earlier run, byte for byte, and nothing else final
+    assert after == before  # the earlier run and its statistics, byte for byte
     monkeypatch.undo()
     _run(["--input", str(data), "--output", prefix, "--metrics", "em", "--overwrite"])
     assert _outputs(prefix) == [  # the killed runs' temporary files are gone
         "run.dead_letter.jsonl", "run.report.json", "run.report.md", "run.report.png",
-        "run.scores.parquet", "run.summary.json"]
+        "run.scores.parquet", "run.stats.parquet", "run.summary.json"]
 
 
 @pytest.mark.slow

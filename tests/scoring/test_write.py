@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 
 import pytest
 from apache_beam.io.filesystems import FileSystems
@@ -166,3 +167,35 @@ def test_finalize_with_a_prefix_in_the_working_directory(tmp_path, monkeypatch):
     _finalize(paths, _stage(tmp_path, OutputPaths("run", "jsonl", "r2")))
     assert _names(tmp_path) == ["run.dead_letter.jsonl", "run.scores.jsonl",
                                 "run.summary.json"]
+
+
+def test_saved_statistics_move_in_with_the_run_and_replace_only_with_overwrite(tmp_path):
+    """--save_corpus_statistics is written under a temporary name and moved in by
+    `finalize` with the run's outputs: an earlier file is replaced only with overwrite,
+    and a retry after the move does nothing."""
+    stats = str(tmp_path / "stats" / "s.parquet")
+    (tmp_path / "stats").mkdir()
+    for run_id, overwrite in (("r1", False), ("r2", True)):
+        paths = OutputPaths(str(tmp_path / "run"), "jsonl", run_id)
+        renames = _stage(tmp_path, paths)
+        temp = paths.temp(stats)
+        open(temp, "w").write(run_id)
+        finalize([*(t for t, _ in renames), temp], renames, paths.every_final(),
+                 paths.aside_dir, overwrite=overwrite, statistics=(temp, stats))
+        assert open(stats).read() == run_id and _names(tmp_path / "stats") == ["s.parquet"]
+        finalize([*(t for t, _ in renames), temp], renames, paths.every_final(),
+                 paths.aside_dir, overwrite=overwrite, statistics=(temp, stats))  # retry
+
+    paths = OutputPaths(str(tmp_path / "run"), "jsonl", "r3")
+    renames = _stage(tmp_path, paths)
+    temp = paths.temp(stats)
+    with pytest.raises(RuntimeError, match=r"outputs were not written: .*s\.parquet\.tmp-r3"):
+        finalize([t for t, _ in renames], renames, paths.every_final(), paths.aside_dir,
+                 overwrite=True, statistics=(temp, stats))
+    open(temp, "w").write("r3")
+    with pytest.raises(RuntimeError, match=r"s\.parquet was written by something else while "
+                       r"this run ran; this run's statistics are at .*tmp-r3"):
+        finalize([*(t for t, _ in renames), temp], renames, paths.every_final(),
+                 paths.aside_dir, overwrite=False, statistics=(temp, stats))
+    assert open(stats).read() == "r2"
+    assert os.path.exists(paths.temp(paths.summary))  # nothing of r3 was published

@@ -176,7 +176,9 @@ class WriteCorpusStatistics(beam.PTransform):
     """The statistics of a run -> the Parquet file at `path` (one file). Takes a dict with
     `docs` and `text_df` (of `ShardedCiderStatistics`, for the CIDEr-D `statistics`) and/or
     `idf` (records from `idf_records`, also accepted as `idf_records` here, for a sink
-    that another transform applies to the CIDEr-D parts)."""
+    that another transform applies to the CIDEr-D parts). -> the path written, also kept
+    as `written` once applied (for `FinalizeOutputs`, which moves a run's statistics from
+    a temporary path to their final one)."""
 
     def __init__(self, path: str, statistics: Sequence[CiderDocumentFrequency] = (),
                  idf_records: beam.PCollection | None = None) -> None:
@@ -195,9 +197,10 @@ class WriteCorpusStatistics(beam.PTransform):
             records.append(parts[IDF])
         if self._idf_records is not None:
             records.append(self._idf_records)
-        return (tuple(records) | "AllRecords" >> beam.Flatten()
-                | "WriteStatisticsParquet" >> beam.io.WriteToParquet(
-                    self._path, schema(), num_shards=1, shard_name_template=""))
+        self.written = (tuple(records) | "AllRecords" >> beam.Flatten()
+                        | "WriteStatisticsParquet" >> beam.io.WriteToParquet(
+                            self._path, schema(), num_shards=1, shard_name_template=""))
+        return self.written
 
 
 def _idf_tables(keys: frozenset[str]):

@@ -378,10 +378,33 @@ class WriteReport(beam.PTransform):
                 | "ComputeAndWriteReport" >> beam.ParDo(self._fn))
 
 
+def publish_statistics(temp: str, final: str, overwrite: bool) -> None:
+    """Moves a run's saved corpus statistics (`--save_corpus_statistics`, written at
+    `temp`) to `final`, replacing a file there only with `overwrite`. Idempotent: a retry
+    after the move finds `temp` gone and `final` there, and does nothing.
+
+    Raises:
+        RuntimeError: a file appeared at `final` while the run ran and not `overwrite`.
+    """
+    if not FileSystems.exists(temp) and FileSystems.exists(final):
+        return
+    if FileSystems.exists(final):
+        if not overwrite:
+            raise RuntimeError(
+                f"--save_corpus_statistics {final} was written by something else while this "
+                f"run ran; this run's statistics are at {temp} (nothing was published; "
+                "rerun with --overwrite to replace it)")
+        FileSystems.delete([final])
+    FileSystems.rename([temp], [final])
+    logger.info("wrote %s", final)
+
+
 def finalize(written: Iterable[str], renames: Sequence[tuple[str, str]],
              old_files: Iterable[str], aside_dir: str, overwrite: bool = True,
-             leftovers: Callable[[], Iterable[str]] = tuple) -> list[str]:
-    """Puts the temporary outputs in place of an earlier run's (`replace_outputs`).
+             leftovers: Callable[[], Iterable[str]] = tuple,
+             statistics: tuple[str, str] | None = None) -> list[str]:
+    """Puts the temporary outputs in place of an earlier run's (`replace_outputs`), after
+    the run's saved corpus statistics, if any (`publish_statistics`).
 
     Args:
         written: the temporary paths the writes reported.
@@ -392,6 +415,7 @@ def finalize(written: Iterable[str], renames: Sequence[tuple[str, str]],
         overwrite: False to refuse to replace a run that appeared while this one ran
             (the prefix was checked before the run started).
         leftovers: -> temporary files of killed runs, removed once this run is in place.
+        statistics: (temporary, final) path of the saved corpus statistics, or None.
 
     Returns:
         The final paths.
@@ -403,9 +427,12 @@ def finalize(written: Iterable[str], renames: Sequence[tuple[str, str]],
     Idempotent: a retry after a partial move skips what is already in place.
     """
     written = set(written)
-    missing = [temp for temp, _ in renames if temp not in written]
+    missing = [temp for temp, _ in (*renames, *([statistics] if statistics else []))
+               if temp not in written]
     if missing:
         raise RuntimeError(f"outputs were not written: {missing}")
+    if statistics is not None:
+        publish_statistics(*statistics, overwrite)
     # The folder as written in the prefix ("" for one in the working directory), so that
     # every path is under it (`FileSystems.split` would make a local one absolute).
     root = renames[-1][1].rpartition("/")[0]
@@ -423,13 +450,16 @@ def finalize(written: Iterable[str], renames: Sequence[tuple[str, str]],
 
 
 class FinalizeOutputs(beam.PTransform):
-    """(written temporary paths, ...) -> final paths, moved in once every write is done."""
+    """(written temporary paths, ...) -> final paths, moved in once every write is done
+    (the saved corpus statistics first, when `statistics` names their (temporary, final)
+    path)."""
 
-    def __init__(self, paths: OutputPaths, with_report: bool, overwrite: bool = True) -> None:
+    def __init__(self, paths: OutputPaths, with_report: bool, overwrite: bool = True,
+                 statistics: tuple[str, str] | None = None) -> None:
         super().__init__()
         self._args = ([(paths.temp(f), f) for f in paths.finals(with_report)],
                       paths.every_final(), paths.aside_dir, overwrite,
-                      functools.partial(leftover_temp_files, paths))
+                      functools.partial(leftover_temp_files, paths), statistics)
 
     def expand(self, written) -> beam.PCollection:  # (PCollection of paths, ...)
         return (tuple(written)
