@@ -78,10 +78,10 @@ from transforms.scoring.config import (
     ScoringConfig,
     build_config,
 )
+from transforms.scoring.formats import FORMATS
 from transforms.scoring.manifest import CHECKSUM_MODES
 from transforms.scoring.model_flags import MODEL_FLAGS, add_model_flags
 from transforms.scoring.outputs import OUTPUT_FORMATS
-from transforms.scoring.read import FORMATS
 from transforms.scoring.report_spec import DEFAULT_MIN_N, DEFAULT_RESAMPLES
 from transforms.scoring.score_predictions import (
     ScorePredictions,

@@ -17,16 +17,9 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.testing import test_pipeline
 from apache_beam.testing.util import assert_that, equal_to
 
+from transforms.scoring.formats import input_format_of, iter_csv, iter_jsonl, iter_parquet
 from transforms.scoring.inputs import InputFileError
-from transforms.scoring.read import (
-    ReadPredictions,
-    ReadRowsFn,
-    input_format_of,
-    iter_csv,
-    iter_jsonl,
-    iter_parquet,
-    sniff_columns,
-)
+from transforms.scoring.read import ReadPredictions, ReadRowsFn, sniff_columns
 from transforms.scoring.rows import ColumnMapping, RowError
 
 

@@ -15,12 +15,12 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from tests.runners import RUNNER_ARGS
 from transforms.metrics.registry import build_metrics
+from transforms.scoring.formats import iter_jsonl
 from transforms.scoring.inputs import InputFileError
 from transforms.scoring.read import (
     ReadPredictions,
     ReadSplit,
     count_newlines,
-    iter_jsonl,
     number_lines,
     plan_splits,
 )

@@ -13,19 +13,19 @@ then spreads the rows so that scoring parallelises.
 schema (Parquet) or the first rows (JSONL) of the matched files so that a missing column
 fails before anything runs.
 
-The iterators (`iter_jsonl`, `iter_csv`, `iter_parquet`) take a binary file object and are
-Beam-free; each yields `(row, line, record_or_error)`. Files are opened by
+The per-format iterators (formats.py: `iter_jsonl`, `iter_csv`, `iter_parquet`, and the
+range and row-group readers) are Beam-free; each yields `(row, line, record_or_error)`.
+A part of a file checks first that the file still has the size it was planned for
+(`check_unchanged`). Files are opened by
 `inputs.read_input`: decompressed by suffix, a file cut short is an error, and every error
 of opening or reading a file (here and in `sniff_columns`) is an `InputFileError` naming it.
 """
 
-import csv
 import dataclasses
 import functools
 import itertools
 import logging
 import os
-import re
 from collections.abc import Iterator
 from typing import IO, Any
 
@@ -34,8 +34,16 @@ from apache_beam.io import fileio
 from apache_beam.io.filesystems import FileSystems
 
 from transforms.io.counting import STATS_TAG, CountingDoFn
+from transforms.scoring.formats import (
+    ITERATORS,
+    Record,
+    csv_header,
+    input_format_of,
+    iter_jsonl,
+    iter_jsonl_range,
+    iter_parquet_groups,
+)
 from transforms.scoring.inputs import (
-    COMPRESSIONS,
     READ_ERRORS,
     compression_of,
     input_error,
@@ -49,131 +57,15 @@ from transforms.scoring.rows import (
     RowError,
     RowSource,
     dead_letter,
-    parse_json_line,
     partial_metadata,
     to_scoring_row,
 )
 
 logger = logging.getLogger(__name__)
 
-FORMATS = ("jsonl", "csv", "parquet")
 DEAD_LETTER = "dead_letter"
-_EXTENSIONS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".csv": "csv",
-               ".parquet": "parquet", ".pq": "parquet"}
-_CSV_FIELD_LIMIT = 64 * 1024 * 1024
-_PARQUET_BATCH_ROWS = 4096
 # Uncompressed JSONL larger than this is read in byte ranges of this size, in parallel.
 SPLIT_BYTES = 64 << 20
-_SURROGATE = re.compile("[\udc80-\udcff]")
-
-Record = dict[str, Any] | RowError
-
-
-def input_format_of(path: str, override: str | None = None) -> str:
-    """The input format of a file: `override` when given, else from its extension.
-
-    Args:
-        path: a file path; a compression suffix (.gz, .bz2, ...) is looked through.
-        override: one of FORMATS, or None.
-
-    Returns:
-        One of FORMATS.
-
-    Raises:
-        ValueError: an unknown override, or an extension that names no format.
-    """
-    if override is not None:
-        if override not in FORMATS:
-            raise ValueError(f"unknown input format {override!r}; available: {list(FORMATS)}")
-        return override
-    name = path.lower()
-    for suffix in COMPRESSIONS:
-        name = name.removesuffix(suffix)
-    for extension, fmt in _EXTENSIONS.items():
-        if name.endswith(extension):
-            return fmt
-    raise ValueError(
-        f"cannot tell the format of {path!r} from its extension "
-        f"(known: {sorted(_EXTENSIONS)}); pass --input_format {'|'.join(FORMATS)}")
-
-
-def iter_jsonl(fobj: IO[bytes]) -> Iterator[tuple[int, int | None, Record]]:
-    """Yields (row, line, object or RowError) per non-blank line; row == line for JSONL."""
-    for line_number, raw in enumerate(iter(fobj.readline, b""), start=1):
-        if not raw.strip():
-            continue
-        try:
-            yield line_number, line_number, parse_json_line(raw)
-        except RowError as e:
-            yield line_number, line_number, e
-
-
-def _text_lines(fobj: IO[bytes]) -> Iterator[str]:
-    """Decodes line by line; undecodable bytes become lone surrogates, checked per record."""
-    for number, raw in enumerate(iter(fobj.readline, b"")):
-        text = raw.decode("utf-8", "surrogateescape")
-        yield text.removeprefix("\ufeff") if number == 0 else text
-
-
-def _undecodable(fields: list[str]) -> bool:
-    return any(_SURROGATE.search(f) for f in fields)
-
-
-def iter_csv(fobj: IO[bytes]) -> Iterator[tuple[int, int | None, Record]]:
-    """Yields (data record number, first physical line, row dict or RowError) per record.
-
-    A record whose field count differs from the header's, or that holds bytes that are not
-    UTF-8, is a RowError; a CSV syntax error ends the file with one RowError (the parser
-    cannot resynchronise).
-    """
-    csv.field_size_limit(_CSV_FIELD_LIMIT)
-    reader = csv.reader(_text_lines(fobj))
-    header: list[str] | None = None
-    row_number = 0
-    last_line = 0
-    while True:
-        try:
-            fields = next(reader)
-        except StopIteration:
-            return
-        except csv.Error as e:
-            yield row_number + 1, last_line + 1, RowError(
-                "malformed_csv", f"{e}; rest of file skipped")
-            return
-        first_line, last_line = last_line + 1, reader.line_num
-        if not fields:
-            continue
-        if header is None:
-            header = fields
-            continue
-        row_number += 1
-        if _undecodable(fields):
-            yield row_number, first_line, RowError("invalid_utf8", "bytes that are not UTF-8")
-        elif len(fields) != len(header):
-            yield row_number, first_line, RowError(
-                "wrong_field_count", f"{len(fields)} fields, header has {len(header)}")
-        else:
-            yield row_number, first_line, dict(zip(header, fields, strict=True))
-
-
-def csv_header(fobj: IO[bytes]) -> list[str]:
-    """The header row of a CSV file (empty for an empty file)."""
-    csv.field_size_limit(_CSV_FIELD_LIMIT)
-    for fields in csv.reader(_text_lines(fobj)):
-        if fields:
-            return fields
-    return []
-
-
-def iter_parquet(fobj: IO[bytes]) -> Iterator[tuple[int, int | None, Record]]:
-    """Yields (row index + 1, None, row dict) per Parquet row, reading batch by batch."""
-    import pyarrow.parquet as pq
-
-    row_number = 0
-    for batch in pq.ParquetFile(fobj).iter_batches(batch_size=_PARQUET_BATCH_ROWS):
-        for record in batch.to_pylist():
-            row_number += 1
-            yield row_number, None, record
 
 
 class FileChangedError(ValueError):
@@ -181,69 +73,24 @@ class FileChangedError(ValueError):
     written to (appended, cut, replaced) while the run read it."""
 
 
+def _size_of(fobj: IO[bytes]) -> int:
+    """The size of a seekable file; leaves it at its start."""
+    fobj.seek(0, os.SEEK_END)
+    size = fobj.tell()
+    fobj.seek(0)
+    return size
+
+
 def check_unchanged(fobj: IO[bytes], planned: int | None) -> None:
     """Raises `FileChangedError` when the seekable `fobj` is not `planned` bytes long (None:
     not read in parts, nothing to check); leaves it at its start."""
     if planned is None:
         return
-    fobj.seek(0, os.SEEK_END)
-    now = fobj.tell()
-    fobj.seek(0)
+    now = _size_of(fobj)
     if now != planned:
         raise FileChangedError(
             f"it is {now:,} bytes now and was {planned:,} when the run planned its parts "
             "(a file must not be written while it is scored: rerun once it is complete)")
-
-
-def iter_jsonl_range(fobj: IO[bytes], start: int, end: int, first_line: int,
-                     size: int | None = None) -> Iterator[tuple[int, int | None, Record]]:
-    """`iter_jsonl` over the lines that start at a byte offset in [start, end).
-
-    Args:
-        fobj: the seekable, uncompressed file.
-        start, end: the byte range (a line starting before `end` is read to its end).
-        first_line: the 1-based number of the line that holds byte `start` (1 plus the
-            newlines before `start`; `PlanSplits` counts them).
-        size: the file's size when the ranges were planned (`check_unchanged`).
-    """
-    check_unchanged(fobj, size)
-    line_number = first_line
-    if start > 0:
-        fobj.seek(start - 1)
-        if fobj.read(1) != b"\n":  # `start` is inside a line: that line is the previous
-            fobj.readline()         # split's; ours start after it
-            line_number += 1
-    position = fobj.tell()
-    while position < end:
-        raw = fobj.readline()
-        if not raw:
-            return
-        position += len(raw)
-        if raw.strip():
-            try:
-                yield line_number, line_number, parse_json_line(raw)
-            except RowError as e:
-                yield line_number, line_number, e
-        line_number += 1
-
-
-def iter_parquet_groups(fobj: IO[bytes], groups: tuple[int, ...], first_row: int,
-                        size: int | None = None) -> Iterator[tuple[int, int | None, Record]]:
-    """`iter_parquet` over some row groups; `first_row` is the 1-based number of the first
-    group's first row in the file; `size`: the file's size when its row groups were
-    planned (`check_unchanged`)."""
-    import pyarrow.parquet as pq
-
-    check_unchanged(fobj, size)
-    row_number = first_row - 1
-    for batch in pq.ParquetFile(fobj).iter_batches(batch_size=_PARQUET_BATCH_ROWS,
-                                                   row_groups=list(groups)):
-        for record in batch.to_pylist():
-            row_number += 1
-            yield row_number, None, record
-
-
-_ITERATORS = {"jsonl": iter_jsonl, "csv": iter_csv, "parquet": iter_parquet}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -271,17 +118,21 @@ class ReadSplit:
     size: int | None = None
 
     def records(self) -> Iterator[tuple[int, int | None, Record]]:
-        """(row, line, record or RowError) of the split, through `inputs.read_input`."""
+        """(row, line, record or RowError) of the split, through `inputs.read_input`; a
+        part of a file first checks that the file is still the one planned."""
         if self.groups:
-            return read_input(self.path, functools.partial(
-                iter_parquet_groups, groups=self.groups, first_row=self.first_row,
-                size=self.size),
-                seekable=True)
-        if self.end is not None:
-            return read_input(self.path, functools.partial(
-                iter_jsonl_range, start=self.start, end=self.end,
-                first_line=self.first_line, size=self.size), seekable=True)
-        return read_input(self.path, _ITERATORS[self.fmt], seekable=self.fmt == "parquet")
+            read = functools.partial(iter_parquet_groups, groups=self.groups,
+                                     first_row=self.first_row)
+        elif self.end is not None:
+            read = functools.partial(iter_jsonl_range, start=self.start, end=self.end,
+                                     first_line=self.first_line)
+        else:
+            return read_input(self.path, ITERATORS[self.fmt], seekable=self.fmt == "parquet")
+
+        def checked(fobj: IO[bytes]) -> Iterator[tuple[int, int | None, Record]]:
+            check_unchanged(fobj, self.size)
+            yield from read(fobj)
+        return read_input(self.path, checked, seekable=True)
 
 
 def plan_splits(path: str, size: int, input_format: str | None, split_bytes: int
@@ -302,8 +153,7 @@ def plan_splits(path: str, size: int, input_format: str | None, split_bytes: int
 
         with open_input(path, seekable=True) as fobj:
             metadata = pq.ParquetFile(fobj).metadata
-            fobj.seek(0, os.SEEK_END)
-            planned = fobj.tell()
+            planned = _size_of(fobj)
         splits, first = [], 1
         for group in range(metadata.num_row_groups):
             rows = metadata.row_group(group).num_rows

@@ -111,13 +111,12 @@ class ScorePredictions(beam.PTransform):
                 lambda computed, frozen: {**computed, **frozen},
                 beam.pvalue.AsSingleton(from_file))
         corpus_stats = beam.pvalue.AsSingleton(values)
-        self._sinks: list[WriteCorpusStatistics] = []  # written under paths.temp(...)
+        self._sink: WriteCorpusStatistics | None = None  # --save_corpus_statistics
         self._idf_records = None
         if config.save_corpus_statistics and idf:
             self._idf_records = values | "IdfRecords" >> beam.FlatMap(idf_records(idf))
             if not any(is_distributed(s) for s in statistics):  # no CIDEr-D sink to join
-                self._sinks.append(WriteCorpusStatistics(self._statistics_temp()))
-                _ = {IDF: self._idf_records} | "SaveStatistics" >> self._sinks[-1]
+                _ = {IDF: self._idf_records} | "SaveStatistics" >> self._new_sink()
         self._frozen = None
         if config.corpus_statistics:
             distributed = [s for s in statistics if is_distributed(s)]
@@ -149,19 +148,23 @@ class ScorePredictions(beam.PTransform):
             written.append(joined["scored"] | "WriteMetaEvaluationReport" >> WriteReport(
                 paths, config.metric_columns, config.report, config.mapping.human,
                 batched=batched))
-        if len(self._sinks) > 1:
-            raise RuntimeError(f"{len(self._sinks)} writers of --save_corpus_statistics")
-        written += [sink.written for sink in self._sinks]
+        statistics = None
+        if self._sink is not None:
+            written.append(self._sink.written)
+            statistics = (self._sink.path, config.save_corpus_statistics)
         return tuple(written) | "FinalizeOutputs" >> FinalizeOutputs(
             paths, with_report=config.report is not None, overwrite=config.overwrite,
-            statistics=((self._statistics_temp(), config.save_corpus_statistics)
-                        if self._sinks else None))
+            statistics=statistics)
 
-    def _statistics_temp(self) -> str:
-        """Where the run writes its statistics before `FinalizeOutputs` moves them to
-        --save_corpus_statistics (with the run's other outputs, so that a run that fails
-        leaves no statistics file, and replaces none)."""
-        return self._config.paths.temp(self._config.save_corpus_statistics)
+    def _new_sink(self, *args: Any) -> WriteCorpusStatistics:
+        """The run's one writer of --save_corpus_statistics (`WriteCorpusStatistics(path,
+        *args)`), writing under a temporary name that `FinalizeOutputs` moves in with the
+        run's other outputs: a run that fails leaves no statistics file, and replaces none."""
+        if self._sink is not None:
+            raise RuntimeError("a second writer of --save_corpus_statistics")
+        self._sink = WriteCorpusStatistics(
+            self._config.paths.temp(self._config.save_corpus_statistics), *args)
+        return self._sink
 
     def _statistics_sink(self, metrics: Sequence[Metric]) -> beam.PTransform | None:
         """The writer of the run's CIDEr-D statistics (--save_corpus_statistics), with the
@@ -169,9 +172,7 @@ class ScorePredictions(beam.PTransform):
         distributed = [s for s in unique_statistics(metrics) if is_distributed(s)]
         if not (distributed and self._config.save_corpus_statistics):
             return None
-        self._sinks.append(WriteCorpusStatistics(self._statistics_temp(), distributed,
-                                                 self._idf_records))
-        return self._sinks[-1]
+        return self._new_sink(distributed, self._idf_records)
 
     def _score_batches(self, batches: beam.PCollection, corpus_stats: Any) -> dict:
         """Every metric of a run whose metrics all run in process, scored on the reader's

@@ -183,7 +183,7 @@ class WriteCorpusStatistics(beam.PTransform):
     def __init__(self, path: str, statistics: Sequence[CiderDocumentFrequency] = (),
                  idf_records: beam.PCollection | None = None) -> None:
         super().__init__()
-        self._path = path
+        self.path = path
         self._statistics = tuple(statistics)
         self._idf_records = idf_records
 
@@ -199,7 +199,7 @@ class WriteCorpusStatistics(beam.PTransform):
             records.append(self._idf_records)
         self.written = (tuple(records) | "AllRecords" >> beam.Flatten()
                         | "WriteStatisticsParquet" >> beam.io.WriteToParquet(
-                            self._path, schema(), num_shards=1, shard_name_template=""))
+                            self.path, schema(), num_shards=1, shard_name_template=""))
         return self.written
 
 

@@ -380,22 +380,22 @@ class WriteReport(beam.PTransform):
 
 def publish_statistics(temp: str, final: str, overwrite: bool) -> None:
     """Moves a run's saved corpus statistics (`--save_corpus_statistics`, written at
-    `temp`) to `final`, replacing a file there only with `overwrite`. Idempotent: a retry
-    after the move finds `temp` gone and `final` there, and does nothing.
+    `temp`) to `final` with `replace_outputs` (a file there moved aside, and put back if
+    the move fails; a retry after the move does nothing), replacing a file there only
+    with `overwrite`.
 
     Raises:
-        RuntimeError: a file appeared at `final` while the run ran and not `overwrite`.
+        RuntimeError: a file appeared at `final` while the run ran and not `overwrite`, or
+            a move failed.
     """
-    if not FileSystems.exists(temp) and FileSystems.exists(final):
-        return
-    if FileSystems.exists(final):
-        if not overwrite:
-            raise RuntimeError(
-                f"--save_corpus_statistics {final} was written by something else while this "
-                f"run ran; this run's statistics are at {temp} (nothing was published; "
-                "rerun with --overwrite to replace it)")
-        FileSystems.delete([final])
-    FileSystems.rename([temp], [final])
+    try:
+        replace_outputs([(temp, final)], (), final.rpartition("/")[0], f"{temp}.previous",
+                        overwrite)
+    except FileExistsError as e:
+        raise RuntimeError(
+            f"--save_corpus_statistics {final} was written by something else while this "
+            f"run ran; this run's statistics are at {temp} (nothing was published; "
+            "rerun with --overwrite to replace it)") from e
     logger.info("wrote %s", final)
 
 
@@ -427,7 +427,7 @@ def finalize(written: Iterable[str], renames: Sequence[tuple[str, str]],
     Idempotent: a retry after a partial move skips what is already in place.
     """
     written = set(written)
-    missing = [temp for temp, _ in (*renames, *([statistics] if statistics else []))
+    missing = [temp for temp, _ in [*renames, *filter(None, [statistics])]
                if temp not in written]
     if missing:
         raise RuntimeError(f"outputs were not written: {missing}")
