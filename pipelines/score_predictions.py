@@ -4,11 +4,12 @@ Reads JSONL/CSV/Parquet prediction rows, scores each with the requested metrics,
 PREFIX.scores.parquet (or .jsonl), PREFIX.dead_letter.jsonl, PREFIX.summary.json and, when
 the input has a human column, PREFIX.report.md + PREFIX.report.png.
 
-Row flow (see transforms/scoring): every row is keyed by `file:row` as it is read; each
-scoring branch emits `(row_key, ScoreResult)` and `JoinScores` (one CoGroupByKey) merges
-the branches back onto the rows before anything is written. Two branches: the in-process
-(lexical) metrics, and the model-backed metrics (`RunModelMetrics`: one `RunInference` per
-distinct model, see transforms/scoring/run_model_metrics.py), keyed the same way and joined by the same step.
+Row flow (see transforms/scoring): every row is keyed by `file:row` as it is read, and rows
+travel in the reader's batches: the model-backed metrics score a batch first (one
+`RunInference` for every model, transforms/scoring/run_model_metrics.py) and attach each
+row's scores to it, then the in-process (lexical) metrics finish every row's record, with
+no join. An incremental run (`--previous_run`) groups rows by content and joins its
+branches by key (transforms/scoring/incremental.py).
 
 `qa-score --help` lists every flag (grouped: input, output, metrics, models, runtime) and
 every metric name. A flag that neither this pipeline nor Beam knows fails before anything
@@ -26,9 +27,11 @@ Locally (DirectRunner)::
         --prediction_column answer --reference_prefix reference --max_references 5 \
         --human_column scores
 
-(Model metrics on one machine: run in process, `--direct_running_mode=in_memory`; it is
-faster, and the multi-process DirectRunner has a Beam fault with large data volumes,
-reproduced in docs/repro/multiprocess_cogroupbykey.py; a warning says so.)
+(Model metrics on one machine without a GPU: run in process,
+`--direct_running_mode=in_memory`, where torch uses every core. On a GPU machine, several
+worker processes can prepare inputs for one copy of each model on the GPU:
+`--direct_running_mode=multi_processing --direct_num_workers 8
+--share_model_across_processes`; README "Scoring on a GPU".)
 
 Dataflow::
 
@@ -330,7 +333,8 @@ def run(argv: list[str] | None = None, save_main_session: bool = True,
     options = PipelineOptions(argv)
     options.view_as(SetupOptions).save_main_session = save_main_session
     if config.model_metrics:
-        warn_multiprocess_direct_runner(options)
+        warn_multiprocess_direct_runner(
+            options, shared=bool(config.handler_kwargs.get("share_model_across_processes")))
     if tune_malloc:
         tune_local_malloc(options, runs_models=bool(config.model_metrics))
     pipeline = test_pipeline or beam.Pipeline(options=options)

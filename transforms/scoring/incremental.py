@@ -35,10 +35,10 @@ from apache_beam.io.filesystems import FileSystems
 
 from transforms.io.counting import STATS_TAG, CountingDoFn
 from transforms.metrics.base import Metric
-from transforms.scoring.join import DEAD_LETTER, merge_branch_results
+from transforms.scoring.join import DEAD_LETTER
 from transforms.scoring.outputs import OUTPUT_FORMATS, OutputPaths
 from transforms.scoring.rows import CONTENT_KEY_VERSION, content_key, dead_letter
-from transforms.scoring.score import ScoreResult
+from transforms.scoring.score import ScoreResult, merge_branch_results
 
 logger = logging.getLogger(__name__)
 
