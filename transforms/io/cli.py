@@ -213,8 +213,28 @@ class _DropApitoolsWarning(logging.Filter):
         return not str(record.msg).startswith("apitools not found")
 
 
+class _DropUserFileErrorLogs(logging.Filter):
+    """Beam logs a worker's exception with its traceback (`apache_beam.runners.common`,
+    and the job service for worker processes) before the runner raises it; for a file
+    the user handed in that cannot be read, the one line `run_main` prints says it all."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not record.name.startswith("apache_beam") or record.levelno < logging.ERROR:
+            return True
+        if record.exc_info and record.exc_info[1] is not None and \
+                file_error_message(record.exc_info[1]) is not None:
+            return False
+        try:
+            message = record.getMessage()
+        except Exception:  # noqa: BLE001 - a record that cannot format is kept
+            return True
+        return not any(_FILE_ERROR_LINE.search(line)
+                       for line in message.replace("\\n", "\n").splitlines())
+
+
 def configure_logging(verbose: bool = False, level: int = logging.INFO) -> None:
-    """Our loggers at `level` on stderr; Beam's at WARNING (INFO with `verbose`).
+    """Our loggers at `level` on stderr; Beam's at WARNING (INFO with `verbose`); Beam's
+    error logs of a user-file error dropped (kept with `verbose`).
 
     `logging.basicConfig` without `force` does nothing once the root logger has a
     handler, which Beam's import gives it (its first warning installs one): `force=True`
@@ -225,6 +245,8 @@ def configure_logging(verbose: bool = False, level: int = logging.INFO) -> None:
     root = logging.getLogger()
     for handler in root.handlers:
         handler.addFilter(_DropApitoolsWarning())
+        if not verbose:
+            handler.addFilter(_DropUserFileErrorLogs())
     for name in OUR_LOGGERS:
         logging.getLogger(name).setLevel(level)
     logging.getLogger("apache_beam").setLevel(logging.INFO if verbose else logging.WARNING)
