@@ -18,7 +18,6 @@ import pytest
 
 from pipelines import mine_wes, score_predictions
 from tests.runners import RUNNER_ARGS
-from transforms.io.ownership import OutputLock
 
 _REPO = Path(__file__).resolve().parents[2]
 IN_PROCESS = RUNNER_ARGS["direct_in_process"]
@@ -51,6 +50,8 @@ def no_pipeline(monkeypatch):
 
 def test_a_run_into_an_owned_output_is_refused_at_once_and_changes_nothing(
         tmp_path, capsys, no_pipeline):
+    from transforms.io.ownership import OutputLock
+
     data = tmp_path / "b.jsonl"
     data.write_text(_rows(5, "B"))
     prefix = str(tmp_path / "run")
@@ -81,6 +82,8 @@ def test_a_run_into_an_owned_output_is_refused_at_once_and_changes_nothing(
 
 def test_a_mining_run_into_an_owned_folder_is_refused_at_once(tmp_path, capsys,
                                                               wiki_sample, no_pipeline):
+    from transforms.io.ownership import OutputLock
+
     out = tmp_path / "wes"
     out.mkdir()
     (out / "stats.json").write_text('{"owner": true}')
@@ -97,6 +100,8 @@ def test_a_mining_run_into_an_owned_folder_is_refused_at_once(tmp_path, capsys,
 
 @pytest.mark.slow
 def test_an_owner_that_was_killed_does_not_block_the_next_run(tmp_path, caplog):
+    from transforms.io.ownership import OutputLock
+
     data = tmp_path / "a.jsonl"
     data.write_text(_rows(3, "A"))
     prefix = str(tmp_path / "run")
@@ -197,3 +202,24 @@ def test_training_data_that_cannot_be_read_ends_in_one_line_naming_it(tmp_path, 
     assert code == 2 and time.time() - started < 120
     (line,) = [x for x in capsys.readouterr().err.splitlines() if ": error: " in x]
     assert f"training data {folder / 'sts-dev.csv'}: cannot be read as UTF-8" in line
+
+
+@pytest.mark.slow
+def test_a_model_folder_that_cannot_be_loaded_on_a_worker_ends_in_one_line(
+        tmp_path, capsys, cross_encoder_path):
+    """The launcher checks that the weights are there; that they can be read is found
+    where the model is loaded, on a worker: one line naming the folder, exit 2."""
+    from tests.models.checkpoints import copy_checkpoint
+
+    folder = copy_checkpoint(cross_encoder_path, tmp_path / "sas")
+    weights = folder / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:1000])
+    data = tmp_path / "a.jsonl"
+    data.write_text(_rows(3, "A"))
+    code = score_predictions.main(["--input", str(data), "--output", str(tmp_path / "run"),
+                                   "--metrics", "sas", "--sas_model", str(folder),
+                                   *IN_PROCESS])
+    assert code == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[-1].startswith(f"qa-score: error: cannot read the weights of {folder}: ")
+    assert not any("Traceback" in line for line in err)
