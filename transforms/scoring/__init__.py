@@ -12,7 +12,8 @@ and that has no previous run is scored on the reader's batches, with no join::
                                             v
             WriteScores, WriteDeadLetters, SummarizeScores+WriteSummary, WriteReport
                   -> FinalizeOutputs (transforms/io/publish.py: the earlier run's files
-                     replaced by the new ones, summary last)
+                     and statistics file replaced by the new ones, summary last, once the
+                     run's ownership of them is checked: transforms/io/ownership.py)
 
 Any other run (model metrics, `--previous_run`) keys its rows and joins its branches::
 

@@ -11,6 +11,10 @@ fails anywhere before leaves only `*.tmp-<run_id>` files behind, never a final n
 the earlier run as it was; one without a human column leaves no report of an earlier run.
 A prefix that holds a complete run is refused before anything runs unless --overwrite
 (`outputs.check_prefix`); temporary files of killed runs are removed once a run succeeds.
+The saved corpus statistics (--save_corpus_statistics) move in with the outputs, in the
+same `replace_outputs` call, so a failure puts back the earlier statistics file too. The
+launcher owns the prefix and the statistics file for the whole run
+(transforms/io/ownership.py); `finalize` checks that it still does before any move.
 
 Final names (PREFIX = --output):
     PREFIX.scores.parquet | PREFIX.scores.jsonl, PREFIX.dead_letter.jsonl,
