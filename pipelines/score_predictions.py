@@ -14,7 +14,9 @@ distinct model, see transforms/scoring/run_model_metrics.py), keyed the same way
 every metric name. A flag that neither this pipeline nor Beam knows fails before anything
 runs (exit status 2, naming the closest valid flag), as does any other user mistake
 (missing file or column, unknown metric, bad model path): one line on stderr,
-`--verbose` for the traceback. On a local runner a progress line is logged every
+`--verbose` for the traceback; so does a file handed in that cannot be read, even when a
+worker finds it, and a run into an --output that another live run owns (refused at
+once). On a local runner a progress line is logged every
 `--progress_interval` seconds, and the run ends with a summary of its counts, its time
 and every output path.
 
@@ -345,7 +347,10 @@ def run(argv: list[str] | None = None, save_main_session: bool = True,
     Raises:
         cli.UsageError (a ValueError): a user mistake (unknown flag or metric, missing
             file or column, contradictory flags, bad model, a complete run at --output
-            without --overwrite), before a pipeline is built.
+            without --overwrite), before a pipeline is built; `OutputOwnedError` (one of
+            them) at once when another live run owns --output or
+            --save_corpus_statistics (transforms/io/ownership.py: the run owns both from
+            here to its end).
         DeadLetterAlert: the outputs are written, but more rows were dead-lettered than
             --max_dead_letter_fraction allows (exit status 3).
     """

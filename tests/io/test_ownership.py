@@ -82,11 +82,11 @@ def test_an_owner_on_another_host_is_stale_only_after_the_bound(tmp_path):
 
 def test_the_heartbeat_keeps_a_long_run_alive(tmp_path):
     target = str(tmp_path / "run")
-    with OutputLock(target, "long", heartbeat_s=0.05):
-        time.sleep(0.3)  # six heartbeats
-        assert time.time() - os.path.getmtime(target + ".lock") < 0.2
+    with OutputLock(target, "long", heartbeat_s=0.1):
+        time.sleep(1.5)  # without heartbeats the lock would be 1.5 s old: stale below
+        assert time.time() - os.path.getmtime(target + ".lock") < 1.0
         with pytest.raises(OutputOwnedError):
-            OutputLock(target, "other", stale_after_s=0.25).acquire()
+            OutputLock(target, "other", stale_after_s=1.0).acquire()
 
 
 def test_folder_outputs_keep_their_lock_inside(tmp_path):

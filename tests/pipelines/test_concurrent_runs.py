@@ -100,20 +100,19 @@ def test_a_mining_run_into_an_owned_folder_is_refused_at_once(tmp_path, capsys,
 
 @pytest.mark.slow
 def test_an_owner_that_was_killed_does_not_block_the_next_run(tmp_path, caplog):
-    from transforms.io.ownership import OutputLock
+    import socket
+
+    from transforms.io.ownership import Owner
 
     data = tmp_path / "a.jsonl"
     data.write_text(_rows(3, "A"))
     prefix = str(tmp_path / "run")
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-    try:  # a run that holds the prefix, then is killed
-        OutputLock(prefix, "killed").acquire()  # not released: as if this process died
-        lock = json.loads(Path(prefix + ".lock").read_text())
-        lock["pid"] = child.pid
-        Path(prefix + ".lock").write_text(json.dumps(lock))
-    finally:
-        child.kill()
-        child.wait()
+    child.kill()  # a run that held the prefix, killed a moment ago
+    child.wait()
+    now = time.time()
+    Path(prefix + ".lock").write_bytes(Owner("killed", socket.gethostname(), child.pid,
+                                             now, now, "qa-score", prefix).to_json())
     score_predictions.run(["--input", str(data), "--output", prefix, "--metrics", "em",
                            *IN_PROCESS], save_main_session=False)
     assert "taken for dead: its process" in caplog.text
