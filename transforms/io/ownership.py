@@ -230,7 +230,7 @@ class OutputLock:
                                         daemon=True)
         self._thread.start()
         logger.debug("this run (%s) owns %s until it ends (%s)", self.run_id, self.what,
-                    self.path)
+                     self.path)
         return self
 
     def _acquire_local(self) -> None:
