@@ -18,7 +18,8 @@ the reader's batches, in one row flow, with no join::
                               v
             WriteScores, WriteDeadLetters, SummarizeScores+WriteSummary, WriteReport
                   -> FinalizeOutputs (transforms/io/publish.py: the earlier run's files
-                     replaced by the new ones, summary last)
+                     and statistics file replaced by the new ones, summary last, once the
+                     run's ownership of them is checked: transforms/io/ownership.py)
 
 An incremental run (`--previous_run`) keys its rows, groups them by content and joins its
 branches (incremental.py)::

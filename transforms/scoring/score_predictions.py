@@ -86,11 +86,15 @@ class ScorePredictions(beam.PTransform):
         config: the validated configuration (`config.build_config`).
         handler_factory: `(ModelUse, **handler_kwargs) -> ModelHandler` for the model
             metrics (tests inject fakes); None = transforms.scoring.handlers.
+        owned: the launcher owns the run's outputs (transforms/io/ownership.py); the
+            publishing step checks that it still does before it moves anything.
     """
 
     def __init__(self, config: ScoringConfig,
-                 handler_factory: Callable[..., "ModelHandler"] | None = None):
+                 handler_factory: Callable[..., "ModelHandler"] | None = None,
+                 owned: bool = False):
         super().__init__()
+        self._owned = owned  # the run owns its outputs: checked before publishing
         self._config = config
         self._handler_factory = handler_factory
 
@@ -157,7 +161,7 @@ class ScorePredictions(beam.PTransform):
             statistics = (self._sink.path, config.save_corpus_statistics)
         return tuple(written) | "FinalizeOutputs" >> FinalizeOutputs(
             paths, with_report=config.report is not None, overwrite=config.overwrite,
-            statistics=statistics)
+            statistics=statistics, owned=self._owned)
 
     def _new_sink(self, *args: Any) -> WriteCorpusStatistics:
         """The run's one writer of --save_corpus_statistics (`WriteCorpusStatistics(path,
