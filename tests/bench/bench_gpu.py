@@ -110,14 +110,18 @@ class Bench:
 
 
 def steady_rate(lines: list[str]) -> float | None:
-    """Rows per second through the model branch between the first and the last progress
-    line that saw rows done (the rate after start-up)."""
+    """Rows per second through the model branch after start-up: from the first progress
+    line that saw rows done to the first that saw them all (later lines are the writing
+    of the outputs)."""
     points = [(float(m.group(1)), int(m.group(2).replace(",", "")))
               for m in map(_PROGRESS.search, lines) if m]
     points = [p for p in points if p[1] > 0]
-    if len(points) < 2 or points[-1][0] == points[0][0]:
+    if not points:
         return None
-    return (points[-1][1] - points[0][1]) / (points[-1][0] - points[0][0])
+    last = next(p for p in points if p[1] == points[-1][1])
+    if last[0] == points[0][0]:
+        return None
+    return (last[1] - points[0][1]) / (last[0] - points[0][0])
 
 
 def qa_score(bench: Bench, name: str, rows_path: str, n: int, metrics: str,
