@@ -157,6 +157,9 @@ def qa_score(bench: Bench, name: str, rows_path: str, n: int, metrics: str,
         bench.save()
         return {}
     lines = done.stderr.splitlines()
+    logs = bench.out / "logs"
+    logs.mkdir(exist_ok=True)
+    (logs / (re.sub(r"[^\w.-]+", "_", name) + ".log")).write_text(done.stderr[-200_000:])
     return bench.record(name, n, start, end, steady_rows_per_s=steady_rate(lines),
                         last_lines=[x for x in lines if "done in" in x][-1:])
 
@@ -200,8 +203,16 @@ def forward_only(bench: Bench, judge: str, rows: list[dict]) -> None:
     if cuda:
         torch.cuda.synchronize()
     bench.record("judge/forward", len(inputs), start, time.monotonic(),
-                 real_token_share=round(real / padded, 3),
+                 real_token_share=round(real / padded, 3), passes=len(passes),
                  peak_alloc_mb=torch.cuda.max_memory_allocated() / 2**20 if cuda else None)
+    if cuda:  # where a pass's time goes: the host's calls and the device's kernels
+        from torch.profiler import ProfilerActivity, profile
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            model.run(passes[:8])
+            torch.cuda.synchronize()
+        table = prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=25)
+        table += "\n" + prof.key_averages().table(sort_by="cuda_time_total", row_limit=15)
+        (bench.out / "forward_profile.txt").write_text(table)
 
 
 def corpus(bench: Bench, name: str, metrics: list, rows: list[dict]) -> None:
@@ -261,6 +272,8 @@ def run_all(args) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         models = make_models(base, tmp)
         rows = evouna_rows(args.rows, args.evouna)
+        if not args.with_human:  # a corpus of LLM answers to judge has no human labels
+            rows = [{k: v for k, v in r.items() if k != "human"} for r in rows]
         big = write_jsonl(rows, Path(tmp) / "rows.jsonl")
         mixed = write_jsonl(rows[: args.mixed_rows], Path(tmp) / "mixed.jsonl")
         small = write_jsonl(rows[: args.baseline_rows], Path(tmp) / "small.jsonl")
@@ -399,6 +412,9 @@ def main(argv: list[str] | None = None) -> int:
                             help="seconds one qa-score run may take")
         parser.add_argument("--deadline_s", type=float, default=float("inf"),
                             help="start no step after this many seconds")
+        parser.add_argument("--with_human", action="store_true",
+                            help="keep the human judgments (the runs then also write the "
+                                 "meta-evaluation report)")
         parser.add_argument("--allow_cpu", action="store_true",
                             help="run without CUDA (a dry run of the steps, tiny --rows)")
         return run_all(parser.parse_args(argv))

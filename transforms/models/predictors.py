@@ -4,9 +4,8 @@ Two halves, so that several processes can prepare inputs for one model on one de
 
 - `DeviceModel`: the model on its device. `run(passes)` takes padded passes (numpy arrays,
   `batching.Padded`) and returns one numpy array per pass, in one call: every pass is
-  copied (pinned memory, non-blocking) and launched before any result is read back, so
-  on a GPU the device works through the window while the host is still launching, and
-  the host waits once. Its methods take and return plain picklable values, so it can
+  copied and launched before any result is read back, so on a GPU the device works
+  through the window while the host is still launching, and the host waits once. Its methods take and return plain picklable values, so it can
   live in another process behind Beam's `MultiProcessShared` proxy.
 - `Predictor`: the host side. `predict(inputs)` looks outputs up in an LRU cache,
   encodes the missing inputs as one `TokenBatch` (encoding.py: each distinct segment
@@ -147,13 +146,11 @@ class DeviceModel:
 
     def _tensors(self, padded: batching.Padded) -> dict[str, Any]:
         import torch
-        on_cuda = self.device.type == "cuda"
 
         def move(array: np.ndarray) -> Any:
-            tensor = torch.from_numpy(array)
-            if on_cuda:  # page-locked, so the copy overlaps the device's work
-                return tensor.pin_memory().to(self.device, non_blocking=True)
-            return tensor
+            # A plain copy: a pass's ids are a few MB, and pinning a fresh buffer per pass
+            # (then freeing it, which synchronises the device) cost more than it saved.
+            return torch.from_numpy(array).to(self.device)
 
         kwargs = {"input_ids": move(padded.input_ids),
                   "attention_mask": move(padded.attention_mask)}

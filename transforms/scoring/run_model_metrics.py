@@ -477,12 +477,12 @@ class ModelMetricsOnBatches(beam.PTransform):
                         STATS_TAG, main="scores")).scores
 
     def _stats_side_input(self, batches: beam.PCollection) -> Any:
+        if not unique_statistics(self._metrics):
+            return None  # no side input: nothing to wait for, nothing to break fusion
         if isinstance(self._corpus_stats, beam.PCollection):
             return beam.pvalue.AsSingleton(self._corpus_stats)
         if self._corpus_stats is not None:
             return self._corpus_stats
-        if not unique_statistics(self._metrics):
-            return None
         stats = (batches | "BatchRows" >> beam.FlatMap(keyed_rows)
                  | "ComputeCorpusStatistics" >> ComputeCorpusStatistics(self._metrics))
         return beam.pvalue.AsSingleton(stats)
