@@ -36,6 +36,7 @@ def test_merge_dead_letters_when_a_branch_fails(results, reason):
 
 
 @pytest.mark.slow
+@pytest.mark.mutation
 def test_join_scores_pipeline():
     other = ScoringRow(RowSource("f", 2, 2), QAExample("q", ("r",)))
     pipeline = test_pipeline.TestPipeline()
@@ -127,3 +128,17 @@ def test_join_scores_needs_rows():
     lex = pipeline | beam.Create([("f:1", ScoreResult({"em": 1.0}))])
     with pytest.raises(ValueError, match=r"JoinScores needs a 'rows' input, got \['lex'\]"):
         _ = {"lex": lex} | JoinScores()
+
+
+def test_join_scores_step_names():
+    """Step names are an interface (the runner's UI, counters by step, Dataflow --update)."""
+    from tests.scoring.test_incremental_units import _labels
+
+    pipeline = test_pipeline.TestPipeline()
+    rows = pipeline | "Rows" >> beam.Create([("f:1", ROW)])
+    lex = pipeline | "Lex" >> beam.Create([("f:1", ScoreResult({"em": 1.0}))])
+    joined = {ROWS: rows, "lex": lex} | "Join" >> JoinScores()
+    assert set(joined) == {"scored", "dead_letter"}
+    assert {label for label in _labels(pipeline) if label.startswith("Join")
+            and label.count("/") <= 1} == {"Join", "Join/GroupByRowKey",
+                                           "Join/MergeBranchScores"}
