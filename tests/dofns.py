@@ -1,5 +1,6 @@
-"""Running a DoFn by hand, one bundle, without a pipeline: fast unit tests of the DoFns
-that otherwise run only inside pipelines (and that mutation testing must reach)."""
+"""Beam code without running a pipeline: a DoFn run by hand as one bundle, and the step
+names of a built graph. Fast unit tests of what otherwise runs only inside pipelines (and
+that mutation testing must reach)."""
 
 from __future__ import annotations
 
@@ -33,3 +34,17 @@ def run_dofn(fn: beam.DoFn, elements: Iterable[Any]
         counts[key] += n
     fn.teardown()
     return main, dict(tagged), dict(counts)
+
+
+def step_labels(pipeline: beam.Pipeline) -> set[str]:
+    """The full label of every transform (composites included) of a built pipeline."""
+    labels: set[str] = set()
+
+    class Visitor(beam.pipeline.PipelineVisitor):
+        def enter_composite_transform(self, node):
+            labels.add(node.full_label)
+
+        def visit_transform(self, node):
+            labels.add(node.full_label)
+    pipeline.visit(Visitor())
+    return {label for label in labels if label}

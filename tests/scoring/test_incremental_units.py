@@ -14,7 +14,7 @@ import pytest
 from apache_beam.testing import test_pipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from tests.dofns import run_dofn
+from tests.dofns import run_dofn, step_labels
 from tests.runners import RUNNER_ARGS
 from tests.scoring import fakes
 from transforms.metrics.base import QAExample
@@ -217,19 +217,6 @@ def test_merge_incremental_dead_letters_failed_and_orphaned_groups(caplog):
         "content key twice has 2 row groups"]
 
 
-def _labels(pipeline) -> set[str]:
-    labels: set[str] = set()
-
-    class Visitor(beam.pipeline.PipelineVisitor):
-        def enter_composite_transform(self, node):
-            labels.add(node.full_label)
-
-        def visit_transform(self, node):
-            labels.add(node.full_label)
-    pipeline.visit(Visitor())
-    return {label for label in labels if label}
-
-
 def _incremental_graph(pipeline, previous: PreviousRun):
     rows = pipeline | "Rows" >> beam.Create([("a:1", _row("a", 1)), ("a:2", _row("a", 2)),
                                              ("a:3", _row("a", 3, prediction="new"))])
@@ -254,7 +241,7 @@ def test_the_incremental_transforms_have_stable_step_names(tmp_path, fmt):
                 "Split", "Split/KeyRowsByContent", "Split/GroupByContentKey",
                 "Split/SplitNewAndOld", "Join", "Join/GroupByContentKey",
                 "Join/MergeAndFanOut"}
-    got = _labels(pipeline)
+    got = step_labels(pipeline)
     assert expected <= got, sorted(expected - got)
     assert not {label for label in got if label.split("/")[0] in ("Previous", "Split", "Join")
                 and label.count("/") == 1} - expected

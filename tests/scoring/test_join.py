@@ -132,13 +132,13 @@ def test_join_scores_needs_rows():
 
 def test_join_scores_step_names():
     """Step names are an interface (the runner's UI, counters by step, Dataflow --update)."""
-    from tests.scoring.test_incremental_units import _labels
+    from tests.dofns import step_labels
 
     pipeline = test_pipeline.TestPipeline()
     rows = pipeline | "Rows" >> beam.Create([("f:1", ROW)])
     lex = pipeline | "Lex" >> beam.Create([("f:1", ScoreResult({"em": 1.0}))])
     joined = {ROWS: rows, "lex": lex} | "Join" >> JoinScores()
     assert set(joined) == {"scored", "dead_letter"}
-    assert {label for label in _labels(pipeline) if label.startswith("Join")
+    assert {label for label in step_labels(pipeline) if label.startswith("Join")
             and label.count("/") <= 1} == {"Join", "Join/GroupByRowKey",
                                            "Join/MergeBranchScores"}
