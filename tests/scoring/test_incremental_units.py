@@ -44,7 +44,7 @@ SUMMARY = {"signatures": {"em": "em|v:1"}, "content_key_version": CONTENT_KEY_VE
            "run_id": "r1", "finished_at": "2026-01-02T00:00:00Z",
            "overall": {"metrics": {"em": {"mean": 0.5}, "f1": {"mean": None}}},
            "without_system": {"metrics": {"em": {"mean": 0.25}}},
-           "systems": {"a": {"metrics": {"em": {"mean": 1.0}}}, "b": {}}}
+           "systems": {"a": {"metrics": {"em": {"mean": 1.0}}}, "b": {}, "c": {"rows": 0}}}
 
 
 def _write_run(tmp_path, name="old", summary=SUMMARY, formats=("parquet",)) -> str:
@@ -94,7 +94,7 @@ def test_previous_means_per_block(tmp_path):
     previous = load_previous_run(_write_run(tmp_path))
     assert previous.means() == {"overall": {"em": 0.5, "f1": None},
                                 "without_system": {"em": 0.25},
-                                "system:a": {"em": 1.0}}
+                                "system:a": {"em": 1.0}, "system:c": {}}
     assert PreviousRun("p", "s", "parquet", {}, True, {}).means() == {}
 
 
@@ -166,50 +166,57 @@ def test_split_by_previous_keeps_one_row_per_content_in_file_order():
                               ("incremental", "duplicate_rows")]
     a2, a10, b1 = _row("a", 2), _row("a", 10), _row("b", 1)
     main, tagged, counts = run_dofn(fn, [
-        ("k1", {"rows": [b1, a10, a2], "previous": [{"em": 1.0, "f1": 0.0}]}),
+        ("k1", {"rows": [b1, a10, a2, b1], "previous": [{"em": 1.0, "f1": 0.0}]}),
         ("k2", {"rows": [a10], "previous": []}),
         ("k3", {"rows": [], "previous": [{"em": 0.0}]}),  # gone: absent from the snapshot
     ])
-    assert main == [("k1", ([a2, a10, b1], {"em": 1.0, "f1": 0.0})), ("k2", ([a10], None))]
+    assert main == [("k1", ([a2, a10, b1, b1], {"em": 1.0, "f1": 0.0})),
+                    ("k2", ([a10], None))]
     assert tagged == {OLD: [("k1", a2)], "carried": [("k1", {"em": 1.0})], NEW: [("k2", a10)]}
     assert counts == {("incremental", "old_contents"): 1, ("incremental", "new_contents"): 1,
-                      ("incremental", "duplicate_rows"): 2}
+                      ("incremental", "duplicate_rows"): 3}
 
 
 def test_merge_incremental_fans_out_and_says_what_carried_and_changed():
     fn = MergeIncrementalFn(["carry", "lex"], ["em"], ["f1", "g"])
     assert fn.stat_keys() == [("incremental", "passed"), ("incremental", "orphan_score")]
     r1, r2 = _row("a", 1, id="x", system="s"), _row("a", 2, id="y", system="t")
-    new = _row("a", 3)
+    r3, new = _row("a", 4, prediction="n"), _row("a", 3)
     main, tagged, counts = run_dofn(fn, [
         ("old", {GROUPS: [([r1, r2], {"em": 1.0, "f1": 0.5, "g": math.nan})],
                  "carry": [ScoreResult({"em": 1.0})],
                  # a branch fed every row gives one equal result per row: one is kept
                  "lex": [ScoreResult({"f1": 0.75, "g": math.nan}),
                          ScoreResult({"f1": 0.75, "g": math.nan})]}),
+        # NaN against a number, either way, is a change; NaN against NaN is not
+        ("nan", {GROUPS: [([r3], {"em": 0.0, "f1": math.nan, "g": 1.0})],
+                 "carry": [ScoreResult({"em": 0.0})],
+                 "lex": [ScoreResult({"f1": 0.5, "g": math.nan})]}),
         ("new", {GROUPS: [([new], None)], "carry": [ScoreResult({"em": 0.0})],
                  "lex": [ScoreResult({"f1": 0.0, "g": 1.0})]}),
     ])
     assert [(r["row_key"], r["em"], r["f1"], r.get(CARRIED_FIELD), r.get(CHANGED_FIELD))
             for r in main] == [("a:1", 1.0, 0.75, ("em",), ("f1",)),
                                ("a:2", 1.0, 0.75, ("em",), ("f1",)),
+                               ("a:4", 0.0, 0.5, ("em",), ("f1", "g")),
                                ("a:3", 0.0, 0.0, None, None)]
     assert [(r["id"], r["system"], r["content_key"]) for r in main[:2]] == [
         ("x", "s", content_key(r1.example)), ("y", "t", content_key(r2.example))]
-    assert tagged == {} and counts == {("incremental", "passed"): 3}
+    assert tagged == {} and counts == {("incremental", "passed"): 4}
 
 
 def test_merge_incremental_dead_letters_failed_and_orphaned_groups(caplog):
     fn = MergeIncrementalFn(["lex"], [], [])
     r1, r2 = _row("a", 1, id="x", system="s"), _row("a", 2)
     main, tagged, counts = run_dofn(fn, [
-        ("bad", {GROUPS: [([r1], None)], "lex": [ScoreResult(None, "squad: no")]}),
+        ("bad", {GROUPS: [([r1, r2], None)], "lex": [ScoreResult(None, "squad: no")]}),
         ("twice", {GROUPS: [([r1], None), ([r2], None)], "lex": []}),
     ])
     assert main == []
     assert [(d["row_key"], d["id"], d["system"], d["reason"], d["detail"])
             for d in tagged[DEAD_LETTER]] == [
         ("a:1", "x", "s", "metric_input_error", "squad: no"),
+        ("a:2", None, None, "metric_input_error", "squad: no"),
         ("a:1", "x", "s", "missing_score", "content key twice grouped 2 times"),
         ("a:2", None, None, "missing_score", "content key twice grouped 2 times")]
     assert counts == {("incremental", "orphan_score"): 1}
@@ -271,3 +278,19 @@ def test_incremental_transforms_carry_old_contents_and_compute_new_ones(tmp_path
             equal_to([("a:1", 1.0, ("em",), ()), ("a:2", 1.0, ("em",), ()),
                       ("a:3", 0.0, None, None)]), label="scored")
         assert_that(joined["dead_letter"], equal_to([]), label="dead")
+
+
+@pytest.mark.slow
+@pytest.mark.mutation
+@pytest.mark.parametrize("fmt", ["parquet", "jsonl"])
+def test_previous_scores_without_a_content_key_fail_naming_the_row(tmp_path, fmt):
+    prefix = str(tmp_path / "old")
+    (tmp_path / "old.summary.json").write_text(json.dumps(SUMMARY))
+    records = [{"row_key": "f:3", "content_key": None, "em": 1.0}]
+    if fmt == "parquet":
+        pq.write_table(pa.Table.from_pylist(records), prefix + ".scores.parquet")
+    else:
+        (tmp_path / "old.scores.jsonl").write_text(json.dumps(records[0]) + "\n")
+    with pytest.raises(Exception, match=r"a row without a content key \(row_key 'f:3'\)"):
+        with test_pipeline.TestPipeline(argv=RUNNER_ARGS["direct_in_process"]) as pipeline:
+            _ = pipeline | ReadPreviousScores(load_previous_run(prefix), ["em"])

@@ -55,7 +55,7 @@ def test_join_scores_pipeline():
 def test_join_scores_needs_rows_and_a_branch():
     pipeline = test_pipeline.TestPipeline()
     rows = pipeline | beam.Create([("f:1", ROW)])
-    with pytest.raises(ValueError, match="at least one scoring branch"):
+    with pytest.raises(ValueError, match=r"^JoinScores needs at least one scoring branch$"):
         _ = {ROWS: rows} | JoinScores()
 
 
