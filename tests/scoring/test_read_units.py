@@ -68,6 +68,8 @@ def test_read_rows_fn_rows_dead_letters_and_counts(tmp_path, caplog):
     assert [(d["row"], d["reason"], d["id"], d["system"]) for d in dead] == [
         (2, "malformed_json", None, None), (3, "missing_prediction", "3", "t"),
         (4, "text_too_long", "4", None)]
+    assert dead[0] == _dead(path, 2, "malformed_json", "Expecting property name enclosed in "
+                            "double quotes: line 1 column 2 (char 1)")
     assert dead[1] == _dead(path, 3, "missing_prediction", "no column 'prediction'", "3", "t")
     assert counts == {("read", "passed"): 3, ("read", "filtered:malformed_json"): 1,
                       ("read", "filtered:missing_prediction"): 1,
@@ -85,7 +87,7 @@ def test_read_rows_fn_batches_consecutive_rows(tmp_path):
         (f"{path}:1", [f"{path}:1", f"{path}:4"]), (f"{path}:5", [f"{path}:5", f"{path}:6"])]
     assert [d["row"] for d in tagged[DEAD_LETTER]] == [2, 3]
     main, _, _ = run_dofn(ReadRowsFn(ColumnMapping(), batch_rows=3), [ReadSplit(path, "jsonl")])
-    assert [len(b) for b in main] == [3, 1]  # the last batch shorter
+    assert [(b.batch_id, len(b)) for b in main] == [(f"{path}:1", 3), (f"{path}:6", 1)]
     main, _, _ = run_dofn(ReadRowsFn(ColumnMapping(), batch_rows=1), [ReadSplit(path, "jsonl")])
     assert [len(b) for b in main] == [1, 1, 1, 1]
 
@@ -165,8 +167,40 @@ def test_sniff_columns_looks_into_as_many_files_and_rows_as_told(tmp_path, caplo
                                "['prediction', 'x', 'y']"]
     assert sniff_columns(pattern, max_files=2, max_json_rows=1)[1] == ["prediction", "x"]
     assert sniff_columns(pattern)[1] == []
-    assert sniff_columns(str(tmp_path / "a.jsonl"), input_format="jsonl")[1] == [
-        "prediction", "x", "y"]
+    other = tmp_path / "a.txt"  # no known suffix: read in the format given
+    other.write_text((tmp_path / "a.jsonl").read_text())
+    assert sniff_columns(str(other), input_format="jsonl")[1] == ["prediction", "x", "y"]
+
+
+def test_sniff_columns_defaults_and_compressed_parquet(tmp_path):
+    import gzip
+
+    # the first 20 files and 100 rows of each are looked into
+    for i in range(21):
+        keys = ["prediction", "x"] if i < 20 else ["prediction"]
+        rows = [dict.fromkeys(keys, 1)] * 100 + [{"late": 1}]
+        (tmp_path / f"f{i:02}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert sniff_columns(str(tmp_path / "*.jsonl"))[1] == ["prediction", "x"]
+    # a compressed Parquet file is decompressed to be read (pyarrow seeks)
+    sink = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"prediction": ["p"], "id": ["1"]}), sink)
+    packed = tmp_path / "t.parquet.gz"
+    packed.write_bytes(gzip.compress(sink.read_bytes()))
+    assert sniff_columns(str(packed))[1] == ["prediction", "id"]
+
+
+def test_a_changed_file_is_named_with_both_sizes():
+    import io
+
+    from transforms.scoring.read import FileChangedError, check_unchanged
+
+    check_unchanged(io.BytesIO(b"abc"), None)
+    check_unchanged(io.BytesIO(b"abc"), 3)
+    with pytest.raises(FileChangedError, match=r"^it is 3 bytes now and was 1,005 when the "
+                                               r"run planned its parts \(a file must not be "
+                                               r"written while it is scored: rerun once it "
+                                               r"is complete\)$"):
+        check_unchanged(io.BytesIO(b"abc"), 1005)
 
 
 def test_read_predictions_checks_split_bytes():
