@@ -60,7 +60,7 @@ def test_read_rows_fn_rows_dead_letters_and_counts(tmp_path, caplog):
     path = _jsonl(tmp_path)
     fn = ReadRowsFn(ColumnMapping(id="id", system="system"), max_text_chars=5)
     assert fn.stat_keys() == [("read", "passed"), *(("read", f"filtered:{r}") for r in REASONS)]
-    caplog.set_level(logging.INFO, logger="transforms.scoring.read")
+    caplog.set_level(logging.DEBUG, logger="transforms.scoring.read")
     main, tagged, counts = run_dofn(fn, [ReadSplit(path, "jsonl")])
     assert main == [_row(path, 1, "a", ["b"], "1", "s"), _row(path, 5, "c", ["d", "e"]),
                     _row(path, 6, "f", ["g"])]
@@ -75,6 +75,9 @@ def test_read_rows_fn_rows_dead_letters_and_counts(tmp_path, caplog):
                       ("read", "filtered:missing_prediction"): 1,
                       ("read", "filtered:text_too_long"): 1}
     assert f"reading {path} as jsonl (whole file)" in caplog.messages
+    assert [m for m in caplog.messages if m.startswith("dead-lettered")] == [
+        f"dead-lettered {path}:3: missing_prediction: no column 'prediction'",
+        f"dead-lettered {path}:4: text_too_long: {dead[2]['detail']}"]
 
 
 def test_read_rows_fn_batches_consecutive_rows(tmp_path):
@@ -104,10 +107,14 @@ def test_read_rows_fn_reads_a_whole_matched_file_in_its_format(tmp_path, caplog)
 
 def test_read_rows_fn_reads_csv_cells_as_text(tmp_path):
     path = tmp_path / "in.csv"
-    path.write_text('prediction,references,id\na,"[""x"", ""y""]",\nb,z,7\n')
-    main, _, _ = run_dofn(ReadRowsFn(ColumnMapping(id="id")), [ReadSplit(str(path), "csv")])
+    path.write_text('prediction,references,id\na,"[""x"", ""y""]",\nb,z,7\n,z,\n')
+    main, tagged, _ = run_dofn(ReadRowsFn(ColumnMapping(id="id")),
+                               [ReadSplit(str(path), "csv")])
     assert [(r.example.references, r.id) for _, r in main] == [(("x", "y"), None),
                                                                 (("z",), "7")]
+    # an empty cell is a missing value, in a dead letter's id too
+    assert [(d["row"], d["reason"], d["id"]) for d in tagged[DEAD_LETTER]] == [
+        (3, "empty_prediction", None)]
 
 
 def test_splits_describe_themselves(tmp_path, caplog):
