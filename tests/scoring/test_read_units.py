@@ -139,12 +139,24 @@ def test_plan_splits_exactly(tmp_path):
         ReadSplit(path, "jsonl", half, size, size=size)]
     assert plan_splits(str(tmp_path / "x.txt"), size, "jsonl", 1)[0].fmt == "jsonl"
     empty = str(tmp_path / "empty.parquet")
-    pq.write_table(pa.table({"prediction": pa.array([], pa.string())}), empty,
-                   row_group_size=5)
-    groups = pq.ParquetFile(empty).metadata.num_row_groups
-    assert plan_splits(empty, 0, None, 1) == (
-        [ReadSplit(empty, "parquet")] if not groups else
-        [ReadSplit(empty, "parquet", groups=(0,), size=len(open(empty, "rb").read()))])
+    pq.ParquetWriter(empty, pa.schema([("prediction", pa.string())])).close()
+    assert pq.ParquetFile(empty).metadata.num_row_groups == 0
+    assert plan_splits(empty, 0, None, 1) == [ReadSplit(empty, "parquet")]  # no group
+
+
+def test_a_compressed_parquet_file_is_read_whole(tmp_path):
+    import gzip
+
+    sink = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"prediction": ["p", "q"], "references": [["r"], ["s"]]}), sink,
+                   row_group_size=1)
+    packed = tmp_path / "t.parquet.gz"
+    packed.write_bytes(gzip.compress(sink.read_bytes()))
+    splits = plan_splits(str(packed), packed.stat().st_size, None, 1)
+    assert splits == [ReadSplit(str(packed), "parquet")]
+    main, _, _ = run_dofn(ReadRowsFn(ColumnMapping()), splits)
+    assert [(k, r.example.prediction) for k, r in main] == [(f"{packed}:1", "p"),
+                                                           (f"{packed}:2", "q")]
 
 
 def test_count_newlines_reads_only_its_range(tmp_path):
