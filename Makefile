@@ -53,7 +53,7 @@ lint: setup
 
 # Mutation testing of the modules where a wrong answer would be silent (setup.cfg's
 # [mutmut] section lists them and the tests that cover them). Not part of `test`: about
-# MUTATE_MINUTES on 2 cores; run it when those modules or their tests change, and record
+# 25-30 minutes on 2 cores; run it when those modules or their tests change, and record
 # the killed shares in docs/benchmarks.md. `make mutate MUTANTS='transforms.metrics.squad.*'`
 # mutates one module (the first, full test run that maps tests to functions still runs).
 MUTMUT_VENV := .venv-mutmut
