@@ -14,7 +14,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup test test-fast demo bench lint clean
+.PHONY: setup test test-fast demo bench lint mutate clean
 
 setup: $(STAMP) $(LEXICON_STAMP)
 
@@ -51,5 +51,29 @@ bench: setup
 lint: setup
 	$(VENV)/bin/ruff check pipelines transforms tests
 
+# Mutation testing of the modules where a wrong answer would be silent (setup.cfg's
+# [mutmut] section lists them and the tests that cover them). Not part of `test`: about
+# 25-30 minutes on 2 cores; run it when those modules or their tests change, and record
+# the killed shares in docs/benchmarks.md. `make mutate MUTANTS='transforms.metrics.squad.*'`
+# mutates one module (the first, full test run that maps tests to functions still runs).
+MUTMUT_VENV := .venv-mutmut
+MUTMUT_STAMP := $(MUTMUT_VENV)/.installed
+MUTATE_JOBS ?= 2
+MUTANTS ?=
+
+$(MUTMUT_STAMP): $(STAMP) requirements-mutate.txt
+	test -x $(MUTMUT_VENV)/bin/python || $(PY) -m venv $(MUTMUT_VENV)
+	$(PY) -c "import sysconfig; print(sysconfig.get_paths()['purelib'])" \
+	  > "$$($(MUTMUT_VENV)/bin/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")/project-venv.pth"
+	$(MUTMUT_VENV)/bin/python -m pip install --quiet -r requirements-mutate.txt
+	touch $@
+
+# mutants/ is made before mutmut starts: it must exist when Python starts, or the
+# PYTHONPATH entry (which Beam's worker processes inherit) is cached as missing.
+mutate: $(MUTMUT_STAMP) $(LEXICON_STAMP)
+	rm -rf mutants && mkdir mutants
+	PYTHONPATH=$(CURDIR)/mutants nice -n 10 $(MUTMUT_VENV)/bin/mutmut run --max-children $(MUTATE_JOBS) $(MUTANTS)
+	$(MUTMUT_VENV)/bin/python -m tests.mutation_summary --mutmut $(MUTMUT_VENV)/bin/mutmut --survivors
+
 clean:
-	rm -rf $(VENV) $(DEMO_OUT) bench_out
+	rm -rf $(VENV) $(MUTMUT_VENV) mutants $(DEMO_OUT) bench_out

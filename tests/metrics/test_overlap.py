@@ -120,3 +120,32 @@ def test_registry_builds_the_family_with_its_option() -> None:
     assert metric.boundary == "word"
     with pytest.raises(ValueError, match="unknown options"):
         registry.build_metrics(["contains"], {"overlap": {"boundaries": "char"}})
+
+
+NORM = "norm:squad-v1.1(lower+punct+articles+ws)"
+
+
+@pytest.mark.parametrize("boundary", ["char", "word"])
+def test_signatures_are_exact(boundary: str) -> None:
+    """A signature decides what an incremental run carries: any change to it is seen."""
+    assert OverlapMetric(boundary=boundary).signature() == {
+        "contains": f"contains|v:1|{NORM}|match:{boundary}|refs:max",
+        "token_recall": f"token_recall|v:1|{NORM}|count:multiset|refs:max",
+        "token_precision": f"token_precision|v:1|{NORM}|count:multiset|refs:max"}
+
+
+def test_the_boundary_reaches_every_reference_and_the_batch() -> None:
+    # "Paris" is inside "Parisian" (characters) but not a word of it.
+    for boundary, expected in (("char", 1.0), ("word", 0.0)):
+        assert overlap_score("Parisian cafes", ["London", "Paris"], boundary).contains == expected
+        metric = OverlapMetric(columns=("contains",), boundary=boundary)
+        assert metric.score_batch([QAExample("Parisian cafes", ("Paris",))], {}) == [
+            {"contains": expected}]
+
+
+def test_overlap_score_error_messages() -> None:
+    with pytest.raises(ValueError, match=r"^overlap_score needs at least one reference$"):
+        overlap_score("x", [])
+    with pytest.raises(ValueError, match=r"^boundary must be one of \('char', 'word'\), "
+                                         r"got 'token'$"):
+        overlap_score("x", ["x"], boundary="token")

@@ -73,8 +73,14 @@ def test_max_over_references(prediction: str, references: tuple[str, ...],
 
 
 def test_squad_score_needs_references() -> None:
-    with pytest.raises(ValueError, match="at least one reference"):
+    with pytest.raises(ValueError, match=r"^squad_score needs at least one reference$"):
         squad_score("x", ())
+
+
+def test_signatures_are_exact() -> None:
+    """A signature decides what an incremental run carries: any change to it is seen."""
+    fields = "impl:squad-v1.1-script|norm:lower+punct+articles+ws|refs:max"
+    assert SquadMetric().signature() == {"em": f"em|v:1|{fields}", "f1": f"f1|v:1|{fields}"}
 
 
 def test_metric_columns_and_batch() -> None:

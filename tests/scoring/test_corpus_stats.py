@@ -163,20 +163,38 @@ def test_answer_requests_and_batch_corpora():
 
 
 def test_batch_fn_splits_by_shard():
+    """Every output is in its shard; `text_df` holds the same frequencies as `df`, by
+    n-gram text instead of hash (the saved statistics are the ones the run scores with)."""
     (stat,) = CiderMetric().corpus_statistics()
     rows = [(f"f:{i}", ScoringRow(RowSource("f", i), ex))
             for i, ex in enumerate(_examples(9), start=1)]
     out = list(CiderBatchFn([stat], 4, text_frequencies=True).process(RowBatch("f:1", rows)))
     tags = Counter(o.tag for o in out)
     assert tags["rows"] == 1 and tags[DOCS] == 2 and 0 < tags[DF] <= 8
+    assert tags[TEXT_DF] == tags[DF]  # one per (corpus, shard) that has n-grams
+    by_hash: dict[tuple, dict[int, int]] = {}
+    by_text: dict[tuple, dict[int, int]] = {}
     for o in out:
         if o.tag in (DF, REQUESTS):
             key, value = o.value
             hashes = value[0] if o.tag == DF else value[1]
             assert len(hashes) and all(int(h) % 4 == key[-1] for h in hashes)
+        if o.tag == DF:
+            (index, corpus, _), (hashes, counts) = o.value
+            by_hash.setdefault((index, corpus), {}).update(
+                zip(hashes.tolist(), counts.tolist(), strict=True))
         if o.tag == TEXT_DF:
-            (_, _, shard), table = o.value
-            assert all(ngram_shard(g, 4) == shard for g in table)
+            (index, corpus, shard), table = o.value
+            assert table and all(ngram_shard(g, 4) == shard for g in table)
+            part = by_text.setdefault((index, corpus), {})
+            for gram, n in table.items():
+                assert gram_hash(gram) not in part  # each n-gram in one shard only
+                part[gram_hash(gram)] = n
+    assert set(by_text) == {(0, 0), (0, 1)}
+    assert by_text == by_hash
+    # without text_frequencies (a run that saves nothing) there is none
+    plain = CiderBatchFn([stat], 4).process(RowBatch("f:1", rows))
+    assert TEXT_DF not in {o.tag for o in plain if hasattr(o, "tag")}
 
 
 def test_row_batches_pickle_their_rows_once_and_lazily():
@@ -254,7 +272,15 @@ def test_score_metrics_with_shards_equals_the_whole_table(runner):
 
 
 def test_score_result_shape_is_unchanged():
-    assert ScoreResult({"a": 1.0}).kind == "metric_input_error"
+    """Fields, their order (branches build results positionally) and defaults."""
+    assert ScoreResult._fields == ("scores", "reason", "kind")
+    assert ScoreResult._field_defaults == {"reason": None, "kind": "metric_input_error"}
+    assert ScoreResult({"a": 1.0}) == ({"a": 1.0}, None, "metric_input_error")
+    failed = ScoreResult(None, "squad: no references", "inference_failed")
+    assert (failed.scores, failed.reason, failed.kind) == (
+        None, "squad: no references", "inference_failed")
+    rejected = ScoreResult(None, "squad: no references")
+    assert (rejected.reason, rejected.kind) == ("squad: no references", "metric_input_error")
 
 
 def _largest_encoded(pcoll: beam.PCollection, label: str) -> beam.PCollection:
@@ -285,9 +311,24 @@ def test_statistics_of_200k_rows_reach_scoring_in_bounded_elements():
         largest = sizes | beam.Flatten() | beam.CombineGlobally(max)
         total_df = (stats["df"] | beam.Map(lambda kv: len(kv[1][0]))
                     | beam.CombineGlobally(sum))
+        # the whole table as one element (what the old single side input was): the
+        # encoded size of every shard's table together
+        coder = coders.get_coder(object)
+        whole = (stats["df"] | "SizeOfEachTable" >> beam.Map(lambda x: len(coder.encode(x)))
+                 | "WholeTable" >> beam.CombineGlobally(sum))
         assert_that(largest, lambda got: _check(got[0] < bound and got[0] > 0, got),
                     label="bounded")
         assert_that(total_df, lambda got: _check(got[0] > 500_000, got), label="big table")
+        both = ((whole | "TagWhole" >> beam.Map(lambda n: ("whole", n)),
+                 largest | "TagLargest" >> beam.Map(lambda n: ("largest", n)))
+                | "Both" >> beam.Flatten() | "Sizes" >> beam.combiners.ToDict())
+        assert_that(both, lambda got: _check(_far_larger(got[0]), got), label="far larger")
+
+
+def _far_larger(sizes: dict[str, int]) -> bool:
+    """The whole table encodes to at least 8 times the largest element (16 shards: about
+    16 times)."""
+    return sizes["whole"] >= 8 * sizes["largest"] > 0
 
 
 def _check(ok: bool, got) -> None:

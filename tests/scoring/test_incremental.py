@@ -8,6 +8,7 @@ import json
 import math
 
 import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -20,6 +21,7 @@ from transforms.scoring.incremental import load_previous_run
 
 CALLS: list[int] = []  # examples scored by the fake metric, in this process
 STATE = {"version": 1, "offset": 0.0}
+NAN = "NAN"  # a prediction whose fake_len is NaN (a metric's undefined value)
 
 
 class VersionedFake(fakes.FakeMetric):
@@ -36,9 +38,11 @@ class VersionedFake(fakes.FakeMetric):
     def score_batch(self, examples, corpus_stats):
         CALLS.append(len(examples))
         out = super().score_batch(examples, corpus_stats)
-        for values in out:
+        for example, values in zip(examples, out, strict=True):
             if "fake_len" in values:
                 values["fake_len"] += STATE["offset"]
+                if example.prediction == NAN:
+                    values["fake_len"] = math.nan
         return out
 
 
@@ -152,13 +156,25 @@ def test_a_changed_metric_version_recomputes_only_that_metric(tmp_path):
 
 @pytest.mark.slow
 def test_corpus_level_metrics_are_recomputed_and_the_summary_says_why(tmp_path):
-    data = _write(tmp_path / "in.jsonl", BASE)
-    _score(data, str(tmp_path / "n1"), metrics="em,fake_corpus")
-    _, summary = _score(data, str(tmp_path / "n2"), "--previous_run", str(tmp_path / "n1"),
-                        metrics="em,fake_corpus")
+    """`fake_corpus` is the size of the corpus scored: 20 rows the first night, 25 the
+    second. Every row gets the second night's value (the previous run's 20 is not
+    carried, nor put back by the merge), and the 20 rows scored both nights count as
+    changed."""
+    first = _write(tmp_path / "n1.jsonl", BASE)
+    before, _ = _score(first, str(tmp_path / "n1"), metrics="em,fake_corpus")
+    assert set(before["fake_corpus"]) == {20.0}
+    second = _write(tmp_path / "n2.jsonl", [*BASE, *(_row(i) for i in range(20, 25))])
+    scores, summary = _score(second, str(tmp_path / "n2"), "--previous_run",
+                             str(tmp_path / "n1"), metrics="em,fake_corpus")
     assert summary["incremental"]["carried_metrics"] == ["em"]
     assert summary["incremental"]["computed_metrics"]["fake_corpus"].startswith("corpus-level")
-    assert summary["overall"]["metrics"]["fake_corpus"]["computed"] == 20
+    assert len(scores) == 25 and set(scores["fake_corpus"]) == {25.0}
+    full, _ = _score(second, str(tmp_path / "full"), metrics="em,fake_corpus")
+    assert _comparable(scores, ("em", "fake_corpus")) == _comparable(full, ("em", "fake_corpus"))
+    fake = summary["overall"]["metrics"]["fake_corpus"]
+    assert (fake["computed"], fake["carried"], fake["changed"]) == (25, 0, 20)
+    assert (fake["mean"], fake["previous_mean"]) == (25.0, 20.0)
+    assert summary["overall"]["metrics"]["em"]["carried"] == 20
 
 
 @pytest.mark.slow
@@ -187,11 +203,95 @@ def test_previous_run_must_be_a_complete_run(tmp_path):
         load_previous_run(str(tmp_path / "lonely"))
 
 
-def test_nan_values_are_carried_as_nan():
+@pytest.mark.slow
+@pytest.mark.parametrize("output_format", ["parquet", "jsonl"])
+def test_nan_values_are_carried_as_nan(tmp_path, output_format):
+    """A NaN is written as null; the next run carries it back as NaN (not 0, not a
+    missing score), counts it carried and not changed, and writes it as null again."""
+    rows = [*BASE[:5], _row(5, prediction=NAN)]
+    data = _write(tmp_path / "in.jsonl", rows)
+    fmt = ("--output_format", output_format)
+
+    def values(prefix):
+        if output_format == "parquet":
+            table = pq.read_table(prefix + ".scores.parquet").to_pylist()
+        else:
+            table = [json.loads(line) for line in open(prefix + ".scores.jsonl")]
+        return {r["id"]: r["fake_len"] for r in table}
+
+    run(["--input", data, "--output", str(tmp_path / "n1"), "--metrics", "em,fake_len",
+         *fmt, *RUNNER_ARGS["direct_in_process"]], save_main_session=False)
+    first = values(str(tmp_path / "n1"))
+    assert first["q5"] is None and first["q0"] == len("the answer 0")
+    CALLS.clear()
+    run(["--input", data, "--output", str(tmp_path / "n2"), "--metrics", "em,fake_len",
+         "--previous_run", str(tmp_path / "n1"), *fmt, *RUNNER_ARGS["direct_in_process"]],
+        save_main_session=False)
+    assert CALLS == []  # carried, not recomputed
+    assert values(str(tmp_path / "n2")) == first
+    summary = json.loads(open(str(tmp_path / "n2") + ".summary.json").read())
+    fake = summary["overall"]["metrics"]["fake_len"]
+    assert (fake["carried"], fake["computed"], fake["changed"]) == (6, 0, 0)
+
+
+def test_carried_values_read_null_as_nan():
     from transforms.scoring.incremental import _values
 
     assert math.isnan(_values({"x": None}, ["x"])["x"])
-    assert _values({"x": 0.25}, ["x"]) == {"x": 0.25}
+    assert _values({"x": 0.25, "y": 1}, ["x", "y"]) == {"x": 0.25, "y": 1.0}
+
+
+def _previous(tmp_path, content_key_version: str, signatures: dict) -> str:
+    prefix = str(tmp_path / "old")
+    (tmp_path / "old.summary.json").write_text(json.dumps(
+        {"signatures": signatures, "content_key_version": content_key_version}))
+    pq.write_table(pa.table({"row_key": ["f:1"], "content_key": ["k"]}),
+                   prefix + ".scores.parquet")
+    return prefix
+
+
+def test_a_previous_run_of_another_content_key_recipe_carries_nothing(tmp_path):
+    """plan_carry's first branch: a previous run whose content keys are not of this
+    recipe (or that has none: written before content keys) cannot be matched row by row,
+    so every metric is computed, each saying why."""
+    from transforms.scoring.incremental import plan_carry
+    from transforms.scoring.rows import CONTENT_KEY_VERSION
+
+    metrics = registry.build_metrics(["em", "fake_len"], {})
+    signatures = {c: s for m in metrics for c, s in m.signature().items()}
+    same = load_previous_run(_previous(tmp_path, CONTENT_KEY_VERSION, signatures))
+    assert same.content_keys
+    plan = plan_carry(metrics, signatures, same)
+    assert plan.carried_columns == ("em", "fake_len") and plan.reasons == {}
+    for version in ("ck0", None):
+        old = load_previous_run(_previous(tmp_path, version, signatures))
+        assert not old.content_keys
+        plan = plan_carry(metrics, signatures, old)
+        assert plan.carried == () and [m.family for m in plan.computed] == ["squad", "fake"]
+        assert plan.reasons == dict.fromkeys(
+            ("em", "fake_len"), f"the previous run has no content keys of recipe "
+            f"{CONTENT_KEY_VERSION} (written by an older version)")
+        assert plan.compared == ("em", "fake_len")  # their changes are still counted
+
+
+@pytest.mark.slow
+def test_a_previous_run_with_old_content_keys_is_recomputed_whole(tmp_path):
+    data = _write(tmp_path / "in.jsonl", BASE)
+    before, _ = _score(data, str(tmp_path / "n1"))
+    summary_path = tmp_path / "n1.summary.json"
+    old = json.loads(summary_path.read_text())
+    old["content_key_version"] = "ck0"
+    summary_path.write_text(json.dumps(old))
+    CALLS.clear()
+    after, summary = _score(data, str(tmp_path / "n2"), "--previous_run", str(tmp_path / "n1"))
+    assert sum(CALLS) == 20  # nothing carried
+    assert summary["incremental"]["carried_metrics"] == []
+    assert set(summary["incremental"]["computed_metrics"]) == {"em", "f1", "fake_len"}
+    assert all("no content keys of recipe" in why
+               for why in summary["incremental"]["computed_metrics"].values())
+    assert all(m["carried"] == 0 and m["computed"] == 20
+               for m in summary["overall"]["metrics"].values())
+    assert _comparable(after) == _comparable(before)
 
 
 class CountingOverlapHandler:

@@ -4,6 +4,7 @@ same keys and line numbers, and score the same, as one file read whole."""
 from __future__ import annotations
 
 import json
+import logging
 import re
 
 import apache_beam as beam
@@ -198,13 +199,20 @@ def test_ranges_and_two_files_score_as_one_file_read_whole(tmp_path):
                          runner="direct_multi_processing") == whole
     _jsonl(two_dir, "a.jsonl", LINES[:20])
     _jsonl(two_dir, "b.jsonl", LINES[20:])
+    # the row key's number is the file line (blank and malformed lines counted)
+    assert {i: int(n) for i, n, _ in whole} == {
+        f"r{k}": k + 1 for k in range(40) if k not in (5, 9, 17)}
     two = _scores_by_id(str(two_dir / "*.jsonl"), 1 << 30, out + "4")
     # same scores per id; line numbers of b.jsonl restart at 1
     assert [(i, s) for i, _, s in two] == [(i, s) for i, _, s in whole]
+    assert {i: int(n) for i, n, _ in two} == {
+        f"r{k}": k + 1 if k < 20 else k - 19 for k in range(40) if k not in (5, 9, 17)}
 
 
 @pytest.mark.slow
-def test_parquet_by_row_groups_scores_as_one_group(tmp_path):
+def test_parquet_by_row_groups_scores_as_one_group(tmp_path, caplog):
+    """37 rows in 10 row groups: the pipeline reads 10 splits (one per group), and the
+    rows and scores are those of the file written as one group."""
     rows = [json.loads(line) for line in LINES if line.strip() and "broken" not in line]
     table = pa.Table.from_pylist(rows)
     one, many = str(tmp_path / "one.parquet"), str(tmp_path / "many.parquet")
@@ -224,5 +232,16 @@ def test_parquet_by_row_groups_scores_as_one_group(tmp_path):
             _collect(keyed, prefix)
         return _collected(prefix)
 
+    caplog.set_level(logging.INFO, logger="transforms.scoring.read")
     got = scores(many)
+    assert _splits_read(caplog, many) == [f"row groups [{g}]" for g in range(10)]
+    caplog.clear()
     assert len(got) == 37 and got == scores(one)
+    assert _splits_read(caplog, one) == ["row groups [0]"]
+
+
+def _splits_read(caplog, path: str) -> list[str]:
+    """What ReadRowsFn logged it read of `path`, one entry per split, sorted."""
+    prefix = f"reading {path} as parquet ("
+    return sorted((m[len(prefix):-1] for m in (r.getMessage() for r in caplog.records)
+                   if m.startswith(prefix)), key=lambda d: (len(d), d))

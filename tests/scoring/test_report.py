@@ -128,10 +128,33 @@ def test_render_markdown_and_png():
     assert scope_table(scopes)[0]["rows"][0]["metric"] == "f1"
 
 
+def _png_size(data: bytes) -> tuple[int, int]:
+    """(width, height) of a PNG, from its IHDR chunk."""
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", data[:16]
+    assert data[12:16] == b"IHDR" and data.endswith(b"IEND\xaeB`\x82")
+    return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+
+
 def test_render_markdown_without_human_values():
     scopes = meta_evaluate([("a", None, (1.0, 1.0))], COLUMNS, ReportSpec())
     assert "No scored row has a value" in render_markdown(scopes, "label", None)
-    render_png(scopes, io.BytesIO(), "label")
+    out = io.BytesIO()
+    render_png(scopes, out, "label")
+    width, height = _png_size(out.getvalue())
+    assert width > 300 and height > 100  # a figure with its message, not an empty file
+
+
+def test_render_png_draws_one_panel_row_per_scope():
+    rng, human, strong = _separable(60)
+    points = [(None, h, (s, h * 0.5)) for h, s in zip(human, strong)]
+    scopes = meta_evaluate(points, COLUMNS, ReportSpec(resamples=50))
+    one = io.BytesIO()
+    render_png(scopes, one, "label")
+    subset = ReportSpec(resamples=50, subsets=parse_subsets("f1>0.2", COLUMNS))
+    two = io.BytesIO()
+    render_png(meta_evaluate(points, COLUMNS, subset), two, "label")
+    (w1, h1), (w2, h2) = _png_size(one.getvalue()), _png_size(two.getvalue())
+    assert w1 == w2 and h2 > h1  # a second scope adds a row of panels
 
 
 def _loop_bootstrap(human, values, resamples, seed):
@@ -186,21 +209,51 @@ def test_intervals_and_paired_test_match_a_plain_loop():
     assert rows["good"].auroc == pytest.approx(roc_auc_score(human, good))
 
 
+def _percentile(values: list[float], q: float) -> float:
+    """The q-th percentile by linear interpolation between order statistics (numpy's
+    default), written out."""
+    ordered = sorted(values)
+    at = q / 100 * (len(ordered) - 1)
+    low = math.floor(at)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (at - low) * (ordered[high] - ordered[low])
+
+
+def test_percentile_interval_by_hand():
+    samples = np.array([0.4, 0.1, math.nan, 0.3, 0.2])
+    from transforms.scoring.bootstrap import interval
+
+    # 2.5th percentile of 0.1..0.4: 0.1 + 0.075 * 0.1; 97.5th: 0.3 + 0.925 * 0.1
+    assert interval(samples) == pytest.approx((0.1075, 0.3925))
+    assert interval(samples, level=0.9) == pytest.approx((0.115, 0.385))
+    assert interval(np.array([0.5, math.nan, math.nan])) is None  # most undefined
+    assert interval(np.array([])) is None
+
+
 def test_hand_computed_interval_on_a_tiny_input():
-    """Four rows, two resamples: hand-worked from the drawn indices."""
-    human = np.array([0.0, 1.0, 2.0, 3.0])
-    metric = np.array([0.0, 2.0, 1.0, 3.0])
-    idx = np.random.default_rng(0).integers(0, 4, size=(2, 4))
-    # the resampled Pearson r of each resample, by the textbook formula
+    """Six rows, eight resamples: each resample's Pearson r by the textbook formula from
+    the drawn indices, and the report's 95% interval as the 2.5th and 97.5th percentiles
+    of those eight values, interpolated by hand."""
+    human = np.array([0.0, 1.0, 2.0, 3.0, 4.0, 5.0])
+    metric = np.array([0.0, 2.0, 1.0, 3.0, 5.0, 4.0])
+    resamples = 8
+    idx = np.random.default_rng(0).integers(0, 6, size=(resamples, 6))
     expected = []
     for rows in idx:
         x, y = metric[rows], human[rows]
         dx, dy = x - x.mean(), y - y.mean()
-        expected.append(float((dx * dy).sum() / math.sqrt((dx * dx).sum() * (dy * dy).sum()))
-                        if (dx * dx).sum() and (dy * dy).sum() else math.nan)
+        expected.append(float((dx * dy).sum() / math.sqrt((dx * dx).sum() * (dy * dy).sum())))
     from transforms.scoring.bootstrap import bootstrap
-    got = bootstrap(human, metric[:, None], binary=False, resamples=2, seed=0)
-    assert got.values["pearson"][:, 0] == pytest.approx(expected, nan_ok=True)
+
+    got = bootstrap(human, metric[:, None], binary=False, resamples=resamples, seed=0)
+    assert got.values["pearson"][:, 0] == pytest.approx(expected)
+    points = [(None, h, (m,)) for h, m in zip(human, metric)]
+    (scope,) = meta_evaluate(points, ["m"], ReportSpec(resamples=resamples, seed=0))
+    (row,) = scope.rows
+    assert row.pearson == pytest.approx(stats.pearsonr(metric, human)[0])
+    assert row.pearson_ci == pytest.approx(
+        (_percentile(expected, 2.5), _percentile(expected, 97.5)))
+    assert row.pearson_ci[0] < row.pearson_ci[1]
 
 
 def _separable(n, seed=0):

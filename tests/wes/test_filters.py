@@ -85,3 +85,57 @@ def test_filter_refuses_windowed_input():
     fn.start_bundle()
     with pytest.raises(ValueError, match="global window"):
         list(fn.process((RawLink("a", None),), window=IntervalWindow(0, 10)))
+
+
+def test_filter_counts_every_exit_under_its_name():
+    fn = FilterLinksFn()
+    assert fn.stat_keys() == [("filter_links", name) for name in (
+        "passed", "filtered:empty_text", "filtered:long_text", "filtered:text_parser_error",
+        "filtered:invalid_title", "filtered:title_has_hash", "filtered:title_has_colon",
+        "filtered:title_has_paren")]
+    # a reason met several times, on one page and across pages, is added up
+    pages = [(RawLink("A#1", "x"), RawLink("B#2", "y"), RawLink("C:3", "z")),
+             (RawLink("D#4", "w"),)]
+    _, stats = _run_filter(FilterLinksFn(), pages)
+    assert stats == {"filtered:title_has_hash": 3, "filtered:title_has_colon": 1}
+
+
+@pytest.mark.parametrize("kwargs", [{"max_pending_titles": 0}, {"cache_size": 0},
+                                    {"shards": 0}, {"max_pending_titles": 0, "shards": 0}])
+def test_filter_bounds_must_be_positive(kwargs):
+    with pytest.raises(ValueError, match=r"^max_pending_titles, cache_size and shards must "
+                                         r"be positive$"):
+        FilterLinksFn(**kwargs)
+
+
+def test_filter_memoises_classifications_within_its_bound(monkeypatch):
+    import transforms.wes.filters as filters
+
+    calls = []
+
+    def counting(link):
+        calls.append(link)
+        return classify_link(link)
+
+    monkeypatch.setattr(filters, "classify_link", counting)
+    links = [RawLink("Paris", None), RawLink("A#b", "x"), RawLink("Paris", None),
+             RawLink("A#b", "x"), RawLink("London", None)]
+    fn = FilterLinksFn(cache_size=2)  # the smallest cache above one entry
+    tallies, stats = _run_filter(fn, [tuple(links), tuple(links[:2])])
+    # Paris and A#b once each while both fit; London clears the full cache; then both again
+    assert calls == [links[0], links[1], links[4], links[0], links[1]]
+    assert len(fn._cache) <= 2
+    assert stats == {"passed": 4, "filtered:title_has_hash": 3}
+    _run_filter(FilterLinksFn(cache_size=1), [tuple(links)])  # one entry is a valid bound
+
+
+def test_filter_links_stage_and_its_defaults():
+    from transforms.wes.filters import FilterLinks
+
+    stage = FilterLinks(3, 4, 5)
+    assert (stage._step, stage._main) == ("NormalizeAndFilter", "pairs")
+    fn = stage._fn
+    assert (fn._max_pending, fn._cache_size, fn._shards) == (3, 4, 5)
+    # the documented memory bound (about 40 MB per instance) rests on these defaults
+    for fn in (FilterLinks()._fn, FilterLinksFn()):
+        assert (fn._max_pending, fn._cache_size, fn._shards) == (50_000, 50_000, TALLY_SHARDS)
