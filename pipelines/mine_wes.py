@@ -50,7 +50,12 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions
 
 from transforms.io import cli
-from transforms.io.options import add_input_argument, add_output_argument, add_overwrite_argument
+from transforms.io.options import (
+    absolute_local,
+    add_input_argument,
+    add_output_argument,
+    add_overwrite_argument,
+)
 from transforms.io.progress import ProgressReporter, is_local_runner, rate
 from transforms.io.publish import check_output_dir, new_temp_dir
 from transforms.wes.mine import MineWes, parse_thresholds
@@ -182,6 +187,7 @@ def run(argv=None, save_main_session=True, test_pipeline=None):
         fractions = parse_splits(args.splits)
         paths = match_inputs([p.strip() for p in args.input.split(",") if p.strip()])
         check_output_dir(args.output, args.overwrite, run_files)
+        output = absolute_local(args.output)
     except (ValueError, OSError) as e:
         raise cli.UsageError(str(e)) from e
     options = PipelineOptions(argv)
@@ -192,7 +198,7 @@ def run(argv=None, save_main_session=True, test_pipeline=None):
         "resolve_redirects": args.resolve_redirects,
     }
     mine = MineWes(
-        paths, args.output, new_temp_dir(args.output), thresholds, args.seed, fractions,
+        paths, output, new_temp_dir(output), thresholds, args.seed, fractions,
         config, overwrite=args.overwrite, resolve_redirects=args.resolve_redirects,
         dictionary_filter=not args.no_dictionary_filter, skip_bad_files=args.skip_bad_files,
         split_mb=args.split_multistream_mb, full_parse_timeout_s=args.full_parse_timeout_s,

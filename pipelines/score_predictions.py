@@ -60,6 +60,8 @@ from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions
 
 from transforms.io import cli
 from transforms.io.options import (
+    absolute_if_local_file,
+    absolute_local,
     add_input_argument,
     add_output_argument,
     add_overwrite_argument,
@@ -240,6 +242,13 @@ def prepare(argv: Sequence[str] | None) -> tuple[object, ScoringConfig]:
             unknown metric, a bad model: anything wrong with the command line.
     """
     args = cli.parse_flags(build_parser(), argv)
+    # local paths go into the graph absolute (workers have working directories of their own)
+    for flag in ("input", "output", "previous_run", "corpus_statistics",
+                 "save_corpus_statistics"):
+        setattr(args, flag, absolute_local(getattr(args, flag)))
+    for flag in MODEL_FLAGS:
+        if flag.endswith("_model") or flag == "bertscore_baseline":
+            setattr(args, flag, absolute_if_local_file(getattr(args, flag)))
     try:
         config = build_config(
             input=args.input, output=args.output, metrics=args.metrics,
