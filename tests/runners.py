@@ -185,7 +185,7 @@ import signal, sys, threading
 from distributed import LocalCluster
 cluster = LocalCluster(n_workers=int(sys.argv[1]), threads_per_worker=1, processes=True,
                        host="127.0.0.1", scheduler_port=int(sys.argv[2]),
-                       dashboard_address=None)
+                       dashboard_address=":0", silence_logs=40)
 stop = threading.Event()
 signal.signal(signal.SIGTERM, lambda *_: stop.set())
 cluster.wait_for_workers(int(sys.argv[1]))
@@ -199,7 +199,9 @@ cluster.close()
 def dask_cluster(site: str, workdir: str, workers: int = 2, timeout_s: float = 90.0
                  ) -> Iterator[list[str]]:
     """A dask.distributed cluster of `workers` worker processes (one thread each) in a
-    process of its own; yields the pipeline args of Beam's DaskRunner against it.
+    process of its own; yields the pipeline args of the project's DaskRunner (Beam's,
+    corrected: transforms/io/dask_runner.py) against it, `Reshuffle` spreading elements
+    over `workers` partitions.
 
     Args:
         site: where the project's wheel is installed (the workers import it from there).
@@ -214,5 +216,6 @@ def dask_cluster(site: str, workdir: str, workers: int = 2, timeout_s: float = 9
     with _service([sys.executable, "-c", _DASK_CLUSTER, str(workers), str(port)], port,
                   "dask scheduler", os.path.join(workdir, "dask_cluster.log"), timeout_s,
                   env=worker_environment(site, extra), cwd=workdir):
-        yield ["--runner=apache_beam.runners.dask.dask_runner.DaskRunner",
-               f"--dask_client_address=tcp://127.0.0.1:{port}"]
+        yield ["--runner=transforms.io.dask_runner.DaskRunner",
+               f"--dask_client_address=tcp://127.0.0.1:{port}",
+               f"--dask_npartitions={workers}"]
