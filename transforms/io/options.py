@@ -33,13 +33,6 @@ def absolute_local(path: str | None) -> str | None:
     return os.path.abspath(os.path.expanduser(path))
 
 
-def absolute_local_list(value: str | None) -> str | None:
-    """`absolute_local` of each item of a comma-separated list of paths or globs."""
-    if not value:
-        return value
-    return ",".join(absolute_local(p.strip()) for p in value.split(",") if p.strip())
-
-
 def absolute_if_local_file(value: str | None) -> str | None:
     """`absolute_local` of a value that names an existing local file or folder (a model
     checkpoint folder, a baseline file); anything else (a Hugging Face Hub id) as it is."""
