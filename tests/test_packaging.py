@@ -110,3 +110,18 @@ def test_the_gpu_container_pins_what_the_project_pins():
                                (REPO / "Makefile").read_text()).group(1)
     assert args["TORCH_VERSION"] == makefile_torch
     assert "--index-url \"https://download.pytorch.org/whl/${TORCH_CUDA}\"" in dockerfile
+
+
+def test_the_readme_dataflow_commands_ship_the_project():
+    readme = (REPO / "README.md").read_text()
+    commands = [block for block in re.findall(r"```bash\n(.*?)```", readme, flags=re.DOTALL)
+                if "DataflowRunner" in block]
+    assert commands
+    for block in commands:
+        for command in re.split(r"\n(?=# |python)", block):
+            if "DataflowRunner" in command:
+                assert "--setup_file ./setup.py" in command, command
+    gpu = next(c for b in commands for c in re.split(r"\n(?=# |python)", b)
+               if "worker_accelerator" in c)
+    assert "--sdk_container_image" in gpu
+    assert "docs/containers/gpu.Dockerfile" in readme

@@ -8,4 +8,6 @@
 - publish.py: temp-then-rename publishing of a run's files (the summary last), so a
   killed run never leaves output that looks complete.
 - decompress.py: checked decompression ahead of the reader (dumps, compressed inputs).
+- dask_runner.py: Beam's DaskRunner with its translation faults corrected
+  (`--runner transforms.io.dask_runner.DaskRunner`; needs dask and distributed).
 """

@@ -167,7 +167,7 @@ class _BagVisitor(PipelineVisitor):
     def visit_transform(self, node: Any) -> None:
         import apache_beam as beam
         from apache_beam.runners.dask import overrides
-        from apache_beam.runners.dask.transform_evaluator import TRANSLATIONS, NoOp
+        from apache_beam.runners.dask.transform_evaluator import TRANSLATIONS, Flatten, NoOp
 
         inputs = [self.bags.get(i) for i in node.inputs if not isinstance(i, pvalue.PBegin)]
         self.consumed.update(i for i in node.inputs if isinstance(i, pvalue.PCollection))
@@ -181,7 +181,7 @@ class _BagVisitor(PipelineVisitor):
             outputs = {None: inputs[0].repartition(npartitions=self.bag_kwargs["npartitions"])}
         else:
             op = TRANSLATIONS.get(type(transform), NoOp)(node, bag_kwargs=self.bag_kwargs)
-            if op.__class__.__name__ == "Flatten":
+            if isinstance(op, Flatten):
                 bag = op.apply(inputs)
             else:
                 bag = op.apply(inputs[0] if inputs else None)
@@ -196,10 +196,11 @@ class _BagVisitor(PipelineVisitor):
 
         transform = node.transform
         main_input = next(iter(node.main_inputs.values()))
+        window_fn = main_input.windowing.windowfn if hasattr(main_input, "windowing") else None
         # the side inputs' places in args hold placeholders; views without their pvalue
         spec = _ParDoSpec(
             pickler.dumps((transform.fn, tuple(transform.args), dict(transform.kwargs))),
-            node.full_label, main_input.windowing.windowfn if hasattr(main_input, "windowing") else None,
+            node.full_label, window_fn,
             tuple((type(si), si._view_options()) for si in node.side_inputs))
         # each side input whole, computed once, as a dependency of every partition's task
         # (its partitions' keys, not a copy of its graph: that made graphs of 100+ MB)
