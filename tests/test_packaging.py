@@ -8,12 +8,14 @@ from __future__ import annotations
 import ast
 import importlib.metadata as metadata
 import re
+import subprocess
 import sys
 import zipfile
 
 import pytest
 
 from tests.packaging import REPO
+from tests.runners import worker_environment
 
 pytestmark = pytest.mark.slow
 
@@ -125,3 +127,14 @@ def test_the_readme_dataflow_commands_ship_the_project():
                if "worker_accelerator" in c)
     assert "--sdk_container_image" in gpu
     assert "docs/containers/gpu.Dockerfile" in readme
+
+
+def test_workers_import_the_project_from_the_wheel_only(worker_site, tmp_path):
+    """The environment the engines' tests give their workers finds the installed wheel,
+    not this checkout (nor an editable install of it)."""
+    found = subprocess.run(
+        [sys.executable, "-c", "import pipelines, transforms.scoring.read as r; "
+                               "print(pipelines.__file__); print(r.__file__)"],
+        env=worker_environment(worker_site), cwd=tmp_path, capture_output=True, text=True,
+        check=True).stdout.split()
+    assert len(found) == 2 and all(path.startswith(worker_site) for path in found), found
