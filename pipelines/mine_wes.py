@@ -35,10 +35,12 @@ is written, `<output>/stats.json` and `<output>/dataset_card.md`.
 
 Everything is written to `<output>/.temp-<uuid>/` first and moved into place by the last
 step, which also replaces an earlier run (with `--overwrite`: until then it stays as it
-was) and removes the `.temp-*` folders of runs that were killed. Two runs into one
-`--output` at the same time are not supported.
+was) and removes the `.temp-*` folders of runs that were killed. A run owns its
+`--output` from launch to the end (`<output>/.lock`, transforms/io/ownership.py): a second
+run into the same folder meanwhile is refused at once (exit status 2).
 """
 
+import contextlib
 import json
 import logging
 import sys
@@ -56,6 +58,7 @@ from transforms.io.options import (
     add_output_argument,
     add_overwrite_argument,
 )
+from transforms.io.ownership import OutputLock, new_run_id
 from transforms.io.progress import ProgressReporter, is_local_runner, rate
 from transforms.io.publish import check_output_dir, new_temp_dir
 from transforms.wes.mine import MineWes, parse_thresholds
@@ -175,11 +178,24 @@ def run(argv=None, save_main_session=True, test_pipeline=None):
 
     Raises:
         cli.UsageError (a ValueError): unknown flags, bad values, inputs that match
-            nothing, or an output directory that holds an earlier run (without
-            --overwrite); all before a pipeline is built.
+            nothing, an output directory that holds an earlier run (without
+            --overwrite), or one that another live run owns
+            (`ownership.OutputOwnedError`); all before a pipeline is built.
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     args = cli.parse_flags(build_parser(), argv)
+    # absolute: the graph's workers have working directories of their own
+    args.output = absolute_local(args.output)
+    run_id = new_run_id()
+    lock = OutputLock(args.output, run_id, folder=True, what=f"--output {args.output}",
+                      command=PROG) if args.output else contextlib.nullcontext()
+    with lock:  # before anything else: a run that finds --output owned is refused at once
+        result = _run(args, argv, run_id, save_main_session, test_pipeline)
+    return result
+
+
+def _run(args, argv, run_id, save_main_session, test_pipeline):
+    """`run` once the output folder is this run's."""
     try:
         if not args.input or not args.output:
             raise ValueError("--input (dump files) and --output (a directory) are required")
@@ -187,7 +203,6 @@ def run(argv=None, save_main_session=True, test_pipeline=None):
         fractions = parse_splits(args.splits)
         paths = match_inputs([p.strip() for p in args.input.split(",") if p.strip()])
         check_output_dir(args.output, args.overwrite, run_files)
-        output = absolute_local(args.output)
     except (ValueError, OSError) as e:
         raise cli.UsageError(str(e)) from e
     options = PipelineOptions(argv)
@@ -198,11 +213,11 @@ def run(argv=None, save_main_session=True, test_pipeline=None):
         "resolve_redirects": args.resolve_redirects,
     }
     mine = MineWes(
-        paths, output, new_temp_dir(output), thresholds, args.seed, fractions,
+        paths, args.output, new_temp_dir(args.output), thresholds, args.seed, fractions,
         config, overwrite=args.overwrite, resolve_redirects=args.resolve_redirects,
         dictionary_filter=not args.no_dictionary_filter, skip_bad_files=args.skip_bad_files,
         split_mb=args.split_multistream_mb, full_parse_timeout_s=args.full_parse_timeout_s,
-        max_page_mb=args.max_page_mb)
+        max_page_mb=args.max_page_mb, owner=run_id)
     pipeline = test_pipeline or beam.Pipeline(options=options)
     local = is_local_runner(pipeline.options if test_pipeline else options)
     logger.info("mining %d dump file(s) -> %s (k = %s)", len(paths), args.output,

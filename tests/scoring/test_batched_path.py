@@ -114,3 +114,44 @@ def test_a_summary_that_misses_rows_read_fails_the_run(tmp_path):
     assert list(fn.process(summary, rows_read=3)) == [str(tmp_path / "s.json")]
     with pytest.raises(RuntimeError, match="4 rows were read but 3 reached the outputs"):
         list(fn.process(summary, rows_read=4))
+
+
+def test_model_results_carried_by_a_batch_are_merged_into_its_records():
+    """In the one row flow, a batch comes to the in-process metrics with its rows' model
+    results (packed with it when it crosses a stage); each row ends scored by every metric
+    or dead-lettered with every reason, the first one's kind, as the join merged them."""
+    import pickle
+
+    from tests.scoring.fakes import REJECT, FakeMetric
+    from transforms.metrics.base import QAExample
+    from transforms.scoring.row_batch import RowBatch
+    from transforms.scoring.rows import RowSource, ScoringRow
+    from transforms.scoring.score import ScoreResult, ScoreRowsFn
+
+    predictions = ["a b", REJECT, "x", REJECT]
+    rows = [(f"f:{i}", ScoringRow(RowSource("f", i, i), QAExample(p, ("a b",)), f"r{i}", "s"))
+            for i, p in enumerate(predictions, 1)]
+    failed = ScoreResult(None, "judge: inference failed: boom", "inference_failed")
+    model = [ScoreResult({"judge": 0.25}), ScoreResult({"judge": 0.5}), failed, failed]
+    batch = pickle.loads(pickle.dumps(RowBatch("f:1", rows).with_results(model)))
+    assert batch.results[0] == (({"judge": 0.25}, None, "metric_input_error"))
+
+    def score(metrics):
+        fn = ScoreRowsFn(metrics, emit=RECORDS)
+        fn.setup()
+        fn.start_bundle()
+        out = list(fn.process(batch, {"fake_count": 4}))
+        records = [o for o in out if isinstance(o, list)]
+        dead = [o.value for o in out if isinstance(o, beam.pvalue.TaggedOutput)
+                and o.tag == "dead_letter"]
+        return [r for batch_records in records for r in batch_records], dead
+
+    records, dead = score([FakeMetric(("fake_len",))])
+    assert [(r["id"], r["fake_len"], r["judge"]) for r in records] == [("r1", 3.0, 0.25)]
+    assert [(d["id"], d["reason"]) for d in dead] == [
+        ("r2", "metric_input_error"), ("r3", "inference_failed"), ("r4", "metric_input_error")]
+    assert dead[2]["detail"] == ("fake: fake metric rejects 'REJECT'; "
+                                 "judge: inference failed: boom")
+    records, dead = score([])  # model metrics alone: their results are the records
+    assert [(r["id"], r["judge"]) for r in records] == [("r1", 0.25), ("r2", 0.5)]
+    assert "fake_len" not in records[0] and [d["id"] for d in dead] == ["r3", "r4"]

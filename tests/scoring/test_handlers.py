@@ -80,9 +80,11 @@ def test_batching_and_sharing_options():
 def test_run_inference_computes_each_distinct_input_once(reference_vectors):
     handler = handlers.EncoderModelHandler(output="mean")
     model = handler.load_model()
+    predictor = handler.predictor(model)  # the host side, made once per model
+    assert handler.predictor(model) is predictor
     calls = []
-    original = model.predict
-    model.predict = lambda inputs: calls.append(list(inputs)) or original(inputs)
+    original = predictor.predict
+    predictor.predict = lambda inputs: calls.append(list(inputs)) or original(inputs)
     batch = [t for _, t in ROWS]
     results = list(handler.run_inference(batch, model))
     assert calls == [["it is a man in the video", "yes", "the person is a man ."]]
@@ -124,7 +126,7 @@ def test_keyed_run_inference_with_counters(reference_vectors):
 def test_unkeyed_cross_encoder_run_inference(cross_encoder_path):
     handler = handlers.CrossEncoderModelHandler(cross_encoder_path)
     pairs = [("a man", "the man"), ("yes", "no"), ("a man", "the man")]
-    expected, _ = handler.load_model().predict(pairs)
+    expected, _ = handler.predictor(handler.load_model()).predict(pairs)
     with test_pipeline.TestPipeline() as pipeline:
         out = (pipeline | Create(pairs) | RunInference(handler)
                | Map(lambda r: (r.example, round(r.inference, 5))))
@@ -133,7 +135,7 @@ def test_unkeyed_cross_encoder_run_inference(cross_encoder_path):
 
 def test_token_embeddings_through_run_inference_keep_their_layer():
     handler = handlers.EncoderModelHandler(output="tokens", layer=2)
-    direct, _ = handler.load_model().predict(["a man in the video"])
+    direct, _ = handler.predictor(handler.load_model()).predict(["a man in the video"])
     with test_pipeline.TestPipeline() as pipeline:
         out = (pipeline | Create([("k", "a man in the video")])
                | RunInference(KeyedModelHandler(handler))

@@ -256,3 +256,98 @@ def test_cider_with_the_runs_statistics_equals_a_full_run_and_frozen_ones_carry(
                         "--previous_run", str(tmp_path / "s1"), metrics="cider")
     cider = summary["overall"]["metrics"]["cider"]
     assert (cider["carried"], cider["computed"]) == (21, 1)
+
+
+def test_each_column_of_a_family_gets_its_true_reason():
+    """Issue 27 item 4: em scored alone, then em,f1: f1 is new; em is unchanged but
+    computed with it (one SQuAD pass); it used to say "not in the previous run"."""
+    from transforms.scoring.incremental import PreviousRun, plan_carry
+
+    metrics = registry.build_metrics(["em", "f1"], {})
+    signatures = {c: s for m in metrics for c, s in m.signature().items()}
+    previous = PreviousRun("p", "p.scores.parquet", "parquet", {"em": signatures["em"]},
+                           True, {})
+    plan = plan_carry(metrics, signatures, previous)
+    assert plan.carried == () and plan.compared == ("em",)
+    assert plan.reasons == {
+        "em": "unchanged, but computed with f1 (one squad pass computes all its columns; "
+              "the values are compared with the previous run's)",
+        "f1": "not in the previous run"}
+    changed = dict(previous.signatures, f1="f1|old")
+    plan = plan_carry(metrics, signatures, PreviousRun(
+        "p", "p.scores.parquet", "parquet", changed, True, {}))
+    assert plan.reasons["f1"] == "signature changed (was f1|old)"
+    assert plan.reasons["em"].startswith("unchanged, but computed with f1")
+
+
+@pytest.mark.slow
+def test_the_summary_gives_the_true_reason_of_each_column(tmp_path):
+    data = _write(tmp_path / "in.jsonl", BASE)
+    _score(data, str(tmp_path / "em"), metrics="em")
+    _, summary = _score(data, str(tmp_path / "both"), "--previous_run", str(tmp_path / "em"),
+                        metrics="em,f1")
+    assert summary["incremental"]["carried_metrics"] == []
+    assert summary["incremental"]["computed_metrics"] == {
+        "em": "unchanged, but computed with f1 (one squad pass computes all its columns; "
+              "the values are compared with the previous run's)",
+        "f1": "not in the previous run"}
+    assert summary["overall"]["metrics"]["em"]["changed"] == 0
+
+
+def _main(argv, capsys) -> tuple[int, list[str]]:
+    from pipelines.score_predictions import main
+
+    code = main([*argv, *RUNNER_ARGS["direct_in_process"]])
+    return code, capsys.readouterr().err.strip().splitlines()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("damage", ["cut", "other_run", "cut_jsonl"])
+def test_a_damaged_previous_run_ends_in_one_line_naming_the_file(tmp_path, capsys, damage):
+    """Issue 27 item 2: a previous run whose scores file was cut short ended in a
+    traceback (`pyarrow.lib.ArrowInvalid: Parquet magic bytes not found`), exit 1."""
+    data = _write(tmp_path / "in.jsonl", BASE)
+    previous = str(tmp_path / "prev")
+    fmt = "jsonl" if damage == "cut_jsonl" else "parquet"
+    _main(["--input", data, "--output", previous, "--metrics", "em",
+           "--output_format", fmt], capsys)
+    scores = tmp_path / f"prev.scores.{fmt}"
+    if damage == "other_run":  # a whole Parquet file, but not the one the summary counts
+        table = pq.read_table(scores)
+        pq.write_table(table.slice(0, 7), scores)
+    else:
+        blob = scores.read_bytes()
+        scores.write_bytes(blob[: len(blob) * 6 // 10])
+    code, err = _main(["--input", data, "--output", str(tmp_path / "next"), "--metrics",
+                       "em", "--previous_run", previous], capsys)
+    assert code == 2
+    assert err[-1].startswith(f"qa-score: error: --previous_run {previous}: scores file "
+                              f"{scores}: ")
+    assert {"cut": "cannot be read as Parquet: ArrowInvalid",
+            "other_run": "holds 7 rows, but its summary.json says 20 were scored",
+            "cut_jsonl": "does not end with a whole line"}[damage] in err[-1]
+    assert not any("Traceback" in line for line in err)
+    assert not list(tmp_path.glob("next*"))
+
+
+@pytest.mark.slow
+def test_a_previous_scores_file_damaged_inside_fails_on_the_worker_naming_it(
+        tmp_path, capsys):
+    """The footer is whole and matches the summary, but the data pages are not: the
+    worker's error names the file, in one line, exit 2 (Beam's ReadFromParquet raised
+    pyarrow's OSError without the path)."""
+    data = _write(tmp_path / "in.jsonl", BASE)
+    previous = str(tmp_path / "prev")
+    _main(["--input", data, "--output", previous, "--metrics", "em"], capsys)
+    scores = tmp_path / "prev.scores.parquet"
+    blob = bytearray(scores.read_bytes())
+    first_page = pq.ParquetFile(scores).metadata.row_group(0).column(0).data_page_offset
+    for i in range(first_page, first_page + 64):  # the page headers and data
+        blob[i] ^= 0xFF
+    scores.write_bytes(bytes(blob))
+    code, err = _main(["--input", data, "--output", str(tmp_path / "next"), "--metrics",
+                       "em", "--previous_run", previous], capsys)
+    assert code == 2
+    assert err[-1].startswith(f"qa-score: error: --previous_run {previous}: scores file "
+                              f"{scores}: cannot be read (row group 0): OSError: ")
+    assert not any("Traceback" in line for line in err)

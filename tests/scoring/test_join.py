@@ -8,9 +8,9 @@ from apache_beam.testing import test_pipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from transforms.metrics.base import QAExample
-from transforms.scoring.join import ROWS, JoinScores, merge_branch_results
+from transforms.scoring.join import ROWS, JoinScores
 from transforms.scoring.rows import RowSource, ScoringRow, content_key
-from transforms.scoring.score import ScoreResult
+from transforms.scoring.score import ScoreResult, merge_branch_results
 
 ROW = ScoringRow(RowSource("f", 1, 1), QAExample("p", ("r",)), id="a", system="s", human=1.0)
 

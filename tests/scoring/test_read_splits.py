@@ -120,6 +120,34 @@ def test_a_parquet_file_rewritten_after_planning_fails_naming_it(tmp_path):
         list(splits[0].records())
 
 
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_a_file_rewritten_with_the_same_size_fails_naming_it(tmp_path, fmt):
+    """Issue 14's leftover: a rewrite that kept the size exactly was not noticed (the
+    parts read the new bytes with the old plan); the modification time tells."""
+    import os
+
+    if fmt == "jsonl":
+        path = _jsonl(tmp_path)
+        splits = plan_splits(path, os.path.getsize(path), None, 97)
+        same_size = open(path, "rb").read().replace(b"the answer", b"THE ANSWER")
+    else:
+        path, table = _parquet_in_five_groups(tmp_path)
+        splits = plan_splits(path, 0, None, 1 << 30)
+        same_size = open(path, "rb").read()  # the same bytes, written again
+    stamp = os.stat(path).st_mtime + 2  # a later write (a coarse clock would not see it)
+    with open(path, "wb") as f:
+        f.write(same_size)
+    os.utime(path, (stamp, stamp))
+    assert os.path.getsize(path) == splits[0].size
+    message = rf"input file {re.escape(path)}: cannot be read.*FileChangedError: it was modified"
+    for split in (splits[0], splits[-1]):
+        with pytest.raises(InputFileError, match=message):
+            list(split.records())
+    if fmt == "jsonl":
+        with pytest.raises(InputFileError, match=message):
+            count_newlines(splits[-1])
+
+
 def test_csv_and_compressed_files_are_read_whole(tmp_path):
     assert plan_splits(str(tmp_path / "a.csv"), 10 << 30, None, 1) == [
         ReadSplit(str(tmp_path / "a.csv"), "csv")]

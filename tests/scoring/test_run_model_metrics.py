@@ -149,10 +149,11 @@ def test_one_result_per_row_with_reasons_and_counters():
     # The two failing inputs (row 4's pair, asked by f1 and by f2) are isolated: each
     # gets its own failure, whatever batch they were in.
     retried = counters.pop("failed_parts_retried", 0)
-    # RunInference's own num_inferences counts its elements: rows, not model inputs.
+    # RunInference's own num_inferences counts its elements: batches of rows, not rows.
+    assert 1 <= counters.pop("num_inferences") <= 5
     assert counters == {"requests": 10, "filtered:input_error": 2, "filtered:rejected": 3,
                         "filtered:inference_failed": 2, "passed": 2,
-                        "inference_failures": 2, "num_inferences": 5}
+                        "inference_failures": 2}
     assert retried <= 2
 
 
@@ -217,44 +218,55 @@ def test_multi_use_handler_routes_by_tag_and_isolates_a_failing_input():
     assert isinstance(values[1], InferenceFailure) and "exploded" in values[1].reason
 
 
-def test_row_handler_batches_rows_and_accepts_empty_batches():
+def test_batch_handler_cuts_outputs_back_per_row_and_accepts_empty_batches():
     from transforms.scoring.run_model_metrics import (
+        BatchModelHandler,
         ExpandModelRequestsFn,
         InferenceFailure,
         MultiUseModelHandler,
-        RowModelHandler,
         request_count,
     )
 
     metrics = [OverlapMetric("f1"), OverlapMetric("f2", TEXT_USE)]
     uses, roles = plan_uses(metrics)
-    handler = RowModelHandler(MultiUseModelHandler({t: FakeHandler(u) for t, u in uses.items()}))
+    handler = BatchModelHandler(MultiUseModelHandler({t: FakeHandler(u) for t, u in uses.items()}))
     kwargs = handler.batch_elements_kwargs()
     assert kwargs["max_batch_size"] == 2 and kwargs["element_size_fn"] is request_count
     assert not handler.share_model_across_processes()
     expand = ExpandModelRequestsFn(metrics, roles)
-    rows = [r for element in ROWS for r in expand.process(element)]
-    assert [len(r.requests) for r in rows] == [4, 2, 0, 2, 2]
-    assert [request_count(r) for r in rows] == [4, 2, 1, 2, 2]
-    assert rows[0].requests[2] == (1, 0, "use1", ("a man", "the man"))
-    results = handler.run_inference(rows, handler.load_model())
-    assert [r.example for r in results] == rows
-    assert results[0].inference == [1 / 3, 2 / 3, 1 / 3, 2 / 3] and results[2].inference == []
-    assert all(isinstance(v, InferenceFailure) for v in results[3].inference)
-    # BatchElements emits an empty batch before a row heavier than its target.
+    elements = [e for batch in (ROWS[:2], ROWS[2:]) for e in expand.process(batch)]
+    assert [[len(r.requests) for r in e.rows] for e in elements] == [[4, 2], [0, 2, 2]]
+    assert [request_count(e) for e in elements] == [6, 4]
+    assert elements[0].rows[0].requests[2] == (1, 0, "use1", ("a man", "the man"))
+    assert elements[1].batch == ROWS[2:]  # the batch travels with its requests
+    results = handler.run_inference(elements, handler.load_model())
+    assert [r.example for r in results] == elements
+    first, second = results[0].inference, results[1].inference
+    assert first[0] == [1 / 3, 2 / 3, 1 / 3, 2 / 3] and len(first[1]) == 2
+    assert second[0] == [] and all(isinstance(v, InferenceFailure) for v in second[1])
+    # BatchElements emits an empty batch before an element heavier than its target.
     assert handler.run_inference([], handler.load_model()) == []
+    assert request_count(next(expand.process([ROWS[2]]))) == 1  # no inputs still weighs 1
 
 
 def test_fold_checks_the_outputs_and_reports_rejections():
-    from transforms.scoring.run_model_metrics import FoldModelMetricsFn, RowRequests
+    from transforms.scoring.run_model_metrics import (
+        BatchRequests,
+        FoldModelMetricsFn,
+        RowRequests,
+    )
 
     fold = FoldModelMetricsFn([OverlapMetric("f1")])
     row = RowRequests("k", ROWS[0][1], ((0, 0, "use0", ("a man", "the man")),))
+    element = BatchRequests([("k", ROWS[0][1])], (row,))
     with pytest.raises(RuntimeError, match="0 model outputs for 1 requests"):
-        list(fold.process(PredictionResult(row, [])))
+        list(fold.process(PredictionResult(element, [[]])))
+    with pytest.raises(RuntimeError, match="0 output lists for 1 rows"):
+        list(fold.process(PredictionResult(element, [])))
     # A metric that rejected the row at expansion reports its reason, without outputs.
     rejected = RowRequests("k", ROWS[2][1], (), ((0, "no references"),))
-    assert list(fold.process(PredictionResult(rejected, []))) == [
+    assert list(fold.process(PredictionResult(
+        BatchRequests([("k", ROWS[2][1])], (rejected,)), [[]]))) == [
         ("k", ModelScoreResult(None, "f1: no references", "metric_input_error"))]
 
 

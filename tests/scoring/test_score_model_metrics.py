@@ -125,8 +125,14 @@ def test_model_metrics_alone(tmp_path, cross_encoder_path):
 
 
 @pytest.mark.slow
-def test_real_minilm_end_to_end(tmp_path, cross_encoder_path, keyphrase_path):
-    """A small run with the real handlers: values equal the metrics run in plain Python."""
+@pytest.mark.parametrize("runner, extra", [
+    ("direct_in_process", []),
+    # one copy of each model, in one of the two worker processes, fed by both
+    ("direct_multi_processing", ["--share_model_across_processes"]),
+])
+def test_real_minilm_end_to_end(tmp_path, cross_encoder_path, keyphrase_path, runner, extra):
+    """A small run with the real handlers: values equal the metrics run in plain Python,
+    in process and with worker processes sharing one copy of each model."""
     frame = pd.read_csv(AVSD).head(12)
     path = tmp_path / "avsd.csv"
     frame.to_csv(path, index=False)
@@ -138,7 +144,7 @@ def test_real_minilm_end_to_end(tmp_path, cross_encoder_path, keyphrase_path):
          "--max_references", "3", "--human_column", "scores",
          "--bertscore_layer", "4", "--bertscore_idf", "--sas_model", cross_encoder_path,
          "--kpqa_model", keyphrase_path, "--device", "cpu", "--model_batch_size", "5",
-         *RUNNER_ARGS["direct_in_process"]], save_main_session=False)
+         *RUNNER_ARGS[runner], *extra], save_main_session=False)
     scores = pq.read_table(prefix + ".scores.parquet").to_pandas().sort_values("row")
     assert len(scores) == 12
 
@@ -238,6 +244,8 @@ def test_model_metrics_on_the_multiprocess_direct_runner_warn(argv, warned, capl
 
     with caplog.at_level(logging.WARNING):
         assert warn_multiprocess_direct_runner(PipelineOptions(argv)) is warned
+        # workers that feed one shared copy of each model (a GPU) are the way to go
+        assert not warn_multiprocess_direct_runner(PipelineOptions(argv), shared=True)
     assert ("multiprocess_cogroupbykey" in caplog.text) is warned
 
 

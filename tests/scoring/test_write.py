@@ -199,3 +199,80 @@ def test_saved_statistics_move_in_with_the_run_and_replace_only_with_overwrite(t
                  paths.aside_dir, overwrite=False, statistics=(temp, stats))
     assert open(stats).read() == "r2"
     assert os.path.exists(paths.temp(paths.summary))  # nothing of r3 was published
+
+
+def _earlier_run_with_statistics(tmp_path):
+    """A complete earlier run at tmp_path/run (with a report) and its statistics file in
+    another folder; returns (statistics path, every file's bytes)."""
+    stats_dir = tmp_path / "stats"
+    stats_dir.mkdir()
+    stats = str(stats_dir / "s.parquet")
+    first = OutputPaths(str(tmp_path / "run"), "jsonl", "r1")
+    renames = _stage(tmp_path, first, with_report=True, content="old")
+    open(first.temp(stats), "w").write("old statistics")
+    finalize([*(t for t, _ in renames), first.temp(stats)], renames, first.every_final(),
+             first.aside_dir, statistics=(first.temp(stats), stats))
+    files = {p: open(p, "rb").read() for p in (*map(str, tmp_path.glob("run*")), stats)}
+    return stats, files
+
+
+def _publish(tmp_path, stats, run_id="r2"):
+    paths = OutputPaths(str(tmp_path / "run"), "parquet", run_id)
+    renames = _stage(tmp_path, paths)
+    temp = paths.temp(stats)
+    open(temp, "w").write("new statistics")
+    written = [*(t for t, _ in renames), temp]
+    return lambda: finalize(written, renames, paths.every_final(), paths.aside_dir,
+                            overwrite=True, statistics=(temp, stats))
+
+
+def test_a_failure_at_any_move_leaves_the_earlier_run_and_statistics_as_they_were(
+        tmp_path, monkeypatch):
+    """Issue 29 item 3: the statistics file and the run's outputs are published as one.
+    A failure is injected at each move of a publish in turn (the earlier run's files
+    moved aside, the new ones and the statistics moved in, summary.json last): each time
+    the earlier run and the earlier statistics file are back, byte for byte."""
+    stats, before = _earlier_run_with_statistics(tmp_path)
+    rename = FileSystems.rename
+    moves = []
+    # How many moves a publish makes: count them on a copy of the same layout.
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    copy_stats, _ = _earlier_run_with_statistics(copy)
+    monkeypatch.setattr(FileSystems, "rename", staticmethod(
+        lambda s, d: (moves.append(s[0]), rename(s, d))))
+    _publish(copy, copy_stats)()
+    monkeypatch.undo()
+    assert len(moves) == 7 + 4  # 6 outputs + statistics aside; 3 outputs + statistics in
+    for nth in range(1, len(moves) + 1):
+        calls = []
+
+        def failing(sources, destinations, nth=nth, calls=calls):
+            calls.append(sources[0])
+            if len(calls) == nth:
+                raise OSError(f"move {nth} failed")
+            return rename(sources, destinations)
+
+        publish = _publish(tmp_path, stats)
+        monkeypatch.setattr(FileSystems, "rename", staticmethod(failing))
+        with pytest.raises(RuntimeError, match=rf"move {nth} failed.*put back as they were"):
+            publish()
+        monkeypatch.undo()
+        assert {p: open(p, "rb").read() for p in before} == before, nth
+        finals = [p for p in map(str, tmp_path.glob("run*")) if ".tmp-" not in p]
+        assert sorted(finals) == sorted(p for p in before if p != stats), nth
+        assert _names(tmp_path / "stats") == ["s.parquet", "s.parquet.tmp-r2"], nth
+    _publish(tmp_path, stats)()  # then it succeeds
+    assert open(stats).read() == "new statistics"
+    assert _names(tmp_path / "stats") == ["s.parquet"]
+
+
+def test_killed_runs_statistics_files_beside_the_file_are_removed(tmp_path):
+    """Issue 14's leftover: a killed run's `<stats>.tmp-<id>` was removed only when it lay
+    under the next run's --output prefix. An aside copy (`.previous`, maybe the only copy
+    of an earlier file) stays."""
+    stats, _ = _earlier_run_with_statistics(tmp_path)
+    open(stats + ".tmp-killed", "w").write("a killed run's statistics")
+    open(stats + ".tmp-killed2.previous", "w").write("an earlier file, moved aside")
+    _publish(tmp_path, stats)()
+    assert _names(tmp_path / "stats") == ["s.parquet", "s.parquet.tmp-killed2.previous"]

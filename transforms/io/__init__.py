@@ -1,12 +1,15 @@
 """Infrastructure shared by every pipeline (imports nothing else of this project).
 
-- cli.py: the command-line frame (`run_main`, one-line errors, exit codes, alerts).
+- cli.py: the command-line frame (`run_main`, one-line errors, exit codes, alerts; a file
+  the user handed in that cannot be read is one line and exit 2 wherever it is found).
 - options.py: flags both pipelines share (`--input`, `--output`, `--overwrite`).
 - progress.py: progress lines of a local run.
 - counting.py: `CountingDoFn`, the one way a stage counts what passed and why a record
   was filtered (Beam counters plus counts carried as data).
 - publish.py: temp-then-rename publishing of a run's files (the summary last), so a
   killed run never leaves output that looks complete.
+- ownership.py: one owner per output (a lock beside it, with a heartbeat): a second run
+  into an output that a live run owns is refused at launch.
 - decompress.py: checked decompression ahead of the reader (dumps, compressed inputs).
 - dask_runner.py: Beam's DaskRunner with its translation faults corrected
   (`--runner transforms.io.dask_runner.DaskRunner`; needs dask and distributed).

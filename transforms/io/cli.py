@@ -19,6 +19,7 @@ logging.
 import argparse
 import difflib
 import logging
+import re
 import sys
 import traceback
 from collections.abc import Callable, Iterable, Sequence
@@ -41,6 +42,37 @@ OUR_LOGGERS = ("pipelines", "transforms", "__main__")
 class UsageError(ValueError):
     """A user mistake (a bad flag or value, a missing file or column): reported in one
     line with exit status 2. A ValueError, the configuration errors' type by contract."""
+
+
+# The errors about a file the user handed in that cannot be read (inputs, previous runs,
+# statistics files, model folders, dumps, training data): each class sets
+# `user_file_error = True` and its message names the file. They end in one line and exit
+# status 2 (`run_main`), also when a worker raised them inside a running pipeline, where
+# a runner may hand back only their text: so their names are listed here too (a test
+# keeps the list complete). Layers below `io` cannot import a base class from here.
+FILE_ERROR_NAMES = ("InputFileError", "PreviousRunError", "StatisticsFileError",
+                    "ModelFolderError", "DumpReadError", "TrainingDataError")
+_FILE_ERROR_LINE = re.compile(r"\b(?:" + "|".join(FILE_ERROR_NAMES) + r"): (.+)$")
+_WHILE_RUNNING = re.compile(r"(?: \[while running [^\]]*\])+")
+
+
+def file_error_message(error: BaseException) -> str | None:
+    """The message of a user-file error (see `FILE_ERROR_NAMES`) that `error` is, was
+    caused by, or (a runner's error that carries a worker's traceback as text) names;
+    None when there is none. Beam's "[while running 'step']" suffix is dropped."""
+    seen = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if getattr(type(current), "user_file_error", False):
+            return _WHILE_RUNNING.sub("", str(current)).strip()
+        current = current.__cause__ or current.__context__
+    found = None
+    for line in str(error).replace("\\n", "\n").splitlines():
+        match = _FILE_ERROR_LINE.search(line)
+        if match:
+            found = match.group(1)
+    return None if found is None else _WHILE_RUNNING.sub("", found).strip().rstrip("'\"")
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
@@ -181,8 +213,28 @@ class _DropApitoolsWarning(logging.Filter):
         return not str(record.msg).startswith("apitools not found")
 
 
+class _DropUserFileErrorLogs(logging.Filter):
+    """Beam logs a worker's exception with its traceback (`apache_beam.runners.common`,
+    and the job service for worker processes) before the runner raises it; for a file
+    the user handed in that cannot be read, the one line `run_main` prints says it all."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not record.name.startswith("apache_beam") or record.levelno < logging.ERROR:
+            return True
+        if record.exc_info and record.exc_info[1] is not None and \
+                file_error_message(record.exc_info[1]) is not None:
+            return False
+        try:
+            message = record.getMessage()
+        except Exception:  # noqa: BLE001 - a record that cannot format is kept
+            return True
+        return not any(_FILE_ERROR_LINE.search(line)
+                       for line in message.replace("\\n", "\n").splitlines())
+
+
 def configure_logging(verbose: bool = False, level: int = logging.INFO) -> None:
-    """Our loggers at `level` on stderr; Beam's at WARNING (INFO with `verbose`).
+    """Our loggers at `level` on stderr; Beam's at WARNING (INFO with `verbose`); Beam's
+    error logs of a user-file error dropped (kept with `verbose`).
 
     `logging.basicConfig` without `force` does nothing once the root logger has a
     handler, which Beam's import gives it (its first warning installs one): `force=True`
@@ -193,6 +245,8 @@ def configure_logging(verbose: bool = False, level: int = logging.INFO) -> None:
     root = logging.getLogger()
     for handler in root.handlers:
         handler.addFilter(_DropApitoolsWarning())
+        if not verbose:
+            handler.addFilter(_DropUserFileErrorLogs())
     for name in OUR_LOGGERS:
         logging.getLogger(name).setLevel(level)
     logging.getLogger("apache_beam").setLevel(logging.INFO if verbose else logging.WARNING)
@@ -222,7 +276,9 @@ def run_main(prog: str, body: Callable[[list[str]], Any], argv: Sequence[str] | 
         argv: the arguments (None: sys.argv[1:]).
         user_errors: the exception types that are user mistakes: one line on stderr
             (`prog: error: message`), exit status 2; `--verbose` adds the traceback.
-            Anything else propagates with its traceback (a fault, not a mistake).
+            So is a file the user handed in that cannot be read (`file_error_message`),
+            wherever it was found, in a running pipeline too. Anything else
+            propagates with its traceback (a fault, not a mistake).
         setup_logging: `(verbose) -> None`; default `configure_logging`.
 
     Returns:
@@ -240,7 +296,16 @@ def run_main(prog: str, body: Callable[[list[str]], Any], argv: Sequence[str] | 
     except user_errors as e:
         if verbose:
             traceback.print_exc(file=sys.stderr)
-        message = " ".join(str(e).split()) or type(e).__name__
-        print(f"{prog}: error: {message}", file=sys.stderr)
+        message = file_error_message(e) or str(e)
+        print(f"{prog}: error: {' '.join(message.split()) or type(e).__name__}",
+              file=sys.stderr)
+        return 2
+    except Exception as e:
+        message = file_error_message(e)
+        if message is None:
+            raise  # a fault: its traceback
+        if verbose:
+            traceback.print_exc(file=sys.stderr)
+        print(f"{prog}: error: {' '.join(message.split())}", file=sys.stderr)
         return 2
     return 0

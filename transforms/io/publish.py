@@ -11,11 +11,13 @@ Beam `FileSystems` throughout, so it works on object stores too.
 import logging
 import os
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.io.localfilesystem import LocalFileSystem
+
+from transforms.io.ownership import check_owner
 
 logger = logging.getLogger(__name__)
 
@@ -67,8 +69,7 @@ def check_output_dir(output_dir: str, overwrite: bool,
     leftovers = temp_dirs(output_dir)
     if leftovers:
         logger.warning("%s holds %d temporary folders of runs that did not finish (%s); "
-                       "this run removes them when it succeeds. Running two pipelines into "
-                       "one directory at once is not supported.", output_dir,
+                       "this run removes them when it succeeds", output_dir,
                        len(leftovers), ", ".join(leftovers))
 
 
@@ -107,7 +108,8 @@ def delete_tree(folder: str) -> None:
 
 
 def replace_outputs(moves: Sequence[tuple[str, str]], old_files: Iterable[str], root: str,
-                    aside_dir: str, overwrite: bool = True) -> list[str]:
+                    aside_dir: str, overwrite: bool = True,
+                    aside_paths: Mapping[str, str] | None = None) -> list[str]:
     """Puts the files of a new run in place of an earlier run's, so that a reader finds
     one run or the other, or no completeness marker: never a mix that looks complete.
 
@@ -117,7 +119,8 @@ def replace_outputs(moves: Sequence[tuple[str, str]], old_files: Iterable[str], 
        `root`), then its other files;
     2. the new files are moved from their temporary names to their final ones, the
        marker last;
-    3. `aside_dir` is deleted, and folders that the earlier run's files leave empty.
+    3. `aside_dir` (and `aside_paths`) is deleted, and folders that the earlier run's
+       files leave empty.
     When 1 or 2 fails, everything moved is moved back (the new files to their temporary
     names, the earlier run's to their places, its marker last) and RuntimeError says so;
     when moving back fails too, it names what is where. A failure in 3 is logged: the new
@@ -137,6 +140,9 @@ def replace_outputs(moves: Sequence[tuple[str, str]], old_files: Iterable[str], 
             system as `root`).
         overwrite: False to refuse to replace an earlier run (a run without `--overwrite`
             that finds one written meanwhile).
+        aside_paths: final path -> where its earlier file waits, for files published
+            with the run that need not lie under `root` (a saved statistics file, moved
+            aside beside itself: a rename never crosses file systems).
 
     Returns:
         The final paths, in the order of `moves`.
@@ -165,7 +171,9 @@ def replace_outputs(moves: Sequence[tuple[str, str]], old_files: Iterable[str], 
             f"{root} holds the outputs of another run ({len(old)} files, e.g. {old[0]}), "
             "written while this one ran: two runs into one folder at once are not "
             "supported; nothing was replaced")
-    aside = [(p, FileSystems.join(aside_dir, _relative(p, root))) for p in old]
+    aside_paths = dict(aside_paths or {})
+    aside = [(p, aside_paths.get(p) or FileSystems.join(aside_dir, _relative(p, root)))
+             for p in old]
     moved_aside: list[tuple[str, str]] = []
     moved_in: list[tuple[str, str]] = []
     try:
@@ -177,13 +185,16 @@ def replace_outputs(moves: Sequence[tuple[str, str]], old_files: Iterable[str], 
             _move(temp, final)
             moved_in.append((temp, final))
     except Exception as error:  # noqa: BLE001 - whatever failed, the earlier run goes back
-        _put_back(error, moved_in, moved_aside, root, aside_dir)
+        _put_back(error, moved_in, moved_aside, root, aside_dir, aside_paths.values())
     if moved_aside:
         logger.info("replaced %d files of an earlier run in %s", len(moved_aside), root)
     try:
         # Also what an earlier attempt moved aside.
         earlier = [_relative(p, aside_dir) for p in files_under(aside_dir)]
         delete_tree(aside_dir)
+        spares = [p for p in aside_paths.values() if FileSystems.exists(p)]
+        if spares:
+            FileSystems.delete(spares)
         emptied = {FileSystems.join(root, rel.rsplit("/", 1)[0]) for rel in earlier if "/" in rel}
         for folder in sorted(emptied, key=len, reverse=True):  # deepest first
             if FileSystems.exists(folder) and not files_under(folder):
@@ -195,7 +206,8 @@ def replace_outputs(moves: Sequence[tuple[str, str]], old_files: Iterable[str], 
 
 
 def _put_back(error: Exception, moved_in: Sequence[tuple[str, str]],
-              moved_aside: Sequence[tuple[str, str]], root: str, aside_dir: str):
+              moved_aside: Sequence[tuple[str, str]], root: str, aside_dir: str,
+              aside_files: Iterable[str] = ()):
     """Undoes a failed `replace_outputs` (last move first) and raises what happened."""
     failures = []
     for temp, final in reversed(moved_in):
@@ -213,7 +225,8 @@ def _put_back(error: Exception, moved_in: Sequence[tuple[str, str]],
             f"replacing the outputs in {root} failed ({error}), and so did putting the "
             f"earlier ones back: {'; '.join(failures)}. The earlier run's files that are "
             f"not back are in {aside_dir}; the folder holds no complete run") from error
-    if files_under(aside_dir):  # moved aside by an attempt that died
+    if files_under(aside_dir) or any(FileSystems.exists(p) for p in aside_files):
+        # moved aside by an attempt that died
         raise RuntimeError(
             f"replacing the outputs in {root} failed ({error}); what this attempt moved is "
             f"back, but files of the earlier run moved aside before are still in "
@@ -224,19 +237,28 @@ def _put_back(error: Exception, moved_in: Sequence[tuple[str, str]],
 
 def publish_run(moves: Iterable[tuple[str, str]], output_dir: str, temp_dir: str,
                 marker: str, overwrite: bool,
-                list_run_files: Callable[[str], list[str]]) -> list[str]:
+                list_run_files: Callable[[str], list[str]],
+                owner: str | None = None) -> list[str]:
     """The last step of a run into a folder of its own: its files in place of an earlier
     run's (see `replace_outputs`; `marker`, a name in `output_dir`, last; the earlier
     run's files are `list_run_files(output_dir)`), then every `.temp-*` folder in
-    `output_dir` removed, its own and those of runs that did not finish.
+    `output_dir` removed, its own and those of runs that did not finish (no other run
+    can be writing into the folder while this one owns it).
+
+    Args:
+        owner: the run id that owns `output_dir` (transforms/io/ownership.py), checked
+            before anything moves; None: not checked.
 
     Raises:
         ValueError: the marker is not among the moves.
+        OwnershipLostError: `owner` no longer owns the folder; nothing is moved.
     """
     marker_path = FileSystems.join(output_dir, marker)
     moves = sorted({tuple(m) for m in moves}, key=lambda m: (m[1] == marker_path, m[1]))
     if not moves or moves[-1][1] != marker_path:
         raise ValueError(f"the run has no {marker} to publish")
+    if owner is not None:
+        check_owner(output_dir, owner, folder=True)
     finals = replace_outputs(moves, list_run_files(output_dir), output_dir,
                              FileSystems.join(temp_dir, "previous"), overwrite)
     for folder in temp_dirs(output_dir):
@@ -252,9 +274,9 @@ class PublishRun(beam.PTransform):
     written; see `publish_run`."""
 
     def __init__(self, output_dir: str, temp_dir: str, marker: str, overwrite: bool,
-                 list_run_files: Callable[[str], list[str]]):
+                 list_run_files: Callable[[str], list[str]], owner: str | None = None):
         super().__init__()
-        self._args = (output_dir, temp_dir, marker, overwrite, list_run_files)
+        self._args = (output_dir, temp_dir, marker, overwrite, list_run_files, owner)
 
     def expand(self, moves):
         return (moves

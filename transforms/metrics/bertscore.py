@@ -5,6 +5,12 @@ matrix; each candidate token takes its best reference token (precision) and each
 reference token its best candidate token (recall), averaged with token weights
 normalised per sentence; F = 2PR/(P+R).
 
+The metric asks the model for one `TokenMatch` per (candidate, reference) pair (task
+`token_match`): the embeddings, the cosine matrices and their maxima are computed on the
+model's device, batched over pairs (transforms/models/predictors.py), and only each
+token's best cosine comes back; the weights are applied here (`weighted_match`).
+`greedy_match` is the same computation from token vectors, for the KPQA-weighted variant.
+
 - Weights: 1 per token and 0 for the tokenizer's CLS/SEP ids (bert-score without idf), or
   idf = log((M+1)/(df+1)) over the corpus's M references (unseen tokens log(M+1)), CLS/SEP
   0, computed as the `ReferenceIdf` corpus statistic.
@@ -35,7 +41,7 @@ from transforms.metrics.base import (
 from transforms.metrics.model_base import ModelMetric, ModelRequest
 from transforms.models.baselines import read_rescale_baseline
 from transforms.models.loading import ModelSpec, TokenIds
-from transforms.models.uses import ModelUse, TokenEmbeddings, encoder_use
+from transforms.models.uses import ModelUse, TokenEmbeddings, TokenMatch, encoder_use
 
 VERSION = "1.0"
 # `bertscore` is F1, the number the papers call BERTScore (and kpqa_bertscore's shape).
@@ -69,7 +75,25 @@ def greedy_match(cand: np.ndarray, cand_weights: np.ndarray, ref: np.ndarray,
 
 def uniform_weights(emb: TokenEmbeddings) -> np.ndarray:
     """1 per token, 0 at CLS/SEP (bert-score without idf)."""
-    return np.where(emb.special, 0.0, 1.0).astype(np.float32)
+    return uniform_token_weights(emb.token_ids, emb.special)
+
+
+def uniform_token_weights(token_ids: np.ndarray, special: np.ndarray) -> np.ndarray:
+    """1 per token, 0 at CLS/SEP (bert-score without idf)."""
+    return np.where(special, 0.0, 1.0).astype(np.float32)
+
+
+def weighted_match(match: TokenMatch, cand_weights: np.ndarray,
+                   ref_weights: np.ndarray) -> Score:
+    """BERTScore of one pair from its greedy match (`TokenMatch`) and token weights:
+    `greedy_match`'s averages, from the maxima the model's device computed."""
+    cand_total, ref_total = float(np.sum(cand_weights)), float(np.sum(ref_weights))
+    if cand_total == 0.0 or ref_total == 0.0:
+        return ZERO
+    precision = float(np.dot(match.cand_max, cand_weights) / cand_total)
+    recall = float(np.dot(match.ref_max, ref_weights) / ref_total)
+    total = precision + recall
+    return Score(precision, recall, 2 * precision * recall / total if total != 0 else 0.0)
 
 
 class IdfTable(NamedTuple):
@@ -80,9 +104,13 @@ class IdfTable(NamedTuple):
 
     def weights(self, emb: TokenEmbeddings) -> np.ndarray:
         """idf per token of `emb`; CLS/SEP 0."""
+        return self.token_weights(emb.token_ids, emb.special)
+
+    def token_weights(self, token_ids: np.ndarray, special: np.ndarray) -> np.ndarray:
+        """idf per token id; 0 where `special` (CLS/SEP)."""
         top = math.log(self.num_docs + 1)
-        idf = [top - math.log(self.df.get(int(t), 0) + 1) for t in emb.token_ids]
-        return np.where(emb.special, 0.0, np.asarray(idf, dtype=np.float64)).astype(np.float32)
+        idf = [top - math.log(self.df.get(int(t), 0) + 1) for t in token_ids]
+        return np.where(special, 0.0, np.asarray(idf, dtype=np.float64)).astype(np.float32)
 
 
 class ReferenceIdf(CorpusStatistic):
@@ -168,7 +196,7 @@ class BERTScoreMetric(ModelMetric):
         if unknown or not columns:
             raise ValueError(f"bertscore columns are {COLUMNS}, got {tuple(columns)}")
         self.columns = tuple(columns)
-        self._use = encoder_use(ModelSpec.of(model, **spec_kwargs), layer)
+        self._use = encoder_use(ModelSpec.of(model, **spec_kwargs), layer, task="token_match")
         if baseline_path is not None and self._use.layer is None:
             raise ValueError("baseline rescaling needs an explicit layer for this model")
         self._baseline = (Score(*read_rescale_baseline(baseline_path, self._use.layer))
@@ -177,7 +205,7 @@ class BERTScoreMetric(ModelMetric):
         self._idf = ReferenceIdf(self._use.spec) if idf else None
 
     def model_uses(self) -> Mapping[str, ModelUse]:
-        return {"encoder": self._use}
+        return {"pairs": self._use}
 
     def corpus_statistics(self) -> tuple[CorpusStatistic, ...]:
         return (self._idf,) if self._idf is not None else ()
@@ -192,13 +220,16 @@ class BERTScoreMetric(ModelMetric):
     def requests(self, example: QAExample) -> list[ModelRequest]:
         if not example.references:
             raise MetricInputError("bertscore needs at least one reference")
-        texts = (example.prediction, *example.references)
-        return [ModelRequest("encoder", t.strip()) for t in texts]
+        candidate = example.prediction.strip()
+        return [ModelRequest("pairs", (candidate, r.strip())) for r in example.references]
 
     def fold(self, example: QAExample, outputs: Sequence[Any],
              corpus_stats: Mapping[str, Any]) -> dict[str, float]:
-        idf = corpus_stats[self._idf.key] if self._idf is not None else None
-        score = bertscore(outputs[0], outputs[1:], idf, self._baseline)
+        weigh = (corpus_stats[self._idf.key].token_weights if self._idf is not None
+                 else uniform_token_weights)
+        best = best_by_f([weighted_match(m, weigh(m.cand_ids, m.cand_special),
+                                         weigh(m.ref_ids, m.ref_special)) for m in outputs])
+        score = rescale(best, self._baseline) if self._baseline is not None else best
         values = {"bertscore": score.fmeasure, "bertscore_precision": score.precision,
                   "bertscore_recall": score.recall}
         return {c: values[c] for c in self.columns}

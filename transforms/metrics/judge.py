@@ -23,12 +23,13 @@ The score is the sigmoid of the logit; the decision threshold the trainer chose 
 
 from __future__ import annotations
 
+import collections
+import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from transforms.metrics.base import MetricInputError, QAExample, format_signature
 from transforms.metrics.model_base import ModelMetric, ModelRequest
-from transforms.metrics.overlap import overlap_score
 from transforms.metrics.squad import normalize_answer
 from transforms.models import layouts
 from transforms.models.loading import ModelSpec
@@ -47,9 +48,72 @@ _HOW = ("train one with `python -m pipelines.train_cross_encoder --format evouna
         "TQ.json) or --format bem")
 
 
+# Gold answers repeat across rows (every answer to a question has the same golds), so a
+# gold's normalised form and token counts are computed once per process, not per row.
+_GOLD_MEMO_SIZE = 1 << 16
+
+
+@functools.lru_cache(maxsize=_GOLD_MEMO_SIZE)
+def _gold_profile(gold: str) -> tuple[str, tuple[tuple[str, int], ...], int]:
+    """A gold's SQuAD-normalised text, its token counts and its number of tokens."""
+    norm = normalize_answer(gold)
+    tokens = norm.split()
+    return norm, tuple(collections.Counter(tokens).items()), len(tokens)
+
+
+class _Answer:
+    """An answer's normalised text, and its token counts when first needed (only to
+    break ties between golds equally contained), computed once for all its golds."""
+
+    __slots__ = ("norm", "_counts")
+
+    def __init__(self, answer: str) -> None:
+        self.norm = normalize_answer(answer)
+        self._counts: collections.Counter | None = None
+
+    def contains(self, gold_norm: str) -> bool:
+        """`overlap.contains`' rule on normalised texts: an empty gold matches an empty
+        answer only."""
+        return gold_norm in self.norm if gold_norm else not self.norm
+
+    def recall(self, counts: tuple[tuple[str, int], ...], n: int) -> float:
+        """Token recall of a gold (its counts and length), multiset, 0.0 for no tokens."""
+        if not n:
+            return 0.0
+        if self._counts is None:
+            self._counts = collections.Counter(self.norm.split())
+        get = self._counts.get
+        return sum(min(get(t, 0), c) for t, c in counts) / n
+
+    def match(self, gold: str) -> tuple[float, float]:
+        """(containment, token recall) of one gold, as `overlap_score(answer, (gold,))`
+        gives them: the same normalisation, multiset counts and empty-string rules."""
+        norm, counts, n = _gold_profile(gold)
+        return float(self.contains(norm)), self.recall(counts, n)
+
+
+def _best(answer: _Answer, golds: Sequence[str]) -> tuple[str, bool]:
+    """The first gold with the highest (containment, token recall), and whether it is
+    contained. Recall is computed only to choose among several golds with the best
+    containment (the contained ones, when any is): the same choice as ranking every gold
+    by both, with far less work."""
+    profiles = [_gold_profile(g) for g in golds]
+    contained = [answer.contains(norm) for norm, _, _ in profiles]
+    top = any(contained)
+    candidates = [i for i, c in enumerate(contained) if c is top]
+    if len(candidates) == 1:
+        return golds[candidates[0]], top
+    best, best_recall = candidates[0], -1.0
+    for i in candidates:
+        recall = answer.recall(profiles[i][1], profiles[i][2])
+        if recall > best_recall:  # the first of equal matches wins, as max() picks it
+            best, best_recall = i, recall
+    return golds[best], top
+
+
 def best_gold(answer: str, golds: Sequence[str]) -> str:
     """The gold answer an answer matches best: containment, then token recall, then order."""
-    return max(golds, key=lambda g: overlap_score(answer, (g,))[:2])
+    return _best(_Answer(answer), golds)[0]
 
 
 def ranked_golds(answer: str, golds: Sequence[str]) -> list[str]:
@@ -57,11 +121,12 @@ def ranked_golds(answer: str, golds: Sequence[str]) -> list[str]:
     order), one per SQuAD-normalised form (`"Sunset Blvd."` repeats `"Sunset Blvd"`)."""
     seen, unique = set(), []
     for g in golds:
-        key = normalize_answer(g) or g
+        key = _gold_profile(g)[0] or g
         if key not in seen:
             seen.add(key)
             unique.append(g)
-    scored = [(overlap_score(answer, (g,))[:2], -i, g) for i, g in enumerate(unique)]
+    profile = _Answer(answer)
+    scored = [(profile.match(g), -i, g) for i, g in enumerate(unique)]
     return [g for _, _, g in sorted(scored, reverse=True)]
 
 
@@ -86,8 +151,8 @@ def judge_reference(answer: str, golds: Sequence[str], gold_layout: str = "best"
     if gold_layout == "best":
         return best_gold(answer, golds)
     if gold_layout == "marked":
-        gold = best_gold(answer, golds)
-        return f"{MARKS[bool(overlap_score(answer, (gold,)).contains)]} {gold}"
+        gold, contained = _best(_Answer(answer), golds)
+        return f"{MARKS[contained]} {gold}"
     ranked = ranked_golds(answer, golds)
     kept, size = [ranked[0]], len(ranked[0])
     for g in ranked[1:]:

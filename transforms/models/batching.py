@@ -5,8 +5,9 @@ Pure functions on lists and numpy arrays (no torch), so they are tested on their
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Hashable, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -35,14 +36,18 @@ def plan_batches(lengths: Sequence[int], max_rows: int, max_tokens: int) -> list
     """
     if max_rows < 1 or max_tokens < 1:
         raise ValueError(f"max_rows and max_tokens must be >= 1, got {max_rows}, {max_tokens}")
-    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    sizes = np.asarray(lengths, dtype=np.int64)
+    order = np.argsort(-sizes, kind="stable").tolist()  # longest first, ties in input order
+    sizes = sizes.tolist()
     batches: list[list[int]] = []
     current: list[int] = []
+    longest = 0
     for i in order:
-        longest = lengths[current[0]] if current else lengths[i]
         if current and (len(current) >= max_rows or (len(current) + 1) * longest > max_tokens):
             batches.append(current)
             current = []
+        if not current:
+            longest = sizes[i]
         current.append(i)
     if current:
         batches.append(current)
@@ -71,3 +76,92 @@ def pad(rows: Sequence[Sequence[int]], types: Sequence[Sequence[int] | None],
         if type_ids is not None:
             type_ids[k, : len(row)] = types[k]
     return Padded(ids, mask, type_ids)
+
+
+class TokenBatch(NamedTuple):
+    """The encoded inputs of a window as flat arrays: input k's ids are
+    `ids[offsets[k]:offsets[k + 1]]`, its segment ids the same slice of `types`, its answer
+    span (keyphrase inputs only) `spans[k]`.
+
+    One array per window instead of a tuple of Python ints per input: padding a pass is
+    then a few numpy operations (`pad_tokens`), whatever its number of rows.
+    """
+
+    ids: np.ndarray
+    types: np.ndarray
+    offsets: np.ndarray
+    spans: tuple[tuple[int, int], ...] | None = None
+
+    @property
+    def num_inputs(self) -> int:
+        return len(self.offsets) - 1
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+    def row(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """(ids, segment ids) of input k."""
+        start, end = self.offsets[k], self.offsets[k + 1]
+        return self.ids[start:end], self.types[start:end]
+
+    @classmethod
+    def from_pieces(cls, pieces: Sequence[np.ndarray], types: np.ndarray,
+                    lengths: np.ndarray) -> TokenBatch:
+        """The batch whose ids are `pieces` concatenated, cut by `lengths` (an input of
+        length 0 is one that another batch fills, see `merge`)."""
+        ids = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.int64)
+        offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        return cls(ids.astype(np.int64, copy=False), np.asarray(types, dtype=np.int64), offsets)
+
+    @classmethod
+    def from_encoded(cls, encoded: Sequence[Any]) -> TokenBatch:
+        """From `layouts.Encoded` rows (segment ids 0 where an encoding has none)."""
+        lengths = np.array([len(e.input_ids) for e in encoded], dtype=np.int64)
+        total = int(lengths.sum())
+        ids = np.fromiter(itertools.chain.from_iterable(e.input_ids for e in encoded),
+                          dtype=np.int64, count=total)
+        types = np.fromiter(itertools.chain.from_iterable(
+            e.token_type_ids if e.token_type_ids is not None else (0,) * len(e.input_ids)
+            for e in encoded), dtype=np.int64, count=total)
+        batch = cls.from_pieces([ids], types, lengths)
+        spans = tuple(e.span for e in encoded) if any(e.span is not None for e in encoded) \
+            else None
+        return batch._replace(spans=spans)
+
+    @classmethod
+    def merge(cls, base: TokenBatch, other: TokenBatch, positions: np.ndarray) -> TokenBatch:
+        """`base` with its inputs at `positions` replaced by `other`'s, in order."""
+        source = np.zeros(base.num_inputs, dtype=np.int64)  # 0: base, 1: other
+        source[positions] = 1
+        where = np.zeros(base.num_inputs, dtype=np.int64)
+        where[positions] = np.arange(len(positions))
+        ids, types = [], []
+        for k in range(base.num_inputs):
+            batch, j = (other, where[k]) if source[k] else (base, k)
+            start, end = batch.offsets[j], batch.offsets[j + 1]
+            ids.append(batch.ids[start:end])
+            types.append(batch.types[start:end])
+        lengths = np.array([len(x) for x in ids], dtype=np.int64)
+        return cls.from_pieces(ids, np.concatenate(types) if types else types, lengths)
+
+
+def pad_tokens(batch: TokenBatch, positions: Sequence[int] | np.ndarray, pad_id: int,
+               with_types: bool = True) -> Padded:
+    """Right-pads the inputs at `positions` of a `TokenBatch` to the longest of them, with
+    numpy gathers only (ids with `pad_id`, segment ids with 0)."""
+    positions = np.asarray(positions, dtype=np.int64)
+    starts = batch.offsets[positions]
+    lengths = batch.offsets[positions + 1] - starts
+    longest = int(lengths.max()) if len(lengths) else 0
+    columns = np.arange(longest, dtype=np.int64)
+    mask = columns[None, :] < lengths[:, None]
+    source = (starts[:, None] + columns[None, :])[mask]
+    ids = np.full((len(positions), longest), pad_id, dtype=np.int64)
+    ids[mask] = batch.ids[source]
+    type_ids = None
+    if with_types:
+        type_ids = np.zeros((len(positions), longest), dtype=np.int64)
+        type_ids[mask] = batch.types[source]
+    return Padded(ids, mask.astype(np.int64), type_ids)

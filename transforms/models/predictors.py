@@ -1,82 +1,277 @@
 """Loaded models that turn a list of distinct inputs into outputs (torch, no Beam).
 
-A `Predictor` is the one object a `ModelHandler.load_model` returns (Beam keeps a weak
-reference to it, and with `share_model_across_processes` calls it through a proxy, so its
-`predict` takes and returns plain picklable values). Inside `predict`: an LRU cache of
-recent outputs, encoding of the missing inputs in one tokenizer call, length-sorted
-forward passes capped by rows and padded tokens, each padded to its own longest row,
-under `torch.inference_mode()`, and outputs returned in input order.
+Two halves, so that several processes can prepare inputs for one model on one device:
+
+- `DeviceModel`: the model on its device. `run(passes)` takes padded passes (numpy arrays,
+  `batching.Padded`) and returns one numpy array per pass, in one call: every pass is
+  copied (pinned memory, non-blocking) and launched before any result is read back, so
+  on a GPU the device works through the window while the host is still launching, and
+  the host waits once. Its methods take and return plain picklable values, so it can
+  live in another process behind Beam's `MultiProcessShared` proxy.
+- `Predictor`: the host side. `predict(inputs)` looks outputs up in an LRU cache,
+  encodes the missing inputs as one `TokenBatch` (encoding.py: each distinct segment
+  tokenized once, by the fast tokenizer's batch call), groups them by length into passes
+  capped by rows and padded tokens (each padded to its own longest row), has the device
+  model run them, and turns the arrays into per-input outputs in input order.
+
+`load_predictor(use)` gives both in one process, the plain-Python way (`score_corpus`,
+tests). The Beam handlers (transforms/scoring/handlers.py) load the `DeviceModel` with
+`load_model` (shared across processes on request) and build the `Predictor` around it in
+each worker process.
+
+The window a `Predictor` sorts by length is the list given to `predict`: the larger it
+is, the less padding (on the judgment pairs of the model benchmark, padded/real tokens is
+1.28 with 512-input windows and 4,096-token passes, 1.09 with 2,048, 1.01 for a global
+sort). On a GPU raise `max_batch_tokens` (e.g. 65,536) and the window with it.
 """
 
 from __future__ import annotations
 
-import abc
 import collections
 import logging
 import threading
+import types
 from collections.abc import Hashable, Sequence
 from typing import Any
 
 import numpy as np
 
 from transforms.models import batching, layouts, loading
-from transforms.models.uses import ModelUse, TokenEmbeddings, TokenScores
+from transforms.models.encoding import SegmentEncoder
+from transforms.models.uses import ENCODER_TASKS, ModelUse, TokenEmbeddings, TokenMatch, TokenScores
 
 logger = logging.getLogger(__name__)
 
-# A Beam batch is also the window inside which inputs are sorted by length. On the 20,000
-# judgment pairs of the benchmark, padded/real tokens is 1.28 with 512-row windows and
-# 4,096-token passes, 1.09 with 2,048-row windows, 1.01 for a global sort. On a GPU raise
-# max_batch_tokens (e.g. 32768) and the window with it.
 DEFAULT_MAX_BATCH_ROWS = 2048
+# Padded tokens per forward pass: small passes on a CPU (its caches), large ones on a GPU,
+# where a pass of a few thousand tokens is too short to keep the device busy.
 DEFAULT_MAX_BATCH_TOKENS = 4096
+DEFAULT_MAX_BATCH_TOKENS_CUDA = 65536
 # Cached outputs per process, by task: scores are a float, token embeddings ~30 KB each.
 DEFAULT_CACHE_SIZE = {"sequence_score": 200_000, "sentence_embedding": 50_000,
-                      "token_embeddings": 5_000, "token_scores": 20_000}
+                      "token_embeddings": 5_000, "token_match": 100_000,
+                      "token_scores": 20_000}
 STAT_NAMES = ("inputs", "cache_hits", "forward_passes", "real_tokens", "padded_tokens")
+_AUTO_CLASS = {"token_embeddings": "AutoModel", "token_match": "AutoModel",
+               "sentence_embedding": "AutoModel",
+               "sequence_score": "AutoModelForSequenceClassification",
+               "token_scores": "AutoModelForTokenClassification"}
+# Greedy matching (token_match) gathers each pair's candidate and reference vectors;
+# pairs are matched in chunks of at most this many gathered floats (128 MB as float32).
+MATCH_CHUNK_FLOATS = 1 << 25
 
 
-class Predictor(abc.ABC):
-    """Tokenizer + model + batching policy for one `ModelUse`.
+class DeviceModel:
+    """One `ModelUse`'s model on its device: padded passes in, numpy arrays out.
+
+    Outputs per pass, by task: `sequence_score` (rows,) float32 scores, the activation
+    applied; `sentence_embedding` (rows, dim) float32 masked means; `token_embeddings`
+    (rows, longest, dim) float32 hidden states of `use.layer`; `token_scores`
+    (rows, longest) float32 P(class `use.label`). `token_match` uses `match` instead: the
+    hidden states stay on the device, and only each pair's best cosines come back.
+
+    Raises:
+        ValueError: the checkpoint cannot be loaded, or its head does not fit the use (a
+            layer out of range, a sigmoid on a multi-class head, a class out of range).
+    """
+
+    def __init__(self, use: ModelUse) -> None:
+        self.use = use
+        self.model = loading.load_model(use.spec, _AUTO_CLASS[use.task])
+        self.device = next(self.model.parameters()).device
+        config = self.model.config
+        self._layer_index = None
+        if use.task in ENCODER_TASKS:
+            layer, n_layers = use.layer, config.num_hidden_layers
+            if layer is not None and not 0 <= layer <= n_layers:
+                raise ValueError(f"layer must be in 0..{n_layers}, got {layer}")
+            # Dropping the unused top layers is bert-score's own trick: same numbers, less work.
+            if layer is not None and layer != n_layers and not loading.truncate_layers(
+                    self.model, layer):
+                self._layer_index = layer
+        elif use.task == "sequence_score":
+            n = config.num_labels
+            if use.activation == "sigmoid" and n != 1:
+                raise ValueError(f"sigmoid activation needs a one-logit head, the model has {n}")
+            if use.activation != "sigmoid" and use.label >= n:
+                raise ValueError(f"label {use.label} out of range for {n} classes")
+        elif use.label >= config.num_labels:
+            raise ValueError(f"label {use.label} out of range for {config.num_labels} classes")
+
+    def info(self) -> dict[str, Any]:
+        """What the host side needs to know of the model (plain values)."""
+        config = self.model.config
+        return {"max_position_embeddings": getattr(config, "max_position_embeddings", None),
+                "type_vocab_size": int(getattr(config, "type_vocab_size", 0) or 0),
+                "device": str(self.device)}
+
+    def run(self, passes: Sequence[batching.Padded]) -> list[np.ndarray]:
+        """The outputs of every pass (see the class docstring), in order."""
+        import torch
+        outputs = []
+        with torch.inference_mode():
+            for padded in passes:
+                outputs.append(self._forward(self._tensors(padded)))
+            if self.use.task == "sequence_score" and outputs:
+                # one copy back for the whole window; the passes ran in the meantime
+                scores = torch.cat(outputs).cpu().numpy()
+                return np.split(scores, np.cumsum([len(o) for o in outputs])[:-1])
+            return [o.cpu().numpy() for o in outputs]
+
+    def match(self, passes: Sequence[batching.Padded], starts: np.ndarray,
+              lengths: np.ndarray, pairs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """BERTScore's greedy match of text pairs, on the device (task `token_match`).
+
+        Args:
+            passes: the distinct texts, padded into passes.
+            starts, lengths: per text, where its tokens start in the passes' tokens laid
+                end to end (pass by pass, row by row, padding left out), and how many.
+            pairs: (n, 2) int64: the candidate and reference text of each pair.
+
+        Returns:
+            (cand_max, ref_max): every pair's per-token best cosines, laid end to end in
+            pair order (candidate tokens of pair 0, of pair 1, ...; the same for the
+            references).
+        """
+        import torch
+        with torch.inference_mode():
+            tables = []
+            for padded in passes:
+                kwargs = self._tensors(padded)
+                hidden = self._forward(kwargs)
+                hidden = hidden / hidden.norm(dim=-1, keepdim=True)
+                tables.append(hidden[kwargs["attention_mask"].bool()])
+            dim = tables[0].shape[-1] if tables else 1
+            table = torch.cat([*tables, torch.zeros(1, dim, device=self.device)])
+            return _greedy_match(table, starts, lengths, pairs)
+
+    def _tensors(self, padded: batching.Padded) -> dict[str, Any]:
+        import torch
+        on_cuda = self.device.type == "cuda"
+
+        def move(array: np.ndarray) -> Any:
+            tensor = torch.from_numpy(array)
+            if on_cuda:  # page-locked, so the copy overlaps the device's work
+                return tensor.pin_memory().to(self.device, non_blocking=True)
+            return tensor
+
+        kwargs = {"input_ids": move(padded.input_ids),
+                  "attention_mask": move(padded.attention_mask)}
+        if padded.token_type_ids is not None:
+            kwargs["token_type_ids"] = move(padded.token_type_ids)
+        return kwargs
+
+    def _forward(self, kwargs: dict[str, Any]) -> Any:
+        import torch
+        task = self.use.task
+        if task in ENCODER_TASKS:
+            if self._layer_index is None:
+                hidden = self.model(**kwargs).last_hidden_state
+            else:
+                hidden = self.model(**kwargs, output_hidden_states=True
+                                    ).hidden_states[self._layer_index]
+            hidden = hidden.float()
+            if task != "sentence_embedding":
+                return hidden
+            mask = kwargs["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+            return (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
+        logits = self.model(**kwargs).logits.float()
+        if task == "token_scores":
+            return torch.softmax(logits, dim=-1)[..., self.use.label]
+        if self.use.activation == "sigmoid":
+            return torch.sigmoid(logits[:, 0])
+        if self.use.activation == "softmax":
+            return torch.softmax(logits, dim=-1)[:, self.use.label]
+        return logits[:, self.use.label]
+
+
+def _greedy_match(table: Any, starts: np.ndarray, lengths: np.ndarray,
+                  pairs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per pair, each candidate token's best cosine with a reference token and each
+    reference token's with a candidate token, from unit vectors `table` (its last row
+    zeros, for padding). Pairs go longest first, in chunks of at most
+    `MATCH_CHUNK_FLOATS` gathered floats: one batched matrix product per chunk."""
+    import torch
+    device, dim, blank = table.device, table.shape[1], table.shape[0] - 1
+    cand_len, ref_len = lengths[pairs[:, 0]], lengths[pairs[:, 1]]
+    cand_at = np.concatenate([[0], np.cumsum(cand_len)])
+    ref_at = np.concatenate([[0], np.cumsum(ref_len)])
+    cand_out = torch.empty(int(cand_at[-1]), device=device)
+    ref_out = torch.empty(int(ref_at[-1]), device=device)
+    order = np.lexsort((-ref_len, -cand_len))
+    at = 0
+    while at < len(order):
+        width = int(cand_len[order[at]]) + int(ref_len[order[at:]].max())
+        size = max(1, MATCH_CHUNK_FLOATS // (width * dim))
+        chunk = order[at:at + size]
+        at += len(chunk)
+        cand, cand_valid = _gather(table, starts, pairs[chunk, 0], cand_len[chunk], blank)
+        ref, ref_valid = _gather(table, starts, pairs[chunk, 1], ref_len[chunk], blank)
+        sim = torch.bmm(cand, ref.transpose(1, 2))
+        sim.masked_fill_(~(cand_valid[:, :, None] & ref_valid[:, None, :]), -2.0)
+        for out, best, valid, start in (
+                (cand_out, sim.amax(dim=2), cand_valid, cand_at),
+                (ref_out, sim.amax(dim=1), ref_valid, ref_at)):
+            where = start[chunk][:, None] + np.arange(valid.shape[1])[None, :]
+            out[torch.from_numpy(where).to(device)[valid]] = best[valid]
+    return cand_out.cpu().numpy(), ref_out.cpu().numpy()
+
+
+def _gather(table: Any, starts: np.ndarray, texts: np.ndarray, lengths: np.ndarray,
+            blank: int) -> tuple[Any, Any]:
+    """The token vectors of `texts`, padded with the zero row `blank`: (n, longest, dim),
+    and where they are real tokens: (n, longest) bool."""
+    import torch
+    columns = np.arange(int(lengths.max()))
+    valid = columns[None, :] < lengths[:, None]
+    index = np.where(valid, starts[texts][:, None] + columns[None, :], blank)
+    return (table[torch.from_numpy(index).to(table.device)],
+            torch.from_numpy(valid).to(table.device))
+
+
+class Predictor:
+    """The host side of one `ModelUse` (see the module docstring).
 
     Args:
         use: what to load and which output to produce.
+        model: the `DeviceModel`, or any object with its `run` and `info` (a proxy to one
+            in another process); None loads one here.
         max_batch_rows: most rows per forward pass.
-        max_batch_tokens: most padded tokens (rows x longest row) per forward pass.
+        max_batch_tokens: most padded tokens (rows x longest row) per forward pass; None =
+            `DEFAULT_MAX_BATCH_TOKENS` on a CPU, `DEFAULT_MAX_BATCH_TOKENS_CUDA` on a GPU.
         cache_size: outputs kept in the per-process LRU cache (0 disables it); None =
             `DEFAULT_CACHE_SIZE[use.task]`.
     """
 
-    auto_class = "AutoModel"
-
-    def __init__(self, use: ModelUse, max_batch_rows: int = DEFAULT_MAX_BATCH_ROWS,
-                 max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS,
+    def __init__(self, use: ModelUse, model: Any = None,
+                 max_batch_rows: int = DEFAULT_MAX_BATCH_ROWS,
+                 max_batch_tokens: int | None = None,
                  cache_size: int | None = None) -> None:
         self.use = use
+        self.model = model if model is not None else DeviceModel(use)
+        info = self.model.info()
+        if max_batch_tokens is None:
+            max_batch_tokens = (DEFAULT_MAX_BATCH_TOKENS_CUDA if info["device"].startswith("cuda")
+                                else DEFAULT_MAX_BATCH_TOKENS)
         self.max_batch_rows = max_batch_rows
         self.max_batch_tokens = max_batch_tokens
         self.cache_size = DEFAULT_CACHE_SIZE[use.task] if cache_size is None else cache_size
         self.tokenizer = loading.load_tokenizer(use.spec)
-        self.model = loading.load_model(use.spec, self.auto_class)
-        self.device = next(self.model.parameters()).device
-        self.max_length = loading.tokenizer_max_length(use.spec, self.tokenizer, self.model.config)
+        self.max_length = loading.tokenizer_max_length(
+            use.spec, self.tokenizer, types.SimpleNamespace(**info))
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         self.uses_token_types = "token_type_ids" in self.tokenizer.model_input_names
+        self._type_vocab = info["type_vocab_size"]
+        self._encoder = None if use.task == "token_scores" else SegmentEncoder(
+            self.tokenizer, self.max_length)
+        special = [self.tokenizer.cls_token_id, self.tokenizer.sep_token_id]
+        self._special_ids = np.array([t for t in special if t is not None], dtype=np.int64)
         self._cache: collections.OrderedDict[Hashable, Any] = collections.OrderedDict()
         self._lock = threading.Lock()
-        self._after_load()
 
-    @abc.abstractmethod
-    def _after_load(self) -> None:
-        """Adjusts and checks the loaded model (layer truncation, head checks)."""
-
-    @abc.abstractmethod
-    def encode(self, inputs: Sequence[Hashable]) -> list[layouts.Encoded]:
-        """Token ids (and segment ids) per input."""
-
-    @abc.abstractmethod
-    def _outputs(self, batch: batching.Padded, encoded: Sequence[layouts.Encoded]) -> list[Any]:
-        """Runs one padded pass; returns one output per row."""
+    @property
+    def device(self) -> str:
+        return self.model.info()["device"]
 
     def predict(self, inputs: Sequence[Hashable]) -> tuple[list[Any], dict[str, int]]:
         """Outputs for `inputs` (in order) and counts: inputs, cache hits, forward passes,
@@ -84,11 +279,12 @@ class Predictor(abc.ABC):
         stats = dict.fromkeys(STAT_NAMES, 0)
         stats["inputs"] = len(inputs)
         found: dict[Hashable, Any] = {}
-        with self._lock:
-            for x in inputs:
-                if x in self._cache:
-                    self._cache.move_to_end(x)
-                    found[x] = self._cache[x]
+        if self.cache_size:
+            with self._lock:
+                for x in inputs:
+                    if x in self._cache:
+                        self._cache.move_to_end(x)
+                        found[x] = self._cache[x]
         stats["cache_hits"] = sum(1 for x in inputs if x in found)
         missing, _ = batching.dedup([x for x in inputs if x not in found])
         if missing:
@@ -102,150 +298,102 @@ class Predictor(abc.ABC):
                         self._cache.popitem(last=False)
         return [found[x] for x in inputs], stats
 
-    def _compute(self, inputs: list[Hashable], stats: dict[str, int]) -> list[Any]:
-        import torch
-        encoded = self.encode(inputs)
-        lengths = [len(e.input_ids) for e in encoded]
-        results: list[Any] = [None] * len(inputs)
-        for positions in batching.plan_batches(lengths, self.max_batch_rows,
-                                               self.max_batch_tokens):
-            rows = [encoded[i] for i in positions]
-            padded = batching.pad([r.input_ids for r in rows],
-                                  [r.token_type_ids for r in rows], self.pad_id)
-            stats["forward_passes"] += 1
-            stats["real_tokens"] += sum(lengths[i] for i in positions)
-            stats["padded_tokens"] += padded.input_ids.size
-            with torch.inference_mode():
-                outputs = self._outputs(padded, rows)
-            for i, out in zip(positions, outputs):
-                results[i] = out
-        return results
+    def encode(self, inputs: Sequence[Hashable]) -> batching.TokenBatch:
+        """Token ids (and segment ids) of the inputs, as one `TokenBatch`.
 
-    def _model_kwargs(self, batch: batching.Padded) -> dict[str, Any]:
-        import torch
-        kwargs = {"input_ids": torch.from_numpy(batch.input_ids).to(self.device),
-                  "attention_mask": torch.from_numpy(batch.attention_mask).to(self.device)}
-        if self.uses_token_types and batch.token_type_ids is not None:
-            kwargs["token_type_ids"] = torch.from_numpy(batch.token_type_ids).to(self.device)
-        return kwargs
-
-
-class EncoderPredictor(Predictor):
-    """Hidden state `use.layer` per token (`token_embeddings`) or its masked mean
-    (`sentence_embedding`). Input: a string, encoded `[CLS] text [SEP]` and truncated to
-    `max_length`, as bert-score encodes it."""
-
-    def _after_load(self) -> None:
-        layer = self.use.layer
-        n_layers = self.model.config.num_hidden_layers
-        if layer is not None and not 0 <= layer <= n_layers:
-            raise ValueError(f"layer must be in 0..{n_layers}, got {layer}")
-        self._layer_index = None
-        if layer is not None and layer != n_layers:
-            # Dropping the unused top layers is bert-score's own trick: same numbers, less work.
-            if not loading.truncate_layers(self.model, layer):
-                self._layer_index = layer
-        special = [self.tokenizer.cls_token_id, self.tokenizer.sep_token_id]
-        self._special_ids = np.array([t for t in special if t is not None], dtype=np.int64)
-
-    def encode(self, inputs: Sequence[Hashable]) -> list[layouts.Encoded]:
-        if not all(isinstance(x, str) for x in inputs):
-            raise ValueError("encoder inputs must be strings")
-        enc = self.tokenizer(list(inputs), truncation=True, max_length=self.max_length)
-        types = enc.get("token_type_ids")
-        return [layouts.Encoded(tuple(ids), tuple(types[k]) if types is not None else None)
-                for k, ids in enumerate(enc["input_ids"])]
-
-    def _outputs(self, batch: batching.Padded, encoded: Sequence[layouts.Encoded]) -> list[Any]:
-        kwargs = self._model_kwargs(batch)
-        if self._layer_index is None:
-            hidden = self.model(**kwargs).last_hidden_state
-        else:
-            hidden = self.model(**kwargs, output_hidden_states=True).hidden_states[self._layer_index]
-        hidden = hidden.float()
-        if self.use.task == "sentence_embedding":
-            mask = kwargs["attention_mask"].unsqueeze(-1).to(hidden.dtype)
-            pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
-            return list(pooled.cpu().numpy())
-        vectors = hidden.cpu().numpy()
-        out = []
-        for k, row in enumerate(encoded):
-            ids = np.asarray(row.input_ids, dtype=np.int64)
-            out.append(TokenEmbeddings(ids, np.ascontiguousarray(vectors[k, : len(ids)]),
-                                       np.isin(ids, self._special_ids)))
-        return out
-
-
-class CrossEncoderPredictor(Predictor):
-    """One score per (1..3)-segment input (layouts.py), activation fixed by the use."""
-
-    auto_class = "AutoModelForSequenceClassification"
-
-    def _after_load(self) -> None:
-        n = self.model.config.num_labels
-        if self.use.activation == "sigmoid" and n != 1:
-            raise ValueError(f"sigmoid activation needs a one-logit head, the model has {n}")
-        if self.use.activation != "sigmoid" and self.use.label >= n:
-            raise ValueError(f"label {self.use.label} out of range for {n} classes")
-        self._type_vocab = int(getattr(self.model.config, "type_vocab_size", 0) or 0)
-
-    def encode(self, inputs: Sequence[Hashable]) -> list[layouts.Encoded]:
-        encoded = layouts.encode_batch(self.tokenizer, inputs, self.max_length)
-        if not self.uses_token_types:
-            return encoded
-        top = max(max(e.token_type_ids or (0,)) for e in encoded)
+        Raises:
+            ValueError: an input of the wrong shape for the task, or three segments on a
+                model with two token types (unless `segment_overflow="clamp"`).
+        """
+        task = self.use.task
+        if task == "token_scores":
+            return batching.TokenBatch.from_encoded(
+                layouts.encode_keyphrase_batch(self.tokenizer, inputs, self.max_length))
+        if task in ENCODER_TASKS:
+            if not all(isinstance(x, str) for x in inputs):
+                raise ValueError("encoder inputs must be strings")
+            return self._encoder.encode(inputs)
+        for x in inputs:
+            if not isinstance(x, tuple):
+                raise ValueError(f"a cross-encoder input is a tuple of 1..3 strings, got {x!r}")
+        tokens = self._encoder.encode(inputs)
+        if not self.uses_token_types or not len(tokens.types):
+            return tokens
+        top = int(tokens.types.max())
         if top < max(self._type_vocab, 1):
-            return encoded
+            return tokens
         if self.use.segment_overflow == "error":
             raise ValueError(
                 f"segment id {top} needs type_vocab_size > {top}; the model has "
                 f"{self._type_vocab} (use segment_overflow='clamp' or a model with more types)")
-        last = max(self._type_vocab - 1, 0)
-        return [e._replace(token_type_ids=tuple(min(t, last) for t in e.token_type_ids))
-                for e in encoded]
+        return tokens._replace(types=np.minimum(tokens.types, max(self._type_vocab - 1, 0)))
 
-    def _outputs(self, batch: batching.Padded, encoded: Sequence[layouts.Encoded]) -> list[Any]:
-        import torch
-        logits = self.model(**self._model_kwargs(batch)).logits.float()
-        if self.use.activation == "sigmoid":
-            scores = torch.sigmoid(logits[:, 0])
-        elif self.use.activation == "softmax":
-            scores = torch.softmax(logits, dim=-1)[:, self.use.label]
-        else:
-            scores = logits[:, self.use.label]
-        return [float(s) for s in scores.cpu().numpy()]
+    def _passes(self, tokens: batching.TokenBatch, stats: dict[str, int]
+                ) -> tuple[list[list[int]], list[batching.Padded]]:
+        """The inputs grouped by length into padded passes (and the positions of each)."""
+        lengths = tokens.lengths
+        plans = batching.plan_batches(lengths, self.max_batch_rows, self.max_batch_tokens)
+        passes = [batching.pad_tokens(tokens, positions, self.pad_id, self.uses_token_types)
+                  for positions in plans]
+        stats["forward_passes"] += len(passes)
+        stats["real_tokens"] += int(lengths.sum())
+        stats["padded_tokens"] += sum(p.input_ids.size for p in passes)
+        return plans, passes
 
+    def _compute(self, inputs: list[Hashable], stats: dict[str, int]) -> list[Any]:
+        if self.use.task == "token_match":
+            return self._match(inputs, stats)
+        tokens = self.encode(inputs)
+        plans, passes = self._passes(tokens, stats)
+        results: list[Any] = [None] * len(inputs)
+        for positions, array in zip(plans, self.model.run(passes)):
+            for k, i in enumerate(positions):
+                results[i] = self._output(array, k, tokens, i)
+        return results
 
-class TokenScorePredictor(Predictor):
-    """P(class `use.label`) per answer word-piece of a (question, answer) input."""
+    def _match(self, inputs: list[Hashable], stats: dict[str, int]) -> list[TokenMatch]:
+        """`TokenMatch` per (candidate, reference) pair: each distinct text encoded once,
+        the greedy match on the device (`DeviceModel.match`)."""
+        for x in inputs:
+            if not (isinstance(x, tuple) and len(x) == 2 and all(isinstance(t, str) for t in x)):
+                raise ValueError(f"a token_match input is a (candidate, reference) pair of "
+                                 f"texts, got {x!r}")
+        texts = list(dict.fromkeys(t for pair in inputs for t in pair))
+        where = {t: i for i, t in enumerate(texts)}
+        tokens = self.encode(texts)
+        plans, passes = self._passes(tokens, stats)
+        lengths = tokens.lengths
+        order = np.concatenate([np.asarray(p, dtype=np.int64) for p in plans])
+        starts = np.zeros(len(texts), dtype=np.int64)
+        starts[order] = np.concatenate([[0], np.cumsum(lengths[order])[:-1]])
+        pairs = np.array([[where[c], where[r]] for c, r in inputs], dtype=np.int64)
+        cand_max, ref_max = self.model.match(passes, starts, lengths, pairs)
+        ids = [tokens.row(i)[0] for i in range(len(texts))]
+        special = [np.isin(x, self._special_ids) for x in ids]
+        cand_at = np.concatenate([[0], np.cumsum(lengths[pairs[:, 0]])])
+        ref_at = np.concatenate([[0], np.cumsum(lengths[pairs[:, 1]])])
+        return [TokenMatch(ids[c], cand_max[cand_at[q]:cand_at[q + 1]], special[c],
+                           ids[r], ref_max[ref_at[q]:ref_at[q + 1]], special[r])
+                for q, (c, r) in enumerate(pairs.tolist())]
 
-    auto_class = "AutoModelForTokenClassification"
-
-    def _after_load(self) -> None:
-        if self.use.label >= self.model.config.num_labels:
-            raise ValueError(f"label {self.use.label} out of range for "
-                             f"{self.model.config.num_labels} classes")
-
-    def encode(self, inputs: Sequence[Hashable]) -> list[layouts.Encoded]:
-        return layouts.encode_keyphrase_batch(self.tokenizer, inputs, self.max_length)
-
-    def _outputs(self, batch: batching.Padded, encoded: Sequence[layouts.Encoded]) -> list[Any]:
-        import torch
-        logits = self.model(**self._model_kwargs(batch)).logits.float()
-        probs = torch.softmax(logits, dim=-1)[..., self.use.label].cpu().numpy()
-        out = []
-        for k, row in enumerate(encoded):
-            start, end = row.span
-            ids = np.asarray(row.input_ids[start:end], dtype=np.int64)
-            tokens = tuple(self.tokenizer.convert_ids_to_tokens(ids.tolist()))
-            out.append(TokenScores(tokens, ids, probs[k, start:end].astype(np.float32)))
-        return out
-
-
-_PREDICTORS = {"token_embeddings": EncoderPredictor, "sentence_embedding": EncoderPredictor,
-               "sequence_score": CrossEncoderPredictor, "token_scores": TokenScorePredictor}
+    def _output(self, array: np.ndarray, k: int, tokens: batching.TokenBatch, i: int) -> Any:
+        """Input i's output from row k of its pass's array."""
+        task = self.use.task
+        if task == "sequence_score":
+            return float(array[k])
+        if task == "sentence_embedding":
+            return np.array(array[k])
+        ids = tokens.row(i)[0]
+        if task == "token_embeddings":
+            return TokenEmbeddings(ids.copy(), np.ascontiguousarray(array[k, : len(ids)]),
+                                   np.isin(ids, self._special_ids))
+        start, end = tokens.spans[i]
+        answer = ids[start:end].copy()
+        return TokenScores(tuple(self.tokenizer.convert_ids_to_tokens(answer.tolist())),
+                           answer, array[k, start:end].astype(np.float32))
 
 
 def load_predictor(use: ModelUse, **kwargs: Any) -> Predictor:
-    """Loads the predictor for a use (kwargs: max_batch_rows, max_batch_tokens, cache_size)."""
-    return _PREDICTORS[use.task](use, **kwargs)
+    """Loads the model and its host side here (kwargs: max_batch_rows, max_batch_tokens,
+    cache_size)."""
+    return Predictor(use, DeviceModel(use), **kwargs)

@@ -12,6 +12,7 @@ Outputs per task (what a predictor returns for each input, in input order):
 | task | input | output |
 |---|---|---|
 | token_embeddings | str | `TokenEmbeddings` (hidden state `layer`) |
+| token_match | (candidate, reference) str pair | `TokenMatch` (BERTScore's greedy match of hidden state `layer`) |
 | sentence_embedding | str | 1-d float32 array (mean-pooled over tokens, specials too) |
 | sequence_score | tuple of 1..3 str (see layouts.py) | float (activation applied) |
 | token_scores | (question or None, answer) | `TokenScores` (answer word-pieces) |
@@ -28,7 +29,9 @@ import numpy as np
 
 from transforms.models.loading import ModelSpec
 
-TASKS = ("token_embeddings", "sentence_embedding", "sequence_score", "token_scores")
+TASKS = ("token_embeddings", "token_match", "sentence_embedding", "sequence_score",
+         "token_scores")
+ENCODER_TASKS = ("token_embeddings", "token_match", "sentence_embedding")
 ACTIVATIONS = ("sigmoid", "softmax", "none")
 SEGMENT_OVERFLOW = ("error", "clamp")
 # Written into a binary checkpoint's config.json by transforms/training/cross_encoder.py.
@@ -49,6 +52,29 @@ class TokenEmbeddings:
     token_ids: np.ndarray
     vectors: np.ndarray
     special: np.ndarray
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class TokenMatch:
+    """BERTScore's greedy match of one (candidate, reference) pair, before weighting.
+
+    Every token of either side (special tokens included, as bert-score matches them) is
+    matched with its most similar token of the other side, by the cosine of their hidden
+    states; the weights (uniform or idf) are applied by the metric.
+
+    Attributes:
+        cand_ids, ref_ids: (n,) / (m,) int64 word-piece ids, `[CLS] ... [SEP]`.
+        cand_max: (n,) float32: per candidate token, its best cosine with a reference token.
+        ref_max: (m,) float32: per reference token, its best cosine with a candidate token.
+        cand_special, ref_special: True at the tokenizer's CLS and SEP ids.
+    """
+
+    cand_ids: np.ndarray
+    cand_max: np.ndarray
+    cand_special: np.ndarray
+    ref_ids: np.ndarray
+    ref_max: np.ndarray
+    ref_special: np.ndarray
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -113,7 +139,7 @@ class ModelUse:
         """Model fields for a metric signature (model, revision, layer, max length, dtype,
         and `thr` when the checkpoint saved a decision threshold)."""
         fields = self.spec.signature_fields()
-        if self.task in ("token_embeddings", "sentence_embedding"):
+        if self.task in ENCODER_TASKS:
             fields["layer"] = "last" if self.layer is None else str(self.layer)
         threshold = self.decision_threshold()
         if threshold is not None:
@@ -138,8 +164,10 @@ class ModelUse:
         return float(value)
 
 
-def encoder_use(spec: ModelSpec, layer: int | None, pooled: bool = False) -> ModelUse:
-    """An encoder use (token embeddings, or mean-pooled sentence embeddings when `pooled`).
+def encoder_use(spec: ModelSpec, layer: int | None, pooled: bool = False,
+                task: str | None = None) -> ModelUse:
+    """An encoder use: token embeddings, or mean-pooled sentence embeddings when `pooled`,
+    or the `task` given (`token_match`: BERTScore's greedy match, on the model's device).
 
     `layer=None` resolves to the last layer when the checkpoint's config is readable, so
     the signature names the layer actually used.
@@ -152,7 +180,9 @@ def encoder_use(spec: ModelSpec, layer: int | None, pooled: bool = False) -> Mod
         layer = int(n_layers)
     if layer is not None and n_layers is not None and not 0 <= layer <= n_layers:
         raise ValueError(f"layer must be in 0..{n_layers} for {spec.display_name()}, got {layer}")
-    task = "sentence_embedding" if pooled else "token_embeddings"
+    task = task or ("sentence_embedding" if pooled else "token_embeddings")
+    if task not in ENCODER_TASKS:
+        raise ValueError(f"an encoder task is one of {ENCODER_TASKS}, got {task!r}")
     return ModelUse(task=task, spec=spec, layer=layer)
 
 

@@ -1,26 +1,35 @@
 """The scoring pipeline's transforms: read, validate, score, join, summarise, report, write.
 
 Row flow (`ScorePredictions` in score_predictions.py; `pipelines/score_predictions.py`
-runs it with the `ScoringConfig` of config.py). A run whose metrics all run in process
-and that has no previous run is scored on the reader's batches, with no join::
+runs it with the `ScoringConfig` of config.py). A run without a previous run is scored on
+the reader's batches, in one row flow, with no join::
 
-    ReadPredictions ──batches: RowBatch (consecutive rows of a split)──> ScoreBatches
-         │ dead_letter                  (CIDEr-D: batches joined with their n-grams'
-         │                               frequencies, corpus_stats.py)
-         │                                  │scored: a list per batch   │dead_letter
-         └──────────────── Flatten ─────────┼───────────────────────────┘
-                                            v
+    ReadPredictions ──batches: RowBatch (consecutive rows of a split)──> Reshuffle
+         │ dead_letter        │ (model metrics only)
+         │                    v
+         │      ScoreModelBatches (run_model_metrics.py: one RunInference for every
+         │        model; each batch comes back with each row's model scores attached)
+         │                    v
+         │      ScoreBatches (in-process metrics; CIDEr-D: batches joined with their
+         │        n-grams' frequencies, corpus_stats.py; each row's record finished:
+         │        scored by every metric, or dead-lettered with every reason)
+         │                    │scored: a list per batch   │dead_letter
+         └──────── Flatten ───┼───────────────────────────┘
+                              v
             WriteScores, WriteDeadLetters, SummarizeScores+WriteSummary, WriteReport
                   -> FinalizeOutputs (transforms/io/publish.py: the earlier run's files
-                     replaced by the new ones, summary last)
+                     and statistics file replaced by the new ones, summary last, once the
+                     run's ownership of them is checked: transforms/io/ownership.py)
 
-Any other run (model metrics, `--previous_run`) keys its rows and joins its branches::
+An incremental run (`--previous_run`) keys its rows, groups them by content and joins its
+branches (incremental.py)::
 
     ReadPredictions ──rows: (row_key, ScoringRow)──┬─> ComputeCorpusStatistics ─(AsSingleton)┐
          │                                         ├─> ScoreMetrics (in-process, lexical) ───┤
          │ dead_letter                             │     (row_key, ScoreResult)              │
-         │                                         ├─> RunModelMetrics (one RunInference for  │
-         │                                         │    every model; row_key, ScoreResult)   │
+         │                                         ├─> RunModelMetrics (rows gathered into   │
+         │                                         │    batches, the same model branch;      │
+         │                                         │    row_key, ScoreResult)                │
          │                                         └──────────────> JoinScores (CoGroupByKey)
          │                                                           │scored   │dead_letter
          └──────────────────────── Flatten ──────────────────────────┼─────────┘
@@ -29,15 +38,15 @@ Any other run (model metrics, `--previous_run`) keys its rows and joins its bran
 
 - Every row is keyed when it is read by a stable row key, `"<file>:<row number>"`
   (`rows.RowSource.key`), independent of runner, sharding and worker count.
-- A scoring branch takes `(row_key, ScoringRow)` and must emit exactly one
-  `(row_key, score.ScoreResult)` per row: `ScoreResult(scores={column: value})` or
-  `ScoreResult(None, reason, kind)`. The in-process metrics (EM/F1, BLEU, ROUGE-L, CIDEr,
-  METEOR) are one branch (`score.ScoreMetrics`); the model-backed metrics are the other
-  (`transforms.scoring.run_model_metrics.RunModelMetrics`: one `RunInference` over
-  whole rows for every model, each row's outputs folded in the same stage).
-- `join.JoinScores` groups the rows and every branch by row key: a row with scores from
-  every branch becomes one scored record; a row that any branch rejected (or gave nothing)
-  becomes one dead-letter record with the reasons. Rows are never half-scored.
+- Every metric says one `score.ScoreResult` per row: `ScoreResult(scores={column:
+  value})` or `ScoreResult(None, reason, kind)`. The in-process metrics (EM/F1, BLEU,
+  ROUGE-L, CIDEr, METEOR) are scored by `score.ScoreBatches`; the model-backed metrics by
+  `run_model_metrics` (one `RunInference` over batches of rows for every model, each
+  row's outputs folded in the same stage). `score.merge_branch_results` makes each row's
+  record: scored by every metric, or one dead-letter record with every reason (the
+  first one's kind); rows are never half-scored. In one flow it runs where the batch's
+  in-process metrics are scored; in the keyed graph, in `join.JoinScores` after the
+  branches are grouped by row key.
 - Corpus-level statistics bounded by the vocabulary (BERTScore idf) are one
   `CombineGlobally` over all rows, handed to every batch as a singleton side input.
   CIDEr-D's document frequencies grow with the corpus: they are summed per n-gram shard

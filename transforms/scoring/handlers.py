@@ -6,17 +6,21 @@ Usable directly with `RunInference`, and with `KeyedModelHandler` to carry row i
     scores = (pairs                                   # PCollection[(key, (pred, ref))]
               | RunInference(KeyedModelHandler(handler)))  # -> (key, PredictionResult)
 
-Each handler loads its tokenizer and model on the worker (`load_model` returns one
-`Predictor`), batches with `BatchElements` up to `max_batch_size` rows, computes each
-distinct input of a batch once (and reuses outputs still in the per-process LRU cache),
-and splits a batch into length-sorted forward passes of at most `max_batch_tokens`
-padded tokens, each padded to its own longest row (see predictors.py). Counters, namespace
-`metrics_namespace`: `inputs`, `duplicate_inputs`, `cache_hits`, `forward_passes`,
-`real_tokens`, `padded_tokens` (padding overhead = padded / real).
+Each handler's `load_model` loads the model on its device (`predictors.DeviceModel`);
+`run_inference` prepares a batch on the host side (`predictors.Predictor`, built once per
+worker process around the loaded model): each distinct input of the batch computed once
+(and outputs still in the per-process LRU cache reused), the inputs encoded in one
+tokenizer call, grouped by length into forward passes of at most `max_batch_tokens`
+padded tokens, each padded to its own longest row (see predictors.py). Counters,
+namespace `metrics_namespace`: `inputs`, `duplicate_inputs`, `cache_hits`,
+`forward_passes`, `real_tokens`, `padded_tokens` (padding overhead = padded / real).
 
-GPU workers: `--device auto` (default) takes CUDA with bfloat16 (float16 on older GPUs);
-`share_model_across_processes=True` keeps one copy per machine (or `model_copies`) for
-runners that start one SDK process per core (Dataflow with GPUs, Flink).
+GPU workers: `--device auto` (default) takes CUDA with bfloat16 (float16 on older GPUs).
+`share_model_across_processes=True` keeps one copy of the model per machine (or
+`model_copies`), in one process, through Beam's `MultiProcessShared`: every worker
+process tokenizes and pads its own batches and sends the padded arrays to that copy, so
+several processes keep one GPU busy (runners that start one SDK process per core:
+Dataflow, Flink, the DirectRunner's multi-processing mode).
 """
 
 from collections.abc import Hashable, Iterable, Mapping, Sequence
@@ -33,7 +37,7 @@ from transforms.models.uses import ModelUse
 DEFAULT_NAMESPACE = "qa_eval_inference"
 
 
-class TransformerModelHandler(ModelHandler[Hashable, PredictionResult, predictors.Predictor]):
+class TransformerModelHandler(ModelHandler[Hashable, PredictionResult, Any]):
     """A `ModelHandler` for one `ModelUse` (see the module docstring).
 
     Args:
@@ -43,7 +47,8 @@ class TransformerModelHandler(ModelHandler[Hashable, PredictionResult, predictor
             end with a partial one).
         max_batch_size: largest batch (rows) `BatchElements` forms; also the most rows per
             forward pass.
-        max_batch_tokens: most padded tokens per forward pass.
+        max_batch_tokens: most padded tokens per forward pass (None: by device, see
+            `predictors.Predictor`).
         max_batch_duration_secs: buffer batches across bundles (streaming).
         cache_size: LRU outputs kept per process (0 = none; None = per-task default).
         share_model_across_processes: one model per machine instead of per process.
@@ -56,13 +61,13 @@ class TransformerModelHandler(ModelHandler[Hashable, PredictionResult, predictor
 
     def __init__(self, use: ModelUse, *, min_batch_size: int | None = None,
                  max_batch_size: int = predictors.DEFAULT_MAX_BATCH_ROWS,
-                 max_batch_tokens: int = predictors.DEFAULT_MAX_BATCH_TOKENS,
+                 max_batch_tokens: int | None = None,
                  max_batch_duration_secs: int | None = None, cache_size: int | None = None,
                  share_model_across_processes: bool = False, model_copies: int | None = None,
                  metrics_namespace: str = DEFAULT_NAMESPACE) -> None:
         if min_batch_size is None:
             min_batch_size = max_batch_size
-        if min_batch_size < 1 or max_batch_size < 1 or max_batch_tokens < 1:
+        if min_batch_size < 1 or max_batch_size < 1 or (max_batch_tokens or 1) < 1:
             raise ValueError(
                 f"batch sizes must be >= 1, got min_batch_size={min_batch_size}, "
                 f"max_batch_size={max_batch_size}, max_batch_tokens={max_batch_tokens}")
@@ -82,21 +87,32 @@ class TransformerModelHandler(ModelHandler[Hashable, PredictionResult, predictor
         self._namespace = metrics_namespace
         self._counters = {name: Metrics.counter(metrics_namespace, name)
                           for name in (*predictors.STAT_NAMES, "duplicate_inputs")}
+        self._host: predictors.Predictor | None = None
+        self._host_model: Any = None
 
     @property
     def use(self) -> ModelUse:
         return self._use
 
-    def load_model(self) -> predictors.Predictor:
-        return predictors.load_predictor(self._use, max_batch_rows=self._max_batch_rows,
-                                     max_batch_tokens=self._max_batch_tokens,
-                                     cache_size=self._cache_size)
+    def load_model(self) -> predictors.DeviceModel:
+        """The model on its device (in the shared process when shared)."""
+        return predictors.DeviceModel(self._use)
 
-    def run_inference(self, batch: Sequence[Hashable], model: predictors.Predictor,
+    def predictor(self, model: Any) -> predictors.Predictor:
+        """The host side around a loaded model (or a proxy to it), made once per process
+        and model: the tokenizer, the segment memo and the output cache live here."""
+        if self._host is None or self._host_model is not model:
+            self._host = predictors.Predictor(
+                self._use, model, max_batch_rows=self._max_batch_rows,
+                max_batch_tokens=self._max_batch_tokens, cache_size=self._cache_size)
+            self._host_model = model
+        return self._host
+
+    def run_inference(self, batch: Sequence[Hashable], model: Any,
                       inference_args: dict[str, Any] | None = None) -> Iterable[PredictionResult]:
         keys = [_hashable(x) for x in batch]
         unique = list(dict.fromkeys(keys))
-        outputs, stats = model.predict(unique)
+        outputs, stats = self.predictor(model).predict(unique)
         by_key = dict(zip(unique, outputs))
         for name, value in stats.items():
             if name != "inputs":

@@ -35,10 +35,17 @@ from apache_beam.io.filesystems import FileSystems
 
 from transforms.io.counting import STATS_TAG, CountingDoFn
 from transforms.metrics.base import Metric
-from transforms.scoring.join import DEAD_LETTER, merge_branch_results
+from transforms.scoring.inputs import READ_ERRORS
+from transforms.scoring.join import DEAD_LETTER
 from transforms.scoring.outputs import OUTPUT_FORMATS, OutputPaths
+from transforms.scoring.parquet_parts import (
+    FileIdentity,
+    ParquetSource,
+    ReadParquetBatches,
+    file_identity,
+)
 from transforms.scoring.rows import CONTENT_KEY_VERSION, content_key, dead_letter
-from transforms.scoring.score import ScoreResult
+from transforms.scoring.score import ScoreResult, merge_branch_results
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +56,18 @@ _PREVIOUS = "previous"
 NEW, OLD = "new", "old"
 CARRIED_FIELD = "_carried"  # scored records: the columns carried (not written)
 CHANGED_FIELD = "_changed"  # scored records: recomputed columns whose value changed
+
+
+class PreviousRunError(ValueError):
+    """A previous run (`--previous_run`) whose files cannot be read, or do not belong
+    together (a scores file cut short, damaged, replaced); the message names the file.
+    One line, exit status 2, also when a worker raises it
+    (`transforms.io.cli.FILE_ERROR_NAMES`)."""
+
+    user_file_error = True
+
+
+WHAT = "--previous_run"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,6 +81,8 @@ class PreviousRun:
         signatures: its metric column -> signature.
         content_keys: whether its scores carry content keys of this recipe.
         summary: its summary.json (means per system and metric, ids and times).
+        identity: the scores file's size and modification time at launch (checked
+            again where it is read).
     """
 
     prefix: str
@@ -70,6 +91,12 @@ class PreviousRun:
     signatures: dict[str, str]
     content_keys: bool
     summary: dict[str, Any]
+    identity: FileIdentity | None = None
+
+    def source(self) -> ParquetSource:
+        """The scores file as a `ParquetSource` (errors: `PreviousRunError`)."""
+        return ParquetSource(self.scores_path, f"{WHAT} {self.prefix}: scores file",
+                             PreviousRunError, self.identity)
 
     def means(self) -> dict[str, dict[str, float | None]]:
         """Block ("overall", "system:<name>", "without_system") -> column -> mean."""
@@ -82,11 +109,14 @@ class PreviousRun:
 
 
 def load_previous_run(prefix: str) -> PreviousRun:
-    """Reads the summary of the complete run at `prefix` and finds its scores file.
+    """Reads the summary of the complete run at `prefix`, finds its scores file and checks
+    that it can be read and is the one the summary describes (Parquet: its footer, the
+    columns and row count; JSONL: it ends with a whole line).
 
     Raises:
-        ValueError: no complete run there (no summary.json, or no scores file), or a
-            summary that is not one of this pipeline's.
+        ValueError: no complete run there (no summary.json, or no scores file).
+        PreviousRunError: a file of the run cannot be read, is not one of this
+            pipeline's, or does not match the summary (e.g. cut short).
     """
     summary_path = OutputPaths(prefix, "parquet", "x").summary
     if not FileSystems.exists(summary_path):
@@ -96,17 +126,62 @@ def load_previous_run(prefix: str) -> PreviousRun:
         with FileSystems.open(summary_path) as f:
             summary = json.loads(f.read().decode("utf-8"))
         signatures = dict(summary["signatures"])
-    except (ValueError, KeyError, TypeError, UnicodeDecodeError) as e:
-        raise ValueError(f"--previous_run {prefix}: {summary_path} is not a scoring "
-                         f"summary ({e})") from None
+    except (OSError, ValueError, KeyError, TypeError, UnicodeDecodeError) as e:
+        raise PreviousRunError(f"{WHAT} {prefix}: {summary_path} is not a scoring "
+                               f"summary, or cannot be read ({type(e).__name__}: {e})") from None
     found = [(fmt, OutputPaths(prefix, fmt, "x").scores) for fmt in OUTPUT_FORMATS]
     found = [(fmt, path) for fmt, path in found if FileSystems.exists(path)]
     if len(found) != 1:
         raise ValueError(f"--previous_run {prefix}: expected one scores file beside "
                          f"{summary_path}, found {[p for _, p in found] or 'none'}")
     fmt, path = found[0]
-    return PreviousRun(prefix, path, fmt, signatures,
-                       summary.get("content_key_version") == CONTENT_KEY_VERSION, summary)
+    previous = PreviousRun(prefix, path, fmt, signatures,
+                           summary.get("content_key_version") == CONTENT_KEY_VERSION, summary,
+                           file_identity(path))
+    scored = (summary.get("overall") or {}).get("scored")
+    if fmt == "parquet":
+        _check_parquet_scores(previous, scored)
+    else:
+        _check_jsonl_scores(previous, scored)
+    return previous
+
+
+def _check_parquet_scores(previous: PreviousRun, scored: Any) -> None:
+    import pyarrow.parquet as pq
+
+    source = previous.source()
+    try:
+        with FileSystems.open(previous.scores_path, compression_type="uncompressed") as f:
+            metadata = pq.ParquetFile(f).metadata
+            names = metadata.schema.to_arrow_schema().names
+    except READ_ERRORS as e:
+        raise source.fail("cannot be read as Parquet", e) from e
+    needed = ["row_key", *(["content_key"] if previous.content_keys else []),
+              *previous.signatures]
+    absent = [c for c in needed if c not in names]
+    if absent:
+        raise source.fail(f"has no column(s) {absent} that its summary.json names")
+    if isinstance(scored, int) and metadata.num_rows != scored:
+        raise source.fail(f"holds {metadata.num_rows:,} rows, but its summary.json says "
+                          f"{scored:,} were scored: the two files are not of one run")
+
+
+def _check_jsonl_scores(previous: PreviousRun, scored: Any) -> None:
+    source = previous.source()
+    size = previous.identity.size if previous.identity else 0
+    if size == 0:
+        if isinstance(scored, int) and scored > 0:
+            raise source.fail(f"is empty, but its summary.json says {scored:,} rows were "
+                              "scored")
+        return
+    try:
+        with FileSystems.open(previous.scores_path, compression_type="uncompressed") as f:
+            f.seek(size - 1)
+            last = f.read(1)
+    except READ_ERRORS as e:
+        raise source.fail("cannot be read", e) from e
+    if last != b"\n":
+        raise source.fail("does not end with a whole line: it was cut short")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -154,7 +229,13 @@ def plan_carry(metrics: Sequence[Metric], signatures: Mapping[str, str],
                previous: PreviousRun) -> CarryPlan:
     """Decides, per metric, whether its values can be carried from `previous`: every
     column of the metric has the same signature there, the previous run has content keys
-    of this recipe, and the metric does not depend on the run's corpus."""
+    of this recipe, and the metric does not depend on the run's corpus.
+
+    A metric computes all its columns at once (em and f1 are one SQuAD pass), so a
+    metric with one column new or changed is computed whole; each column's reason says
+    why, true for that column: its own ("not in the previous run", "signature changed"),
+    or, for a column unchanged itself, that it is computed with the ones that are not
+    (its recomputed values are compared with the previous ones: `changed`)."""
     carried, computed, reasons = [], [], {}
     for metric in metrics:
         why = None
@@ -164,20 +245,27 @@ def plan_carry(metrics: Sequence[Metric], signatures: Mapping[str, str],
         elif depends_on_run_corpus(metric, signatures):
             why = ("corpus-level: its values depend on this run's corpus statistics, "
                    "recomputed on every run (--corpus_statistics freezes them)")
-        else:
-            for column in metric.columns:
-                before = previous.signatures.get(column)
-                if before is None:
-                    why = "not in the previous run"
-                elif before != signatures[column]:
-                    why = f"signature changed (was {before})"
-                if why:
-                    break
         if why:
             computed.append(metric)
             reasons.update({c: why for c in metric.columns})
-        else:
+            continue
+        own = {}
+        for column in metric.columns:
+            before = previous.signatures.get(column)
+            if before is None:
+                own[column] = "not in the previous run"
+            elif before != signatures[column]:
+                own[column] = f"signature changed (was {before})"
+        if not own:
             carried.append(metric)
+            continue
+        computed.append(metric)
+        others = ", ".join(own)
+        for column in metric.columns:
+            reasons[column] = own.get(column) or (
+                f"unchanged, but computed with {others} (one {metric.family} pass "
+                "computes all its columns; the values are compared with the previous "
+                "run's)")
     compared = tuple(c for m in computed for c in m.columns if c in previous.signatures)
     return CarryPlan(tuple(carried), tuple(computed), reasons, compared)
 
@@ -187,13 +275,30 @@ def _values(record: Mapping[str, Any], columns: Sequence[str]) -> dict[str, floa
     return {c: math.nan if record.get(c) is None else float(record[c]) for c in columns}
 
 
-def _keyed_previous(record: Mapping[str, Any], columns: Sequence[str], path: str
+def _keyed_previous(record: Mapping[str, Any], columns: Sequence[str], source: ParquetSource
                     ) -> tuple[str, dict[str, float]]:
     key = record.get("content_key")
     if not isinstance(key, str):
-        raise ValueError(f"--previous_run scores {path}: a row without a content key "
-                         f"(row_key {record.get('row_key')!r})")
-    return key, _values(record, columns)
+        raise source.fail(f"a row without a content key (row_key {record.get('row_key')!r})")
+    try:
+        return key, _values(record, columns)
+    except (KeyError, TypeError, ValueError) as e:
+        raise source.fail(f"row_key {record.get('row_key')!r} has no number for one of "
+                          f"{list(columns)}", e) from e
+
+
+def _parse_previous_line(line: str, source: ParquetSource) -> dict[str, Any]:
+    try:
+        record = json.loads(line)
+    except ValueError as e:
+        raise source.fail(f"a line is not JSON ({line[:60]!r}...)", e) from e
+    if not isinstance(record, dict):
+        raise source.fail(f"a line is not a JSON object ({line[:60]!r})")
+    return record
+
+
+def _batch_records(batch: Any) -> list[dict[str, Any]]:
+    return batch.to_pylist()
 
 
 def _first(values: Iterable[Any]) -> Any:
@@ -210,15 +315,18 @@ class ReadPreviousScores(beam.PTransform):
         self._columns = tuple(columns)
 
     def expand(self, p: beam.pvalue.PBegin) -> beam.PCollection:
-        path = self._previous.scores_path
+        source = self._previous.source()
         if self._previous.output_format == "parquet":
-            records = p | "ReadPreviousParquet" >> beam.io.ReadFromParquet(
-                path, columns=["row_key", "content_key", *self._columns])
+            records = (p
+                       | "ReadPreviousParquet" >> ReadParquetBatches(
+                           source, columns=["row_key", "content_key", *self._columns])
+                       | "PreviousRecords" >> beam.FlatMap(_batch_records))
         else:
-            records = (p | "ReadPreviousJsonLines" >> beam.io.ReadFromText(path)
-                       | "ParsePreviousJson" >> beam.Map(json.loads))
+            records = (p | "ReadPreviousJsonLines" >> beam.io.ReadFromText(
+                            source.path, compression_type="uncompressed")
+                       | "ParsePreviousJson" >> beam.Map(_parse_previous_line, source))
         return (records
-                | "KeyByContent" >> beam.Map(_keyed_previous, self._columns, path)
+                | "KeyByContent" >> beam.Map(_keyed_previous, self._columns, source)
                 | "OnePerContentKey" >> beam.CombinePerKey(_first))
 
 

@@ -44,7 +44,10 @@ READ_ERRORS = (OSError, EOFError, ValueError, zlib.error, lzma.LZMAError, zstand
 
 class InputFileError(ValueError):
     """An input file that cannot be read (missing, unreadable, cut short, corrupt); the
-    message starts with `input file <path>`."""
+    message starts with `input file <path>`. One line, exit status 2, also when a worker
+    raises it (`transforms.io.cli.FILE_ERROR_NAMES`)."""
+
+    user_file_error = True
 
 
 def compression_of(path: str) -> str | None:

@@ -16,47 +16,14 @@ from typing import Any
 import apache_beam as beam
 
 from transforms.io.counting import STATS_TAG, CountingDoFn
-from transforms.scoring.rows import ScoringRow, dead_letter, scored_record
-from transforms.scoring.score import ScoreResult
+from transforms.scoring.rows import dead_letter
+from transforms.scoring.score import merge_branch_results
 
 logger = logging.getLogger(__name__)
 
 _STAGE = "join"
 ROWS = "rows"
 DEAD_LETTER = "dead_letter"
-
-
-def merge_branch_results(
-    row: ScoringRow, results: Mapping[str, Sequence[ScoreResult]], branches: Sequence[str]
-) -> tuple[bool, dict[str, Any]]:
-    """Merges what each branch said about one row.
-
-    Args:
-        row: the validated row.
-        results: branch name -> the ScoreResults it emitted for this row's key.
-        branches: every branch name; a branch without a result counts as a failure.
-
-    Returns:
-        (True, scored record) or (False, dead-letter record).
-    """
-    scores: dict[str, float] = {}
-    problems: list[tuple[str, str]] = []
-    for branch in branches:
-        branch_results = list(results.get(branch, ()))
-        if len(branch_results) != 1:
-            problems.append(("missing_score",
-                             f"branch {branch} gave {len(branch_results)} results"))
-            continue
-        result = branch_results[0]
-        if result.scores is None:
-            problems.append((result.kind, result.reason or branch))
-        else:
-            scores.update(result.scores)
-    if problems:
-        reason = problems[0][0]
-        detail = "; ".join(d for _, d in problems)
-        return False, dead_letter(row.source, reason, detail, row.id, row.system)
-    return True, scored_record(row, scores)
 
 
 class MergeScoresFn(CountingDoFn):

@@ -89,8 +89,8 @@ MODEL_FLAG_TABLE: tuple[ModelFlag, ...] = (
     ModelFlag("model_batch_size", "Model inputs per RunInference batch at most (default "
               "2048; rows are batched whole, weighed by their inputs).",
               handler_key="max_batch_size", smallest=1, type=int),
-    ModelFlag("max_batch_tokens", "Padded tokens per forward pass at most (default 4096; "
-              "e.g. 32768 on a GPU).", handler_key="max_batch_tokens", smallest=1, type=int),
+    ModelFlag("max_batch_tokens", "Padded tokens per forward pass at most (default 4096 on "
+              "a CPU, 65536 on a GPU).", handler_key="max_batch_tokens", smallest=1, type=int),
     ModelFlag("share_model_across_processes",
               "One model copy per machine, shared by the SDK processes.",
               handler_key="share_model_across_processes", store_true=True),

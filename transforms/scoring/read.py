@@ -81,9 +81,18 @@ def _size_of(fobj: IO[bytes]) -> int:
     return size
 
 
-def check_unchanged(fobj: IO[bytes], planned: int | None) -> None:
-    """Raises `FileChangedError` when the seekable `fobj` is not `planned` bytes long (None:
-    not read in parts, nothing to check); leaves it at its start."""
+def modified_time(path: str) -> float | None:
+    """A file's modification time as `FileSystems.match` gives it (None: unknown)."""
+    found = FileSystems.match([path])[0].metadata_list
+    return float(found[0].last_updated_in_seconds or 0.0) if found else None
+
+
+def check_unchanged(fobj: IO[bytes], planned: int | None, path: str | None = None,
+                    modified: float | None = None) -> None:
+    """Raises `FileChangedError` when the seekable `fobj` is not `planned` bytes long, or
+    (`path` and `modified` given) when the file's modification time is no longer
+    `modified` (a rewrite that kept the size); None: not read in parts, nothing to check.
+    Leaves `fobj` at its start."""
     if planned is None:
         return
     now = _size_of(fobj)
@@ -91,6 +100,13 @@ def check_unchanged(fobj: IO[bytes], planned: int | None) -> None:
         raise FileChangedError(
             f"it is {now:,} bytes now and was {planned:,} when the run planned its parts "
             "(a file must not be written while it is scored: rerun once it is complete)")
+    if path is not None and modified is not None:
+        now_modified = modified_time(path)
+        if now_modified != modified:
+            raise FileChangedError(
+                f"it was modified at {now_modified} and at {modified} when the run planned "
+                "its parts (rewritten, with the same size: a file must not be written "
+                "while it is scored: rerun once it is complete)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,6 +122,7 @@ class ReadSplit:
             their first row.
         size: a file read in parts (ranges, row groups): its size when they were planned;
             each part fails with a `FileChangedError` if the file no longer has it.
+        modified: likewise its modification time (a rewrite that keeps the size).
     """
 
     path: str
@@ -116,6 +133,7 @@ class ReadSplit:
     groups: tuple[int, ...] = ()
     first_row: int = 1
     size: int | None = None
+    modified: float | None = None
 
     def records(self) -> Iterator[tuple[int, int | None, Record]]:
         """(row, line, record or RowError) of the split, through `inputs.read_input`; a
@@ -130,27 +148,32 @@ class ReadSplit:
             return read_input(self.path, ITERATORS[self.fmt], seekable=self.fmt == "parquet")
 
         def checked(fobj: IO[bytes]) -> Iterator[tuple[int, int | None, Record]]:
-            check_unchanged(fobj, self.size)
+            check_unchanged(fobj, self.size, self.path, self.modified)
             yield from read(fobj)
         return read_input(self.path, checked, seekable=True)
 
 
-def plan_splits(path: str, size: int, input_format: str | None, split_bytes: int
-                ) -> list[ReadSplit]:
+def plan_splits(path: str, size: int, input_format: str | None, split_bytes: int,
+                modified: float | None = None) -> list[ReadSplit]:
     """How a matched file is read: uncompressed JSONL larger than `split_bytes` in byte
     ranges of that size (their `first_line` still to count: `count_lines`), Parquet one
     split per row group (row numbers from the footer), everything else whole: compressed
     files (a compressed stream cannot be entered in the middle) and CSV (a quoted field may
-    hold a newline, so a byte range cannot tell where a record starts)."""
+    hold a newline, so a byte range cannot tell where a record starts). Parts carry the
+    file's size and modification time (`modified`, from the match; looked up when None),
+    which each part checks."""
     fmt = input_format_of(path, input_format)
     if compression_of(path) is not None:
         return [ReadSplit(path, fmt)]
     if fmt == "jsonl" and size > split_bytes:
-        return [ReadSplit(path, fmt, start, min(start + split_bytes, size), size=size)
+        modified = modified_time(path) if modified is None else modified
+        return [ReadSplit(path, fmt, start, min(start + split_bytes, size), size=size,
+                          modified=modified)
                 for start in range(0, size, split_bytes)]
     if fmt == "parquet":
         import pyarrow.parquet as pq
 
+        modified = modified_time(path) if modified is None else modified
         with open_input(path, seekable=True) as fobj:
             metadata = pq.ParquetFile(fobj).metadata
             planned = _size_of(fobj)
@@ -158,7 +181,7 @@ def plan_splits(path: str, size: int, input_format: str | None, split_bytes: int
         for group in range(metadata.num_row_groups):
             rows = metadata.row_group(group).num_rows
             splits.append(ReadSplit(path, fmt, groups=(group,), first_row=first,
-                                    size=planned))
+                                    size=planned, modified=modified))
             first += rows
         return splits or [ReadSplit(path, fmt)]
     return [ReadSplit(path, fmt)]
@@ -169,7 +192,7 @@ def count_newlines(split: ReadSplit) -> tuple[str, tuple[int, int]]:
     count = 0
     try:
         with open_input(split.path, seekable=True) as fobj:
-            check_unchanged(fobj, split.size)
+            check_unchanged(fobj, split.size, split.path, split.modified)
             fobj.seek(split.start)
             remaining = split.end - split.start
             while remaining > 0:
@@ -338,7 +361,8 @@ class ReadPredictions(beam.PTransform):
             pbegin
             | "MatchInputFiles" >> fileio.MatchFiles(self._file_pattern)
             | "PlanSplits" >> beam.FlatMap(
-                lambda m: plan_splits(m.path, m.size_in_bytes, input_format, split_bytes)))
+                lambda m: plan_splits(m.path, m.size_in_bytes, input_format, split_bytes,
+                                      m.last_updated_in_seconds or None)))
         ranges = planned | "ByteRanges" >> beam.Filter(lambda s: s.end is not None)
         numbered = (
             (ranges | "KeyRangesByFile" >> beam.Map(lambda s: (s.path, s)),

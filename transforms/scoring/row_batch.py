@@ -15,7 +15,8 @@ from transforms.scoring.rows import RowSource, ScoringRow
 
 class RowBatch:
     """A batch of rows as one element: `rows` is a list of (key, ScoringRow); `batch_id`
-    is unique in the run (its first row's key).
+    is unique in the run (its first row's key); `results`, when the model metrics have
+    scored the batch, one `(scores or None, reason, kind)` per row (`with_results`).
 
     A batch pickles as its id and one bytes object made once (`pack_rows`: the rows as
     JSON, zlib level 1, about a third of their pickle), so the in-process runner, which
@@ -24,12 +25,25 @@ class RowBatch:
     when first read.
     """
 
-    __slots__ = ("batch_id", "_rows", "_packed")
+    __slots__ = ("batch_id", "_rows", "_packed", "results")
 
-    def __init__(self, batch_id: str, rows: list) -> None:
+    def __init__(self, batch_id: str, rows: list, results: list | None = None) -> None:
+        if results is not None and len(results) != len(rows):
+            raise ValueError(f"{len(results)} results for {len(rows)} rows")
         self.batch_id = batch_id
         self._rows: list | None = rows
         self._packed: bytes | None = None
+        self.results = results
+
+    def with_results(self, results: Sequence[tuple]) -> RowBatch:
+        """The same rows (still packed, if they were) with one result per row:
+        `(scores, reason, kind)` tuples such as transforms/scoring's `ScoreResult`."""
+        if len(results) != len(self):
+            raise ValueError(f"{len(results)} results for {len(self)} rows")
+        batch = RowBatch.__new__(RowBatch)
+        batch.batch_id, batch._rows, batch._packed = self.batch_id, self._rows, self._packed
+        batch.results = [tuple(r) for r in results]
+        return batch
 
     @property
     def rows(self) -> list:
@@ -40,7 +54,9 @@ class RowBatch:
     def __reduce__(self):
         if self._packed is None:
             self._packed = pack_rows(self._rows)
-        return _unpack_batch, (self.batch_id, self._packed)
+        if self.results is None:
+            return _unpack_batch, (self.batch_id, self._packed)
+        return _unpack_batch, (self.batch_id, self._packed, pack_results(self.results))
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -50,16 +66,29 @@ class RowBatch:
 
     def __eq__(self, other: object) -> bool:
         return (isinstance(other, RowBatch) and self.batch_id == other.batch_id
-                and self.rows == other.rows)
+                and self.rows == other.rows and self.results == other.results)
 
     __hash__ = None  # type: ignore[assignment]
 
 
-def _unpack_batch(batch_id: str, packed: bytes) -> RowBatch:
+def _unpack_batch(batch_id: str, packed: bytes, results: bytes | None = None) -> RowBatch:
     """A `RowBatch` read back from its pickle: its rows stay packed until read."""
     batch = RowBatch.__new__(RowBatch)
     batch.batch_id, batch._rows, batch._packed = batch_id, None, packed
+    batch.results = unpack_results(results) if results is not None else None
     return batch
+
+
+def pack_results(results: Sequence[tuple]) -> bytes:
+    """Per-row `(scores dict or None, reason, kind)` -> compact bytes (JSON, zlib level 1;
+    floats written as Python writes them, NaN included, so they read back bit for bit)."""
+    text = json.dumps([list(r) for r in results], ensure_ascii=False, separators=(",", ":"))
+    return zlib.compress(text.encode("utf-8", "surrogatepass"), 1)
+
+
+def unpack_results(packed: bytes) -> list[tuple]:
+    """The results `pack_results` packed."""
+    return [tuple(r) for r in json.loads(zlib.decompress(packed).decode("utf-8", "surrogatepass"))]
 
 
 def pack_rows(rows: Sequence[tuple[str, ScoringRow]]) -> bytes:

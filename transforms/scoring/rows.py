@@ -248,19 +248,21 @@ def printable(value: str) -> str:
 
 
 def _cell_references(value: Any, column: str, text_cells: bool
-                     ) -> list[tuple[str, str | None]]:
-    """One reference column's values as (field name, value); None values are missing."""
+                     ) -> list[tuple[str, int | None, str | None]]:
+    """One reference column's values as (column, position in a list or None, value); None
+    values are missing. (The field's name for a dead letter is made only when one is
+    written: `_field`.)"""
     if _is_missing(value, text_cells):
-        return [(repr(column), None)]
+        return [(column, None, None)]
     if isinstance(value, str):
         if text_cells and value.lstrip().startswith("["):
             try:
                 parsed = json.loads(value)
             except json.JSONDecodeError:
-                return [(repr(column), value)]
+                return [(column, None, value)]
             if isinstance(parsed, list) and all(isinstance(v, str) for v in parsed):
-                return [(f"{column!r}[{i}]", v) for i, v in enumerate(parsed)]
-        return [(repr(column), value)]
+                return [(column, i, v) for i, v in enumerate(parsed)]
+        return [(column, None, value)]
     if hasattr(value, "tolist"):  # a numpy array, when rows come through pandas
         value = value.tolist()
     if isinstance(value, list | tuple):
@@ -269,14 +271,24 @@ def _cell_references(value: Any, column: str, text_cells: bool
             if item is not None and not isinstance(item, str):
                 raise RowError("non_string_reference",
                                f"{column!r} holds a {type(item).__name__}")
-        return [(f"{column!r}[{i}]", v) for i, v in enumerate(items)]
+        return [(column, i, v) for i, v in enumerate(items)]
     raise RowError("non_string_reference", f"{column!r} holds a {type(value).__name__}")
 
 
-def _checked_texts(values: Sequence[tuple[str, str | None]], max_chars: int | None
-                   ) -> tuple[str, ...]:
-    return tuple(check_text(v, field, max_chars) for field, v in values
-                 if v is not None and v.strip())
+def _field(column: str, index: int | None) -> str:
+    """A reference field as a dead letter names it: `'references'[2]`."""
+    return repr(column) if index is None else f"{column!r}[{index}]"
+
+
+def _checked_texts(values: Sequence[tuple[str, int | None, str | None]],
+                   max_chars: int | None) -> tuple[str, ...]:
+    texts = [(c, i, v) for c, i, v in values if v is not None and v.strip()]
+    joined = "".join(v for _, _, v in texts)
+    # one scan of them all; item by item only to name the field of a bad one
+    if _SURROGATE.search(joined) is None and (
+            max_chars is None or all(len(v) <= max_chars for _, _, v in texts)):
+        return tuple(v for _, _, v in texts)
+    return tuple(check_text(v, _field(c, i), max_chars) for c, i, v in texts)
 
 
 def _references(record: Mapping[str, Any], columns: Sequence[str], max_references: int | None,
@@ -284,7 +296,7 @@ def _references(record: Mapping[str, Any], columns: Sequence[str], max_reference
     present = [c for c in columns if c in record]
     if not present:
         raise RowError("missing_references", f"none of the columns {list(columns)} present")
-    values: list[tuple[str, str | None]] = []
+    values: list[tuple[str, int | None, str | None]] = []
     for column in present:
         values.extend(_cell_references(record[column], column, text_cells))
     if max_references is not None:

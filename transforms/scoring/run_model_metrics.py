@@ -1,8 +1,10 @@
-"""`RunModelMetrics`: model-backed metrics on keyed rows through `RunInference`.
+"""Model-backed metrics through `RunInference`, on batches of rows.
 
-    rows: PCollection[(row_key, QAExample or any value with an `.example`)]
-    results = rows | RunModelMetrics([BERTScoreMetric(layer=4), SASMetric(model=...)])
-    # -> PCollection[(row_key, ModelScoreResult(scores={column: value} or None, reason))]
+    # the scoring pipeline's one row flow: RowBatches in, the same batches out with each
+    # row's model scores (or why it has none) attached, for ScoreBatches to finish
+    scored = batches | ScoreModelBatches([BERTScoreMetric(layer=4), SASMetric(model=...)])
+    # keyed rows (incremental runs, tests): one (row_key, ScoreResult) per row
+    results = rows | RunModelMetrics(metrics)
 
 Exactly one result per input row, the scoring pipeline's branch contract
 (`ModelScoreResult` is transforms/scoring's `ScoreResult`): the columns of every metric,
@@ -10,22 +12,26 @@ or `scores=None` with the reasons ("<family>: <why>", joined by "; ") when any m
 not score the row (bad input, a failed inference batch, a fold error), and the kind
 `inference_failed` when a batch failed, else `metric_input_error`.
 
-The graph, one fused stage with no shuffle: `ExpandModelRequests` turns each row into a
-`RowRequests` (its key, the row and every model input its metrics ask for: metric index,
-slot, use tag, input; one tag per distinct `ModelUse`, so metrics with equal uses share a
-model); one `RunInference(RowModelHandler(MultiUseModelHandler))` batches rows weighted
-by their number of inputs, runs every model (each part of a batch goes to its use's
-handler; a part that fails is retried input by input, and an input that still fails
-gets an `InferenceFailure`) and hands each row its outputs; each metric then folds them,
-with the corpus statistics as a side input. Batches that fail as a whole come back as
-rows whose every input failed.
+The graph, one fused stage with no shuffle: `ExpandModelRequests` turns each batch of rows
+(a `RowBatch`, or a list of keyed rows) into `BatchRequests`: per row its key, the row and
+every model input its metrics ask for (metric index, slot, use tag, input; one tag per
+distinct `ModelUse`, so metrics with equal uses share a model). One
+`RunInference(BatchModelHandler(MultiUseModelHandler))` merges such elements up to
+`--model_batch_size` model inputs (the window in which inputs are de-duplicated and
+grouped by length), runs every model (each part of a window goes to its use's handler; a
+part that fails is retried input by input, and an input that still fails gets an
+`InferenceFailure`) and hands each row its outputs; each metric then folds them, with the
+corpus statistics as a side input. Windows that fail as a whole come back as rows whose
+every input failed.
 
-Why rows and not single inputs as elements: an earlier graph batched the inputs
-themselves and joined their outputs back to the rows with a `CoGroupByKey`. That
-shuffled every token embedding (18 KB per input for BERTScore) and, on the multi-process
+Why batches of rows as elements: a row per element cost a Python object and a few Beam
+calls per row on the way to the model, which set the pace on a GPU; and an earlier graph
+that batched the inputs themselves and joined their outputs back to the rows shuffled
+every token embedding (18 KB per input for BERTScore) and, on the multi-process
 DirectRunner, hit a Beam fault that loses large chunks of data between workers and the
-runner (docs/repro/multiprocess_cogroupbykey.py). With rows as elements, outputs never
-leave the stage that computed them.
+runner (docs/repro/multiprocess_cogroupbykey.py). With rows kept in their batches,
+outputs never leave the stage that computed them, and the batch goes on to the in-process
+metrics with its model scores, with no join by row key.
 """
 
 import dataclasses
@@ -47,6 +53,7 @@ from transforms.metrics.corpus import unique_statistics
 from transforms.metrics.model_base import ModelMetric
 from transforms.models.uses import ModelUse
 from transforms.scoring.handlers import build_handler
+from transforms.scoring.row_batch import RowBatch
 from transforms.scoring.score import ComputeCorpusStatistics, example_of
 from transforms.scoring.score import ScoreResult as ModelScoreResult
 
@@ -92,17 +99,35 @@ class RowRequests:
     rejected: tuple[tuple[int, str], ...] = ()
 
 
-def request_count(row: RowRequests) -> int:
-    """A row's weight for `BatchElements`: its number of model inputs (at least 1), so
-    that batch sizes stay counted in model inputs. (A row heavier than the batch target
-    makes `BatchElements` emit an empty batch first; `RowModelHandler` accepts those.)"""
-    return max(1, len(row.requests))
+class BatchRequests(NamedTuple):
+    """A batch of rows with their model inputs, the element `RunInference` batches.
+
+    Attributes:
+        batch: the rows as they came: a `RowBatch`, or a list of (row_key, row).
+        rows: one `RowRequests` per row, in the batch's order.
+    """
+
+    batch: Any
+    rows: tuple[RowRequests, ...]
+
+
+def request_count(element: BatchRequests) -> int:
+    """An element's weight for `BatchElements`: its number of model inputs (at least 1),
+    so that `--model_batch_size` counts model inputs. (An element heavier than the batch
+    target makes `BatchElements` emit an empty batch first; `BatchModelHandler` accepts
+    those.)"""
+    return max(1, sum(len(row.requests) for row in element.rows))
+
+
+def keyed_rows(batch: Any) -> Sequence[tuple[Hashable, Any]]:
+    """The (row_key, row) pairs of a `RowBatch` or of a list of them."""
+    return batch.rows if isinstance(batch, RowBatch) else batch
 
 
 class ExpandModelRequestsFn(CountingDoFn):
-    """(row_key, row) -> RowRequests with every model input of the row.
+    """A batch of rows -> `BatchRequests` with every model input of every row.
 
-    A metric that rejects the row's example adds no inputs, only its reason. Counts
+    A metric that rejects a row's example adds no inputs, only its reason. Counts
     (namespace `NAMESPACE`): `requests`, `filtered:input_error`.
     """
 
@@ -111,8 +136,13 @@ class ExpandModelRequestsFn(CountingDoFn):
         self._metrics = tuple(metrics)
         self._roles = tuple(roles)
 
-    def process(self, element: tuple[Hashable, Any]):
-        row_key, value = element
+    def process(self, batch: Any):
+        rows = tuple(self._row(row_key, value) for row_key, value in keyed_rows(batch))
+        self.count("requests", sum(len(row.requests) for row in rows))
+        progress.add(PROGRESS_ROWS_IN, len(rows))
+        yield BatchRequests(batch, rows)
+
+    def _row(self, row_key: Hashable, value: Any) -> RowRequests:
         example = example_of(value)
         requests, rejected = [], []
         for index, metric in enumerate(self._metrics):
@@ -122,11 +152,10 @@ class ExpandModelRequestsFn(CountingDoFn):
                 self.count("filtered:input_error")
                 rejected.append((index, str(e)))
                 continue
-            requests += [(index, slot, self._roles[index][role], model_input)
+            tags = self._roles[index]
+            requests += [(index, slot, tags[role], model_input)
                          for slot, (role, model_input) in enumerate(asked)]
-        self.count("requests", len(requests))
-        progress.add(PROGRESS_ROWS_IN)
-        yield RowRequests(row_key, value, tuple(requests), tuple(rejected))
+        return RowRequests(row_key, value, tuple(requests), tuple(rejected))
 
 
 class InferenceFailure(NamedTuple):
@@ -137,7 +166,34 @@ class InferenceFailure(NamedTuple):
 
 class Models(dict):
     """The loaded models by use tag (a dict subclass: Beam's shared cache holds weak
-    references, which a plain dict does not support)."""
+    references, which a plain dict does not support).
+
+    With `share_model_across_processes` this object lives in one process and the others
+    reach it through a proxy, which forwards public method calls only (their arguments
+    and results pickled): `call` runs one model's method there, so a handler is given a
+    `ModelView` of its model and never the model itself.
+    """
+
+    def call(self, tag: str, method: str, *args: Any) -> Any:
+        """`self[tag].method(*args)`, for a caller in another process."""
+        return getattr(self[tag], method)(*args)
+
+
+class ModelView:
+    """One model of a shared `Models`, as its handler sees it: attribute calls go to the
+    process that holds it (`Models.call`)."""
+
+    def __init__(self, models: Any, tag: str) -> None:
+        self._models = models
+        self._tag = tag
+
+    def __getattr__(self, method: str) -> Callable[..., Any]:
+        if method.startswith("_"):
+            raise AttributeError(method)
+        return lambda *args: self._models.call(self._tag, method, *args)
+
+    def __repr__(self) -> str:
+        return f"ModelView({self._tag})"
 
 
 class MultiUseModelHandler(ModelHandler):
@@ -168,6 +224,22 @@ class MultiUseModelHandler(ModelHandler):
                          model_copies=max(copies) if copies else None)
         self._failures = beam.metrics.Metrics.counter(NAMESPACE, "inference_failures")
         self._retries = beam.metrics.Metrics.counter(NAMESPACE, "failed_parts_retried")
+        self._views: dict[str, tuple[Any, ModelView]] = {}
+
+    def _model(self, models: Any, tag: str) -> Any:
+        """The model of one use: itself when `models` is here, else a view (one per
+        proxy and tag, so its handler keeps its host side between batches)."""
+        if isinstance(models, Models):
+            return models[tag]
+        held = self._views.get(tag)
+        if held is None or held[0] is not models:
+            held = self._views[tag] = (models, ModelView(models, tag))
+        return held[1]
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_views"] = {}
+        return state
 
     def load_model(self) -> Models:
         return Models({tag: handler.load_model() for tag, handler in self._handlers.items()})
@@ -180,7 +252,7 @@ class MultiUseModelHandler(ModelHandler):
         results: list[Any] = [None] * len(batch)
         for tag, where in positions.items():
             inputs = [batch[i][1] for i in where]
-            values = self._run_part(tag, inputs, model[tag])
+            values = self._run_part(tag, inputs, self._model(model, tag))
             for i, value in zip(where, values):
                 results[i] = PredictionResult(batch[i], value, tag)
         return results
@@ -220,15 +292,18 @@ class MultiUseModelHandler(ModelHandler):
         return f"MultiUseModelHandler({self._handlers})"
 
 
-class RowModelHandler(ModelHandler):
-    """Batches whole rows (`RowRequests`) for a `MultiUseModelHandler`.
+class BatchModelHandler(ModelHandler):
+    """Runs `BatchRequests` (batches of rows with their model inputs) through a
+    `MultiUseModelHandler`.
 
-    A batch of rows is flattened into its model inputs, run by the multi-use handler
-    (which splits them by model, computes identical inputs once and isolates failing
-    inputs) and cut back into one list of outputs per row, in the row's request order.
-    `BatchElements` weighs each row by its number of inputs, so `max_batch_size` still
-    counts model inputs. Keeping a row's outputs with the row means the fold step runs
-    in the same stage, with no shuffle of token embeddings and no join.
+    The elements of a Beam batch are flattened into their model inputs, run by the
+    multi-use handler (which splits them by model, computes identical inputs once,
+    groups them by length and isolates failing inputs) and cut back into one list of
+    outputs per row, in the row's request order. `BatchElements` weighs each element by
+    its number of inputs, so `max_batch_size` counts model inputs: it is the window in
+    which inputs are de-duplicated and sorted by length. Keeping a row's outputs with the
+    row means the fold step runs in the same stage, with no shuffle of token embeddings
+    and no join.
     """
 
     def __init__(self, inner: MultiUseModelHandler) -> None:
@@ -245,22 +320,26 @@ class RowModelHandler(ModelHandler):
         return self._inner.load_model()
 
     @staticmethod
-    def _inputs(batch: Sequence[RowRequests]) -> list[tuple[str, Any]]:
-        return [(tag, model_input) for row in batch for _i, _s, tag, model_input in row.requests]
+    def _inputs(batch: Sequence[BatchRequests]) -> list[tuple[str, Any]]:
+        return [(tag, model_input) for element in batch for row in element.rows
+                for _i, _s, tag, model_input in row.requests]
 
-    def run_inference(self, batch: Sequence[RowRequests], model: Mapping[str, Any],
+    def run_inference(self, batch: Sequence[BatchRequests], model: Mapping[str, Any],
                       inference_args: dict[str, Any] | None = None) -> list[PredictionResult]:
         flat = self._inputs(batch)
         values = [r.inference for r in self._inner.run_inference(flat, model)] if flat else []
         if len(values) != len(flat):
             raise RuntimeError(f"{len(values)} model outputs for {len(flat)} inputs")
         results, at = [], 0
-        for row in batch:
-            results.append(PredictionResult(row, values[at:at + len(row.requests)]))
-            at += len(row.requests)
+        for element in batch:
+            outputs = []
+            for row in element.rows:
+                outputs.append(values[at:at + len(row.requests)])
+                at += len(row.requests)
+            results.append(PredictionResult(element, outputs))
         return results
 
-    def get_num_bytes(self, batch: Sequence[RowRequests]) -> int:
+    def get_num_bytes(self, batch: Sequence[BatchRequests]) -> int:
         flat = self._inputs(batch)
         return self._inner.get_num_bytes(flat) if flat else 0
 
@@ -271,7 +350,7 @@ class RowModelHandler(ModelHandler):
         self._inner.validate_inference_args(inference_args)
 
     def __repr__(self) -> str:
-        return f"RowModelHandler({self._inner!r})"
+        return f"BatchModelHandler({self._inner!r})"
 
 
 def _inferences(results: Iterable[PredictionResult], expected: int) -> list[Any]:
@@ -282,9 +361,11 @@ def _inferences(results: Iterable[PredictionResult], expected: int) -> list[Any]
 
 
 class FoldModelMetricsFn(CountingDoFn):
-    """PredictionResult(RowRequests, outputs) -> (row_key, ModelScoreResult).
+    """PredictionResult(BatchRequests, outputs per row) -> one result per row: for a
+    `RowBatch`, the batch again with `results` (a `ModelScoreResult` per row); for a list
+    of keyed rows, `(row_key, ModelScoreResult)` per row.
 
-    One result per row: the metric columns, or the reasons the row cannot be scored (an
+    A row's result holds the metric columns, or the reasons the row cannot be scored (an
     input a metric rejects, an input the model failed on). Counts (namespace
     `NAMESPACE`): `passed`, `filtered:rejected`, `filtered:inference_failed` (per metric
     whose inputs failed)."""
@@ -294,11 +375,21 @@ class FoldModelMetricsFn(CountingDoFn):
         self._metrics = tuple(metrics)
 
     def process(self, result: PredictionResult, corpus_stats: Mapping[str, Any] | None = None):
-        row, values = result.example, result.inference
-        row_key = row.row_key
-        progress.add(PROGRESS_ROWS_DONE)
-        if len(values) != len(row.requests):  # RowModelHandler's contract; a bug if broken
-            raise RuntimeError(f"row {row_key!r}: {len(values)} model outputs for "
+        element, values = result.example, result.inference
+        if len(values) != len(element.rows):  # BatchModelHandler's contract; a bug if broken
+            raise RuntimeError(f"{len(values)} output lists for {len(element.rows)} rows")
+        results = [self._fold(row, outputs, corpus_stats or {})
+                   for row, outputs in zip(element.rows, values)]
+        progress.add(PROGRESS_ROWS_DONE, len(results))
+        if isinstance(element.batch, RowBatch):
+            yield element.batch.with_results(results)
+        else:
+            yield from ((row.row_key, r) for row, r in zip(element.rows, results))
+
+    def _fold(self, row: RowRequests, values: Sequence[Any],
+              corpus_stats: Mapping[str, Any]) -> ModelScoreResult:
+        if len(values) != len(row.requests):  # BatchModelHandler's contract; a bug if broken
+            raise RuntimeError(f"row {row.row_key!r}: {len(values)} model outputs for "
                                f"{len(row.requests)} requests")
         example = example_of(row.row)
         outputs: dict[int, list[Any]] = {}
@@ -318,36 +409,39 @@ class FoldModelMetricsFn(CountingDoFn):
                 reasons.append(f"{metric.family}: {failed[index]}")
             else:
                 try:
-                    columns.update(metric.fold(example, outputs.get(index, []),
-                                               corpus_stats or {}))
+                    columns.update(metric.fold(example, outputs.get(index, []), corpus_stats))
                 except MetricInputError as e:
                     reasons.append(f"{metric.family}: {e}")
         if reasons:
             self.count("filtered:rejected")
             kind = "inference_failed" if failed else "metric_input_error"
-            yield row_key, ModelScoreResult(None, "; ".join(reasons), kind)
-        else:
-            self.count("passed")
-            yield row_key, ModelScoreResult(columns)
+            return ModelScoreResult(None, "; ".join(reasons), kind)
+        self.count("passed")
+        return ModelScoreResult(columns)
 
 
 def _failed_batch_rows(bad: Any):
-    """A batch `RunInference` could not run at all -> its rows, every input failed."""
+    """A window `RunInference` could not run at all -> its elements, every input failed."""
     batch, error = bad
     reason = error[1] if isinstance(error, tuple) and len(error) > 1 else error
-    for row in batch:
-        yield PredictionResult(row, [InferenceFailure(str(reason))] * len(row.requests))
+    for element in batch:
+        yield PredictionResult(element, [[InferenceFailure(str(reason))] * len(row.requests)
+                                         for row in element.rows])
 
 
-class RunModelMetrics(beam.PTransform):
-    """Scores keyed rows with model metrics (see the module docstring).
+class ModelMetricsOnBatches(beam.PTransform):
+    """Batches of rows (`RowBatch`es, or lists of (row_key, row)) -> per batch, its rows'
+    model results (see `FoldModelMetricsFn`). The shared core of `ScoreModelBatches` and
+    `RunModelMetrics`.
 
     Args:
         metrics: the model metrics (built, hence validated, on the launcher).
         corpus_stats: the {key: value} corpus statistics, as a singleton PCollection or an
-            `AsSingleton` side input; None = computed here when a metric needs them.
+            `AsSingleton` side input; None = computed here from `rows` when a metric
+            needs them.
         handler_factory: (ModelUse, **handler_kwargs) -> ModelHandler (tests inject fakes).
         handler_kwargs: batching/sharing options for the default factory.
+        rows: where corpus statistics are computed from when they are not given.
 
     Raises:
         ValueError: no metrics, or two metrics of the same family.
@@ -359,18 +453,18 @@ class RunModelMetrics(beam.PTransform):
         super().__init__()
         families = [m.family for m in metrics]
         if not metrics or len(set(families)) != len(families):
-            raise ValueError(f"RunModelMetrics needs distinct metric families, got {families}")
+            raise ValueError(f"model metrics need distinct metric families, got {families}")
         self._metrics = tuple(metrics)
         self._corpus_stats = corpus_stats
         self._factory = handler_factory or build_handler
         self._handler_kwargs = dict(handler_kwargs or {})
         self._uses, self._roles = plan_uses(self._metrics)
 
-    def expand(self, rows: beam.PCollection) -> beam.PCollection:
-        requests = (rows | "ExpandModelRequests" >> beam.ParDo(
+    def expand(self, batches: beam.PCollection) -> beam.PCollection:
+        requests = (batches | "ExpandModelRequests" >> beam.ParDo(
             ExpandModelRequestsFn(self._metrics, self._roles)).with_outputs(
                 STATS_TAG, main="requests")).requests
-        handler = RowModelHandler(MultiUseModelHandler(
+        handler = BatchModelHandler(MultiUseModelHandler(
             {tag: self._factory(use, **self._handler_kwargs) for tag, use in self._uses.items()}))
         results, failed = requests | "RunInference" >> RunInference(
             handler).with_exception_handling()
@@ -379,15 +473,44 @@ class RunModelMetrics(beam.PTransform):
         return ((results, failed_rows) | "AllRowOutputs" >> beam.Flatten()
                 | "FoldModelMetrics" >> beam.ParDo(
                     FoldModelMetricsFn(self._metrics),
-                    corpus_stats=self._stats_side_input(rows)).with_outputs(
+                    corpus_stats=self._stats_side_input(batches)).with_outputs(
                         STATS_TAG, main="scores")).scores
 
-    def _stats_side_input(self, rows: beam.PCollection) -> Any:
+    def _stats_side_input(self, batches: beam.PCollection) -> Any:
         if isinstance(self._corpus_stats, beam.PCollection):
             return beam.pvalue.AsSingleton(self._corpus_stats)
         if self._corpus_stats is not None:
             return self._corpus_stats
         if not unique_statistics(self._metrics):
             return None
-        stats = rows | "ComputeCorpusStatistics" >> ComputeCorpusStatistics(self._metrics)
+        stats = (batches | "BatchRows" >> beam.FlatMap(keyed_rows)
+                 | "ComputeCorpusStatistics" >> ComputeCorpusStatistics(self._metrics))
         return beam.pvalue.AsSingleton(stats)
+
+
+class ScoreModelBatches(ModelMetricsOnBatches):
+    """`RowBatch`es -> the same batches with `results`: each row's model scores, or why it
+    has none (see the module docstring). Same arguments as `ModelMetricsOnBatches`."""
+
+
+class RunModelMetrics(beam.PTransform):
+    """Keyed rows `(row_key, row)` -> `(row_key, ModelScoreResult)`, one per row.
+
+    Rows are gathered into lists of up to `rows_per_batch` (`BatchElements`, within a
+    bundle) and scored as `ModelMetricsOnBatches` scores batches. Same arguments, and
+    `rows_per_batch`.
+    """
+
+    def __init__(self, metrics: Sequence[ModelMetric], *, rows_per_batch: int = 512,
+                 **kwargs: Any) -> None:
+        super().__init__()
+        if rows_per_batch < 1:
+            raise ValueError(f"rows_per_batch must be >= 1, got {rows_per_batch}")
+        self._rows_per_batch = rows_per_batch
+        self._inner = ModelMetricsOnBatches(metrics, **kwargs)
+
+    def expand(self, rows: beam.PCollection) -> beam.PCollection:
+        return (rows
+                | "GatherRows" >> beam.BatchElements(min_batch_size=1,
+                                                     max_batch_size=self._rows_per_batch)
+                | "ModelMetrics" >> self._inner)

@@ -17,7 +17,7 @@ records per batch.
 
 import logging
 import time
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import apache_beam as beam
@@ -54,6 +54,45 @@ class ScoreResult(NamedTuple):
     scores: dict[str, float] | None
     reason: str | None = None
     kind: str = "metric_input_error"
+
+
+IN_PROCESS = "in_process"
+MODELS = "models"
+
+
+def merge_branch_results(
+    row: ScoringRow, results: Mapping[str, Sequence[ScoreResult]], branches: Sequence[str]
+) -> tuple[bool, dict[str, Any]]:
+    """Merges what each scoring branch said about one row.
+
+    Args:
+        row: the validated row.
+        results: branch name -> the ScoreResults it gave for this row.
+        branches: every branch name, in order; a branch without a result counts as a
+            failure. The first problem's kind is the dead letter's reason; every
+            problem's text is in its detail.
+
+    Returns:
+        (True, scored record) or (False, dead-letter record).
+    """
+    scores: dict[str, float] = {}
+    problems: list[tuple[str, str]] = []
+    for branch in branches:
+        branch_results = list(results.get(branch, ()))
+        if len(branch_results) != 1:
+            problems.append(("missing_score",
+                             f"branch {branch} gave {len(branch_results)} results"))
+            continue
+        result = branch_results[0]
+        if result.scores is None:
+            problems.append((result.kind, result.reason or branch))
+        else:
+            scores.update(result.scores)
+    if problems:
+        reason = problems[0][0]
+        detail = "; ".join(d for _, d in problems)
+        return False, dead_letter(row.source, reason, detail, row.id, row.system)
+    return True, scored_record(row, scores)
 
 
 def _check_output(metric: Metric, results: list[dict[str, float]], n: int) -> None:
@@ -169,23 +208,29 @@ RECORDS = "records"
 DEAD_LETTER = "dead_letter"
 
 
+JOIN_REASONS = ("metric_input_error", "inference_failed", "missing_score")
+
+
 class ScoreRowsFn(CountingDoFn):
     """Scores a batch of `(row_key, ScoringRow)` (a list or a `RowBatch`).
 
     `emit` = `results`: yields `(row_key, ScoreResult)` per row, for `join.JoinScores`.
     `emit` = `records`: yields one list per batch of its rows' final scored records
     (`rows.scored_record`), and each rejected row's dead-letter record on `dead_letter`:
-    the whole scoring of a run whose metrics all run here, with no join; it then also
-    counts what the join would (`join/passed`, `join/filtered:metric_input_error`).
-    Counts (namespace `score`): `passed`, `filtered:metric_input_error`; distributions of
-    batch sizes and latencies."""
+    the rest of the scoring of a run in one flow, with no join. A `RowBatch` that carries
+    its rows' model results (`run_model_metrics.ScoreModelBatches`) has them merged here
+    with the in-process scores, as the join would merge the two branches
+    (`merge_branch_results`: a row is scored by every metric or dead-lettered). It then
+    also counts what the join would (`join/passed`, `join/filtered:<reason>`).
+    Counts (namespace `score`, when there are in-process metrics): `passed`,
+    `filtered:metric_input_error`; distributions of batch sizes and latencies."""
 
     def __init__(self, metrics: Sequence[Metric], emit: str = RESULTS) -> None:
         if emit not in (RESULTS, RECORDS):
             raise ValueError(f"emit must be {RESULTS!r} or {RECORDS!r}, got {emit!r}")
         names = ["passed", "filtered:metric_input_error"]
         if emit == RECORDS:
-            names += [("join", "passed"), ("join", "filtered:metric_input_error")]
+            names += [("join", "passed"), *(("join", f"filtered:{r}") for r in JOIN_REASONS)]
         super().__init__(_STAGE, names)
         self._metrics = tuple(metrics)
         self._emit = emit
@@ -201,17 +246,19 @@ class ScoreRowsFn(CountingDoFn):
             metric.teardown()
 
     def process(self, batch: Any, corpus_stats: dict[str, Any]) -> Iterator[Any]:
-        return self._score(batch.rows if isinstance(batch, RowBatch) else batch, corpus_stats)
+        if isinstance(batch, RowBatch):
+            return self._score(batch.rows, corpus_stats, batch.results)
+        return self._score(batch, corpus_stats)
 
-    def _score(self, batch: Sequence[tuple[str, ScoringRow]],
-               corpus_stats: dict[str, Any]) -> Iterator[Any]:
+    def _score(self, batch: Sequence[tuple[str, ScoringRow]], corpus_stats: dict[str, Any],
+               model_results: Sequence[tuple] | None = None) -> Iterator[Any]:
         start = time.perf_counter()
         results = score_examples(self._metrics, [row.example for _, row in batch],
                                  corpus_stats)
         self._latency.update(int((time.perf_counter() - start) * 1e6))
         self._batch_size.update(len(batch))
         if self._emit == RECORDS:
-            yield from self._records(batch, results)
+            yield from self._records(batch, results, model_results)
             return
         for (key, _), result in zip(batch, results, strict=True):
             if result.scores is None:
@@ -222,20 +269,27 @@ class ScoreRowsFn(CountingDoFn):
             yield key, result
 
     def _records(self, batch: Sequence[tuple[str, ScoringRow]],
-                 results: Sequence[ScoreResult]) -> Iterator[Any]:
+                 results: Sequence[ScoreResult],
+                 model_results: Sequence[tuple] | None) -> Iterator[Any]:
         """The batch's scored records as one list (none when every row was rejected);
         each rejected row's dead-letter record on `dead_letter`."""
+        branches = [IN_PROCESS] * bool(self._metrics) + [MODELS] * (model_results is not None)
+        models = model_results if model_results is not None else [None] * len(batch)
         records = []
-        for (key, row), result in zip(batch, results, strict=True):
-            if result.scores is None:
-                self.count("filtered:metric_input_error")
-                self.count(("join", "filtered:metric_input_error"))
-                logger.debug("row %s rejected: %s", key, result.reason)
-                yield beam.pvalue.TaggedOutput(DEAD_LETTER, dead_letter(
-                    row.source, result.kind, result.reason or "", row.id, row.system))
+        for (key, row), result, model in zip(batch, results, models, strict=True):
+            if self._metrics:
+                self.count("passed" if result.scores is not None
+                           else "filtered:metric_input_error")
+            given = {IN_PROCESS: [result]}
+            if model is not None:
+                given[MODELS] = [ScoreResult(*model)]
+            ok, record = merge_branch_results(row, given, branches or [IN_PROCESS])
+            if ok:
+                records.append(record)
             else:
-                records.append(scored_record(row, result.scores))
-        self.count("passed", len(records))
+                self.count(("join", f"filtered:{record['reason']}"))
+                logger.debug("row %s rejected: %s", key, record["detail"])
+                yield beam.pvalue.TaggedOutput(DEAD_LETTER, record)
         self.count(("join", "passed"), len(records))
         if records:
             yield records
@@ -260,7 +314,7 @@ class ScoreBatchesWithFrequenciesFn(ScoreRowsFn):
             examples = [row.example for _, row in batch.rows]
             stats = {**corpus_stats, **batch_corpora(self._statistics, examples,
                                                      grouped["answers"], docs, self._shards)}
-            yield from self._score(batch.rows, stats)
+            yield from self._score(batch.rows, stats, batch.results)
 
 
 class ScoreBatches(beam.PTransform):

@@ -55,22 +55,26 @@ logger = logging.getLogger(__name__)
 _DIRECT_RUNNERS = ("DirectRunner", "SwitchingDirectRunner")
 
 
-def warn_multiprocess_direct_runner(options: PipelineOptions) -> bool:
+def warn_multiprocess_direct_runner(options: PipelineOptions, shared: bool = False) -> bool:
     """Warns (and returns True) when model metrics are about to run on the DirectRunner
-    with worker processes or threads: on one machine that is slower than in process
-    (torch already uses every core), and that mode of Beam's has lost large chunks of
-    data between workers and the runner (docs/repro/multiprocess_cogroupbykey.py). The
-    model branch keeps its large outputs inside one stage, and a run with missing
-    outputs fails rather than write partial scores, but in process is the mode to use."""
+    with worker processes or threads, each loading its own copy of every model: on one
+    machine that is slower than in process (torch already uses every core), and that mode
+    of Beam's has lost large chunks of data between workers and the runner
+    (docs/repro/multiprocess_cogroupbykey.py; a run with missing rows fails rather than
+    write partial scores). With `shared` (--share_model_across_processes) it is the way to
+    feed one GPU from several processes, and no warning is given."""
     runner = options.view_as(StandardOptions).runner
     mode = options.view_as(DirectOptions).direct_running_mode
+    if shared:
+        return False
     if (runner or "DirectRunner") in _DIRECT_RUNNERS and mode in (
             "multi_processing", "multi_threading"):
         logger.warning(
-            "model metrics on the DirectRunner with --direct_running_mode=%s: on one "
-            "machine --direct_running_mode=in_memory is faster (torch uses every core), "
-            "and this mode of Beam's has lost large data chunks between workers "
-            "(docs/repro/multiprocess_cogroupbykey.py)", mode)
+            "model metrics on the DirectRunner with --direct_running_mode=%s and a copy of "
+            "each model per worker: on one machine --direct_running_mode=in_memory is "
+            "faster (torch uses every core) unless --share_model_across_processes feeds one "
+            "GPU from the workers; and this mode of Beam's has lost large data chunks "
+            "between workers (docs/repro/multiprocess_cogroupbykey.py)", mode)
         return True
     return False
 
@@ -82,20 +86,23 @@ class ScorePredictions(beam.PTransform):
         config: the validated configuration (`config.build_config`).
         handler_factory: `(ModelUse, **handler_kwargs) -> ModelHandler` for the model
             metrics (tests inject fakes); None = transforms.scoring.handlers.
+        owned: the launcher owns the run's outputs (transforms/io/ownership.py); the
+            publishing step checks that it still does before it moves anything.
     """
 
     def __init__(self, config: ScoringConfig,
-                 handler_factory: Callable[..., "ModelHandler"] | None = None):
+                 handler_factory: Callable[..., "ModelHandler"] | None = None,
+                 owned: bool = False):
         super().__init__()
+        self._owned = owned  # the run owns its outputs: checked before publishing
         self._config = config
         self._handler_factory = handler_factory
 
     def expand(self, p):
         config, paths = self._config, self._config.paths
-        # Every metric in process and no previous run: rows stay in the batches the
-        # reader forms, scored where they are read, with no join (`_score_batches`).
-        batched = config.previous is None and not any(
-            is_model_backed(m) for m in config.metrics)
+        # No previous run: rows stay in the batches the reader forms, model metrics and
+        # in-process ones scored on them in turn, with no join (`_score_batches`).
+        batched = config.previous is None
         read = p | "ReadPredictions" >> ReadPredictions(
             config.input, config.mapping, config.input_format, config.max_text_chars,
             batch_rows=config.max_batch_size if batched else None)
@@ -154,7 +161,7 @@ class ScorePredictions(beam.PTransform):
             statistics = (self._sink.path, config.save_corpus_statistics)
         return tuple(written) | "FinalizeOutputs" >> FinalizeOutputs(
             paths, with_report=config.report is not None, overwrite=config.overwrite,
-            statistics=statistics)
+            statistics=statistics, owned=self._owned)
 
     def _new_sink(self, *args: Any) -> WriteCorpusStatistics:
         """The run's one writer of --save_corpus_statistics (`WriteCorpusStatistics(path,
@@ -175,13 +182,28 @@ class ScorePredictions(beam.PTransform):
         return self._new_sink(distributed, self._idf_records)
 
     def _score_batches(self, batches: beam.PCollection, corpus_stats: Any) -> dict:
-        """Every metric of a run whose metrics all run in process, scored on the reader's
-        `RowBatch`es -> {`scored`, `dead_letter`} records: no per-row element is formed
+        """Every metric of a run without a previous run, scored on the reader's
+        `RowBatch`es -> {`scored`, `dead_letter`} records: the model metrics first
+        (`ScoreModelBatches` attaches each row's model scores to its batch), then the
+        in-process ones, which finish each row's record; no per-row element is formed
         before the output records, and no join is needed."""
         config = self._config
+        in_process = [m for m in config.metrics if not is_model_backed(m)]
+        models = [m for m in config.metrics if is_model_backed(m)]
+        if models:
+            # imported here: RunInference's module imports torch (seconds, 300 MB), which
+            # a run of text metrics alone never needs
+            from transforms.scoring.run_model_metrics import ScoreModelBatches
+
+            batches = (batches
+                       | "SpreadBatchesOverWorkers" >> beam.Reshuffle()
+                       | "ScoreModelMetrics" >> ScoreModelBatches(
+                           models, corpus_stats=corpus_stats,
+                           handler_factory=self._handler_factory,
+                           handler_kwargs=config.handler_kwargs))
         return batches | "ScoreInProcessMetrics" >> ScoreBatches(
-            config.metrics, corpus_stats, config.df_shards, self._frozen,
-            self._statistics_sink(config.metrics), emit=RECORDS)
+            in_process, corpus_stats, config.df_shards, self._frozen,
+            self._statistics_sink(in_process), emit=RECORDS, spread=not models)
 
     def _branches(self, rows: beam.PCollection, metrics: Sequence[Metric], corpus_stats: Any,
                   label: str = "") -> dict[str, beam.PCollection]:
@@ -203,8 +225,8 @@ class ScorePredictions(beam.PTransform):
             from transforms.scoring.run_model_metrics import RunModelMetrics
 
             branches[f"models{label}"] = rows | f"ScoreModelMetrics{label}" >> RunModelMetrics(
-                models, corpus_stats=corpus_stats, handler_factory=self._handler_factory,
-                handler_kwargs=config.handler_kwargs)
+                models, rows_per_batch=config.max_batch_size, corpus_stats=corpus_stats,
+                handler_factory=self._handler_factory, handler_kwargs=config.handler_kwargs)
         return branches
 
     def _incremental(self, p, rows: beam.PCollection, corpus_stats: Any) -> dict:

@@ -47,8 +47,19 @@ from transforms.scoring.corpus_stats import (
     ngram_shard,
     text_gram,
 )
+from transforms.scoring.inputs import READ_ERRORS
+from transforms.scoring.parquet_parts import ReadParquetBatches, source_of
 
 COLUMNS = ("statistic", "tokenizer", "corpus", "ngram", "df")
+WHAT = "--corpus_statistics"
+
+
+class StatisticsFileError(ValueError):
+    """A corpus statistics file that cannot be read (missing, cut short, corrupt, changed
+    while read); the message names it. One line, exit status 2, also when a worker
+    raises it (`transforms.io.cli.FILE_ERROR_NAMES`)."""
+
+    user_file_error = True
 IDF = "idf"  # the idf records part of `WriteCorpusStatistics`' input
 IDF_TOKENIZER = "checkpoint"
 # The statistics a file can hold: CIDEr-D's (per n-gram shard, corpus_stats.py) and idf.
@@ -89,7 +100,8 @@ def file_digest(path: str) -> str:
             for block in iter(lambda: f.read(1 << 20), b""):
                 digest.update(block)
     except Exception as e:  # noqa: BLE001 - any filesystem error is a bad flag value
-        raise ValueError(f"--corpus_statistics {path!r} cannot be read: {e}") from e
+        raise StatisticsFileError(f"{WHAT} {path}: cannot be read: {type(e).__name__}: "
+                                  f"{e}") from e
     return digest.hexdigest()[:16]
 
 
@@ -97,18 +109,24 @@ def file_statistics(path: str) -> set[tuple[str, str]]:
     """The (statistic key, tokenizer) pairs a statistics file holds (reads two columns).
 
     Raises:
+        StatisticsFileError: not a readable Parquet file.
         ValueError: not a statistics file (other columns).
     """
     import pyarrow.parquet as pq
     from apache_beam.io.filesystems import FileSystems
 
-    with FileSystems.open(path, compression_type="uncompressed") as f:
-        parquet = pq.ParquetFile(f)
-        names = parquet.schema_arrow.names
-        if tuple(names) != COLUMNS:
-            raise ValueError(f"--corpus_statistics {path!r} is not a corpus statistics file: "
-                             f"columns {names}, expected {list(COLUMNS)}")
-        table = parquet.read(columns=["statistic", "tokenizer"])
+    try:
+        with FileSystems.open(path, compression_type="uncompressed") as f:
+            parquet = pq.ParquetFile(f)
+            names = parquet.schema_arrow.names
+            if tuple(names) == COLUMNS:
+                table = parquet.read(columns=["statistic", "tokenizer"])
+    except READ_ERRORS as e:
+        raise StatisticsFileError(f"{WHAT} {path}: cannot be read as Parquet: "
+                                  f"{type(e).__name__}: {e}") from e
+    if tuple(names) != COLUMNS:
+        raise ValueError(f"{WHAT} {path!r} is not a corpus statistics file: "
+                         f"columns {names}, expected {list(COLUMNS)}")
     pairs = table.group_by(["statistic", "tokenizer"]).aggregate([]).to_pylist()
     return {(p["statistic"], p["tokenizer"]) for p in pairs}
 
@@ -251,13 +269,13 @@ class ReadIdfStatistics(beam.PTransform):
 
     def __init__(self, path: str, statistics: Sequence[ReferenceIdf]) -> None:
         super().__init__()
-        self._path = path
+        self._source = source_of(path, WHAT, StatisticsFileError)
         self._keys = frozenset(s.key for s in statistics)
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection:
         return (pbegin
-                | "ReadIdfParquet" >> beam.io.ReadFromParquetBatched(
-                    self._path, columns=["statistic", "tokenizer", "ngram", "df"])
+                | "ReadIdfParquet" >> ReadParquetBatches(
+                    self._source, columns=["statistic", "tokenizer", "ngram", "df"])
                 | "IdfTables" >> beam.FlatMap(_idf_tables(self._keys))
                 | "MergeIdfTables" >> beam.CombineGlobally(_MergeIdfTables()))
 
@@ -270,7 +288,7 @@ class ReadCorpusStatistics(beam.PTransform):
     def __init__(self, path: str, statistics: Sequence[CiderDocumentFrequency],
                  shards: int) -> None:
         super().__init__()
-        self._path = path
+        self._source = source_of(path, WHAT, StatisticsFileError)
         self._index = {(s.key, s.tokenizer): i for i, s in enumerate(statistics)}
         self._shards = shards
 
@@ -295,7 +313,7 @@ class ReadCorpusStatistics(beam.PTransform):
                 yield beam.pvalue.TaggedOutput(DF, (key, hashed_table(part)))
 
         parts = (pbegin
-                 | "ReadStatisticsParquet" >> beam.io.ReadFromParquetBatched(self._path)
+                 | "ReadStatisticsParquet" >> ReadParquetBatches(self._source)
                  | "SplitStatistics" >> beam.FlatMap(split).with_outputs(DOCS, DF))
         return {
             DOCS: parts[DOCS] | "SumSizes" >> beam.CombinePerKey(sum),

@@ -11,6 +11,10 @@ fails anywhere before leaves only `*.tmp-<run_id>` files behind, never a final n
 the earlier run as it was; one without a human column leaves no report of an earlier run.
 A prefix that holds a complete run is refused before anything runs unless --overwrite
 (`outputs.check_prefix`); temporary files of killed runs are removed once a run succeeds.
+The saved corpus statistics (--save_corpus_statistics) move in with the outputs, in the
+same `replace_outputs` call, so a failure puts back the earlier statistics file too. The
+launcher owns the prefix and the statistics file for the whole run
+(transforms/io/ownership.py); `finalize` checks that it still does before any move.
 
 Final names (PREFIX = --output):
     PREFIX.scores.parquet | PREFIX.scores.jsonl, PREFIX.dead_letter.jsonl,
@@ -43,6 +47,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
 from transforms.io.counting import in_global_window
+from transforms.io.ownership import check_owner
 from transforms.io.publish import replace_outputs
 from transforms.scoring import report as report_lib
 from transforms.scoring import report_render
@@ -378,33 +383,39 @@ class WriteReport(beam.PTransform):
                 | "ComputeAndWriteReport" >> beam.ParDo(self._fn))
 
 
-def publish_statistics(temp: str, final: str, overwrite: bool) -> None:
-    """Moves a run's saved corpus statistics (`--save_corpus_statistics`, written at
-    `temp`) to `final` with `replace_outputs` (a file there moved aside, and put back if
-    the move fails; a retry after the move does nothing), replacing a file there only
-    with `overwrite`.
+def check_statistics_target(temp: str, final: str, overwrite: bool) -> None:
+    """Refuses to publish a run's saved corpus statistics (`--save_corpus_statistics`,
+    written at `temp`) over a file that appeared at `final` while the run ran, unless
+    `overwrite` (an existing file was refused at launch).
 
     Raises:
-        RuntimeError: a file appeared at `final` while the run ran and not `overwrite`, or
-            a move failed.
+        RuntimeError: a file is at `final` and not `overwrite`; nothing is moved.
     """
-    try:
-        replace_outputs([(temp, final)], (), final.rpartition("/")[0], f"{temp}.previous",
-                        overwrite)
-    except FileExistsError as e:
+    if not overwrite and FileSystems.exists(temp) and FileSystems.exists(final):
         raise RuntimeError(
             f"--save_corpus_statistics {final} was written by something else while this "
             f"run ran; this run's statistics are at {temp} (nothing was published; "
-            "rerun with --overwrite to replace it)") from e
-    logger.info("wrote %s", final)
+            "rerun with --overwrite to replace it)")
+
+
+def leftover_statistics_files(final: str, run_id: str) -> list[str]:
+    """Temporary statistics files of killed runs beside `final` (`<final>.tmp-<id>`, not
+    this run's); an aside copy (`<final>.tmp-<id>.previous`, which may hold the only copy
+    of an earlier file) is never among them."""
+    own = f"{final}.tmp-{run_id}"
+    return sorted(m.path for r in FileSystems.match([f"{final}.tmp-*"])
+                  for m in r.metadata_list
+                  if not m.path.startswith(own) and not m.path.endswith(".previous"))
 
 
 def finalize(written: Iterable[str], renames: Sequence[tuple[str, str]],
              old_files: Iterable[str], aside_dir: str, overwrite: bool = True,
              leftovers: Callable[[], Iterable[str]] = tuple,
-             statistics: tuple[str, str] | None = None) -> list[str]:
-    """Puts the temporary outputs in place of an earlier run's (`replace_outputs`), after
-    the run's saved corpus statistics, if any (`publish_statistics`).
+             statistics: tuple[str, str] | None = None,
+             owners: Sequence[tuple[str, str]] = ()) -> list[str]:
+    """Puts the temporary outputs, and the run's saved corpus statistics if any, in place
+    of an earlier run's and the earlier statistics file, as one `replace_outputs`: a
+    failed move puts back both the earlier run and the earlier statistics file.
 
     Args:
         written: the temporary paths the writes reported.
@@ -415,14 +426,19 @@ def finalize(written: Iterable[str], renames: Sequence[tuple[str, str]],
         overwrite: False to refuse to replace a run that appeared while this one ran
             (the prefix was checked before the run started).
         leftovers: -> temporary files of killed runs, removed once this run is in place.
-        statistics: (temporary, final) path of the saved corpus statistics, or None.
+        statistics: (temporary, final) path of the saved corpus statistics, or None; an
+            earlier file waits beside itself (`<temporary>.previous`), and killed runs'
+            temporary statistics files beside it are removed once this run is in place.
+        owners: (output, run id) pairs: the run must still own each output
+            (transforms/io/ownership.py) before anything moves.
 
     Returns:
-        The final paths.
+        The final paths (the run's outputs; the statistics file is logged).
 
     Raises:
         RuntimeError: a temporary output was not written, or vanished (nothing is
-            replaced), or a move failed (the earlier run is put back).
+            replaced), or a move failed (the earlier run and statistics are put back).
+        OwnershipLostError: an output is no longer this run's (nothing is moved).
 
     Idempotent: a retry after a partial move skips what is already in place.
     """
@@ -431,35 +447,48 @@ def finalize(written: Iterable[str], renames: Sequence[tuple[str, str]],
                if temp not in written]
     if missing:
         raise RuntimeError(f"outputs were not written: {missing}")
+    for target, run_id in owners:
+        check_owner(target, run_id)
+    moves, aside_paths = list(renames), {}
     if statistics is not None:
-        publish_statistics(*statistics, overwrite)
+        check_statistics_target(*statistics, overwrite)
+        moves.insert(0, statistics)  # before the marker, summary.json, which stays last
+        aside_paths[statistics[1]] = f"{statistics[0]}.previous"
     # The folder as written in the prefix ("" for one in the working directory), so that
     # every path is under it (`FileSystems.split` would make a local one absolute).
     root = renames[-1][1].rpartition("/")[0]
-    finals = replace_outputs(renames, old_files, root, aside_dir, overwrite)
+    finals = replace_outputs(moves, old_files, root, aside_dir, overwrite, aside_paths)
     for final in finals:
         logger.info("wrote %s", final)
     stale = list(leftovers())
+    if statistics is not None:
+        run_id = statistics[0].rpartition(".tmp-")[2]
+        stale += [p for p in leftover_statistics_files(statistics[1], run_id)
+                  if p not in stale]
     if stale:
         try:
             FileSystems.delete(stale)
             logger.info("removed %d temporary files of runs that did not finish", len(stale))
         except Exception as e:  # noqa: BLE001 - this run is complete; the next one retries
             logger.warning("could not remove temporary files of earlier runs: %s", e)
-    return finals
+    return finals if statistics is None else finals[1:]
 
 
 class FinalizeOutputs(beam.PTransform):
-    """(written temporary paths, ...) -> final paths, moved in once every write is done
-    (the saved corpus statistics first, when `statistics` names their (temporary, final)
-    path)."""
+    """(written temporary paths, ...) -> final paths, moved in once every write is done,
+    with the saved corpus statistics when `statistics` names their (temporary, final)
+    path (see `finalize`). `owned`: the run owns its prefix and statistics file
+    (transforms/io/ownership.py), checked before anything moves."""
 
     def __init__(self, paths: OutputPaths, with_report: bool, overwrite: bool = True,
-                 statistics: tuple[str, str] | None = None) -> None:
+                 statistics: tuple[str, str] | None = None, owned: bool = False) -> None:
         super().__init__()
+        owners = [] if not owned else [
+            (target, paths.run_id) for target in
+            [paths.prefix, *([statistics[1]] if statistics else [])]]
         self._args = ([(paths.temp(f), f) for f in paths.finals(with_report)],
                       paths.every_final(), paths.aside_dir, overwrite,
-                      functools.partial(leftover_temp_files, paths), statistics)
+                      functools.partial(leftover_temp_files, paths), statistics, owners)
 
     def expand(self, written) -> beam.PCollection:  # (PCollection of paths, ...)
         return (tuple(written)

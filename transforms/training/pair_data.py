@@ -234,24 +234,45 @@ def read_jsonl(path: str, fmt: str) -> list[PairRow]:
     return rows
 
 
+class TrainingDataError(ValueError):
+    """A training data file that cannot be read (not text, not Parquet, unreadable); the
+    message names it. One line, exit status 2 (`transforms.io.cli.FILE_ERROR_NAMES`)."""
+
+    user_file_error = True
+
+
 def read_split(fmt: str, files: list[str], split: str | None = None,
                gold_layout: str = "best",
                max_gold_chars: int = DEFAULT_MAX_GOLD_CHARS) -> list[PairRow]:
     """Every row of one split's files, in file order (`split` picks EVOUNA's questions;
-    `gold_layout` and `max_gold_chars` lay out its golds, see `judge_reference`)."""
+    `gold_layout` and `max_gold_chars` lay out its golds, see `judge_reference`).
+
+    Raises:
+        TrainingDataError: a file cannot be read (named).
+        ValueError: a file's content is not valid (named, with the line or row).
+    """
+    import pyarrow as pa
+
+    if fmt == "evouna" and split is None:
+        raise ValueError("format evouna needs the split to read")
     rows: list[PairRow] = []
     for path in files:
-        if fmt == "evouna":
-            if split is None:
-                raise ValueError("format evouna needs the split to read")
-            rows += read_evouna(path, split, gold_layout=gold_layout,
-                                max_gold_chars=max_gold_chars)
-        elif fmt == "wes":
-            rows += read_wes(path)
-        elif fmt == "stsb":
-            rows += read_stsb(path)
-        else:
-            rows += read_jsonl(path, fmt)
+        try:
+            if fmt == "evouna":
+                rows += read_evouna(path, split, gold_layout=gold_layout,
+                                    max_gold_chars=max_gold_chars)
+            elif fmt == "wes":
+                rows += read_wes(path)
+            elif fmt == "stsb":
+                rows += read_stsb(path)
+            else:
+                rows += read_jsonl(path, fmt)
+        except UnicodeDecodeError as e:  # a ValueError that does not name the file
+            raise TrainingDataError(f"training data {path}: cannot be read as UTF-8 text "
+                                    f"({e})") from e
+        except (OSError, pa.ArrowException) as e:
+            raise TrainingDataError(f"training data {path}: cannot be read: "
+                                    f"{type(e).__name__}: {e}") from e
     return rows
 
 

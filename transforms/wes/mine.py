@@ -58,8 +58,9 @@ class MineWes(beam.PTransform):
                  thresholds: Sequence[int], seed: int, fractions: Sequence[float],
                  config: Mapping[str, Any], *, overwrite: bool, resolve_redirects: bool,
                  dictionary_filter: bool, skip_bad_files: bool, split_mb: float,
-                 full_parse_timeout_s: float, max_page_mb: float):
+                 full_parse_timeout_s: float, max_page_mb: float, owner: str | None = None):
         super().__init__()
+        self._owner = owner  # the run id that owns output_dir, checked before publishing
         self._output_dir = output_dir
         self._temp_dir = temp_dir
         self._thresholds = list(thresholds)
@@ -109,4 +110,4 @@ class MineWes(beam.PTransform):
         } | "WriteStats" >> WriteStats(self._output_dir, self._temp_dir, self._config)
         return ((shards, report) | "FlattenRunFiles" >> beam.Flatten()
                 | "PublishRun" >> PublishRun(self._output_dir, self._temp_dir, STATS_FILE,
-                                             self._overwrite, run_files))
+                                             self._overwrite, run_files, self._owner))

@@ -13,9 +13,9 @@ nothing else in `<dir>` is touched until the last step, `PublishRun`
 in (`stats.json`, the completeness marker, last: see `replace_outputs`) and removes every
 `.temp-*` folder. A run that fails or is
 killed before it leaves the earlier run as it was (and its temporary folder, which the
-next run that succeeds removes). Two runs into one folder at the same time are not
-supported: the first to finish removes the other's temporary folder (which then fails),
-and one without `--overwrite` refuses to replace the run the other published meanwhile.
+next run that succeeds removes). A run owns its folder from launch to its end
+(transforms/io/ownership.py): a second run into it meanwhile is refused at launch, and
+`PublishRun` checks that the run still owns the folder before it moves anything.
 """
 
 import logging

@@ -61,7 +61,11 @@ class Page:
 
 
 class DumpReadError(RuntimeError):
-    """A dump file could not be read to its end (truncated, corrupt, not XML, empty)."""
+    """A dump file could not be read to its end (truncated, corrupt, not XML, empty); the
+    message names it. A file the user handed in: one line, exit status 2
+    (`transforms.io.cli.FILE_ERROR_NAMES`)."""
+
+    user_file_error = True
 
 
 class BadPageError(Exception):

@@ -1,0 +1,414 @@
+"""GPU benchmark: the same rows through qa-score, score_corpus, the forward pass alone and
+the tokenizer alone, for judge, sas, bertscore and the three together.
+
+    python -m tests.bench.bench_gpu [--rows 200000] [--mixed_rows 50000]
+        [--base_model DIR] [--evouna TQ.json] [--workers 8] [--out bench_out]
+        [--baseline_checkout DIR] [--baseline_rows 10000] [--only judge,sas,...]
+    python -m tests.bench.bench_gpu decisions --judge DIR --cpu_scores FILE [--evouna ...]
+    python -m tests.bench.bench_gpu cpu_scores --judge DIR --out FILE [--evouna ...]
+
+Without CUDA it says so and exits 0 (`make bench` runs it everywhere). Rows: EVOUNA-TQ's
+judged answers repeated to `--rows` (judge) or `--mixed_rows` (sas, bertscore and the
+three together: those score every gold, 14 a row on average). Models: `--base_model`
+(default: the packaged MiniLM; on a bare GPU machine the random-weight MiniLM of
+../shared/tools/gpu, the same cost per token) with seeded heads: a judge (three token
+types, the marked layout), a sas cross-encoder, and the encoder itself for bertscore.
+
+Per metric set, in one run on one device:
+  qa_score      `qa-score` in process (FnApiRunner): rows/s overall and after start-up
+                (from the progress lines: rows through the model branch per second
+                between the first and the last line that saw any), the GPU's busy share
+                (nvidia-smi's utilization, sampled every 200 ms over the run) and peak
+                GPU memory;
+  qa_score_mp   the same with `--direct_num_workers N --direct_running_mode
+                multi_processing --share_model_across_processes` (one model on the GPU,
+                N processes preparing its inputs);
+  score_corpus  `metrics.corpus.score_corpus` on the same rows (judge and the three);
+  forward       the judge's forward passes alone, on pre-tokenized inputs grouped by
+                length as the handler groups them (the ceiling);
+  tokenizer     the fast tokenizer alone on the judge's segments (public batch call).
+With `--baseline_checkout DIR` (a checkout of an earlier commit), its `qa-score` runs the
+judge and the three on `--baseline_rows` rows on the same device, for the before/after.
+`decisions` scores EVOUNA-TQ with a trained judge on the GPU (bfloat16) and compares its
+decisions at the checkpoint's threshold with the CPU's (float32) scores saved by
+`cpu_scores`. Results: a table on stdout and `<out>/gpu.json`, written after each step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[2]
+MODEL_FLAGS = ["--max_batch_tokens=65536", "--model_batch_size=16384", "--max_batch_size=2048"]
+_PROGRESS = re.compile(r"progress (\d+(?:\.\d+)?) s: .*model metrics ([\d,]+)/")
+
+
+class GpuSampler:
+    """nvidia-smi's GPU utilization and memory, sampled every `period_ms` in a thread."""
+
+    def __init__(self, period_ms: int = 200) -> None:
+        self._samples: list[tuple[float, float, float]] = []
+        self._proc = subprocess.Popen(
+            ["nvidia-smi", "--query-gpu=utilization.gpu,memory.used",
+             "--format=csv,noheader,nounits", f"-lms={period_ms}"],
+            stdout=subprocess.PIPE, text=True)
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        for line in self._proc.stdout:
+            try:
+                util, mem = (float(x) for x in line.split(",")[:2])
+            except ValueError:
+                continue
+            self._samples.append((time.monotonic(), util, mem))
+
+    def window(self, start: float, end: float) -> dict:
+        inside = [(u, m) for t, u, m in self._samples if start <= t <= end]
+        if not inside:
+            return {"gpu_busy": None, "gpu_mem_max_mb": None}
+        return {"gpu_busy": sum(u for u, _ in inside) / len(inside) / 100,
+                "gpu_mem_max_mb": max(m for _, m in inside), "samples": len(inside)}
+
+    def stop(self) -> None:
+        self._proc.terminate()
+
+
+class Bench:
+    def __init__(self, out: Path, sampler: GpuSampler | None) -> None:
+        self.out, self.sampler, self.results = out, sampler, {}
+        out.mkdir(parents=True, exist_ok=True)
+
+    def record(self, name: str, rows: int, start: float, end: float, **extra) -> dict:
+        wall = end - start
+        entry = {"rows": rows, "wall_s": round(wall, 2), "rows_per_s": round(rows / wall, 1),
+                 **extra}
+        if self.sampler is not None:
+            entry.update(self.sampler.window(start, end))
+        self.results[name] = entry
+        print(f"{name:34} {rows:8d} rows {wall:8.1f} s {rows / wall:9.0f} rows/s  "
+              + " ".join(f"{k}={v}" for k, v in extra.items()
+                         if k in ("steady_rows_per_s", "real_token_share"))
+              + (f"  busy {entry['gpu_busy']:.0%}" if entry.get("gpu_busy") is not None
+                 else ""), flush=True)
+        self.save()
+        return entry
+
+    def save(self) -> None:
+        (self.out / "gpu.json").write_text(json.dumps(self.results, indent=1))
+
+
+def steady_rate(lines: list[str]) -> float | None:
+    """Rows per second through the model branch after start-up: from the first progress
+    line that saw rows done to the first that saw them all (later lines are the writing
+    of the outputs)."""
+    points = [(float(m.group(1)), int(m.group(2).replace(",", "")))
+              for m in map(_PROGRESS.search, lines) if m]
+    points = [p for p in points if p[1] > 0]
+    if not points:
+        return None
+    last = next(p for p in points if p[1] == points[-1][1])
+    if last[0] == points[0][0]:
+        return None
+    return (last[1] - points[0][1]) / (last[0] - points[0][0])
+
+
+def qa_score(bench: Bench, name: str, rows_path: str, n: int, metrics: str,
+             models: dict[str, str], tmp: str, extra: list[str] = (),
+             timeout_s: float | None = None, checkout: Path = REPO) -> dict:
+    """One `qa-score` run in its own process (so peak GPU memory and start-up are its
+    own); progress lines every second give the steady rate."""
+    flags = [f"--{family}_model={models[family]}" for family in metrics.split(",")
+             if family in ("sas", "judge")]
+    if "bertscore" in metrics.split(","):
+        flags.append(f"--bertscore_model={models['bertscore']}")
+    out = Path(tmp) / name / "run"
+    cmd = [sys.executable, "-m", "pipelines.score_predictions", f"--input={rows_path}",
+           f"--output={out}", f"--metrics={metrics}", "--runner=FnApiRunner",
+           "--progress_interval=1", "--overwrite", *flags, *extra]
+    env = {**os.environ, "PYTHONPATH": f"{checkout}:{os.environ.get('PYTHONPATH', '')}"}
+    start = time.monotonic()
+    try:
+        done = subprocess.run(cmd, cwd=checkout, env=env, capture_output=True, text=True,
+                              timeout=timeout_s)
+    except subprocess.TimeoutExpired as e:
+        lines = (e.stderr or b"").decode(errors="replace").splitlines()
+        print(f"{name}: stopped after {timeout_s} s; {steady_rate(lines)} rows/s so far",
+              flush=True)
+        bench.results[name] = {"timed_out_s": timeout_s, "steady_rows_per_s": steady_rate(lines),
+                               "last_lines": lines[-3:]}
+        bench.save()
+        return {}
+    end = time.monotonic()
+    if done.returncode != 0:
+        print(done.stderr[-4000:], file=sys.stderr)
+        bench.results[name] = {"failed": done.stderr[-2000:]}
+        bench.save()
+        return {}
+    lines = done.stderr.splitlines()
+    return bench.record(name, n, start, end, steady_rows_per_s=steady_rate(lines),
+                        last_lines=[x for x in lines if "done in" in x][-1:])
+
+
+def forward_only(bench: Bench, judge: str, rows: list[dict]) -> None:
+    """The judge's forward passes on pre-tokenized, length-grouped inputs, and the bare
+    tokenizer, on the same rows."""
+    import torch
+
+    from transforms.metrics.base import QAExample
+    from transforms.metrics.judge import JudgeMetric
+    from transforms.models import batching, predictors
+
+    metric = JudgeMetric(model=judge)
+    use = metric.model_uses()["cross_encoder"]
+    predictor = predictors.load_predictor(use, max_batch_tokens=65536, max_batch_rows=16384)
+    inputs = [metric.requests(QAExample(r["prediction"], tuple(r["references"]),
+                                        r["question"]))[0].input for r in rows]
+    tokenizer = predictor.tokenizer
+    start = time.monotonic()
+    for at in range(0, len(inputs), 2048):
+        tokenizer([s for x in inputs[at:at + 2048] for s in x], add_special_tokens=False)
+    bench.record("judge/tokenizer", len(inputs), start, time.monotonic())
+    start = time.monotonic()
+    tokens = predictor.encode(inputs)
+    bench.record("judge/encode (segment memo)", len(inputs), start, time.monotonic())
+    passes, real, padded = [], 0, 0
+    for at in range(0, len(inputs), 16384):  # the qa-score window
+        window = np.arange(at, min(at + 16384, len(inputs)))
+        for plan in batching.plan_batches(tokens.lengths[window], 16384, 65536):
+            passes.append(batching.pad_tokens(tokens, window[plan], predictor.pad_id))
+            real += int(tokens.lengths[window[plan]].sum())
+            padded += passes[-1].input_ids.size
+    model, cuda = predictor.model, torch.cuda.is_available()
+    model.run(passes[:4])  # warm-up
+    if cuda:
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+    start = time.monotonic()
+    model.run(passes)
+    if cuda:
+        torch.cuda.synchronize()
+    bench.record("judge/forward", len(inputs), start, time.monotonic(),
+                 real_token_share=round(real / padded, 3),
+                 peak_alloc_mb=torch.cuda.max_memory_allocated() / 2**20 if cuda else None)
+
+
+def corpus(bench: Bench, name: str, metrics: list, rows: list[dict]) -> None:
+    from transforms.metrics.base import QAExample
+    from transforms.metrics.corpus import score_corpus
+
+    examples = [QAExample(r["prediction"], tuple(r["references"]), r["question"])
+                for r in rows]
+    start = time.monotonic()
+    score_corpus(metrics, examples, batch_size=2048)
+    bench.record(name, len(examples), start, time.monotonic())
+
+
+def make_models(base: str, tmp: str) -> dict[str, str]:
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    from tests.bench.judge_rows import judge_checkpoint
+
+    sas = Path(tmp) / "sas"
+    torch.manual_seed(1)
+    AutoModelForSequenceClassification.from_pretrained(base, num_labels=1).save_pretrained(sas)
+    AutoTokenizer.from_pretrained(base).save_pretrained(sas)
+    return {"judge": judge_checkpoint(base, Path(tmp) / "judge"), "sas": str(sas),
+            "bertscore": base}
+
+
+def run_all(args) -> int:
+    import torch
+
+    on_gpu = torch.cuda.is_available()
+    if not on_gpu and not args.allow_cpu:
+        print("bench_gpu: no CUDA device here; skipped (run it on a GPU machine)")
+        return 0
+    from tests.bench.judge_rows import evouna_rows, write_jsonl
+    from transforms.metrics.bertscore import BERTScoreMetric
+    from transforms.metrics.judge import JudgeMetric
+    from transforms.metrics.model_metrics import SASMetric
+    from transforms.models import loading
+
+    began = time.monotonic()
+    only = set(args.only.split(",")) if args.only else None
+    sampler = GpuSampler() if on_gpu else None
+    bench = Bench(Path(args.out), sampler)
+    bench.results["device"] = torch.cuda.get_device_name(0) if on_gpu else "cpu (a dry run)"
+    print(f"device: {bench.results['device']}, {os.cpu_count()} CPUs", flush=True)
+    base = args.base_model or loading.packaged_model_path()
+
+    def want(step: str) -> bool:
+        if only is not None and step not in only:
+            return False
+        if time.monotonic() - began > args.deadline_s:
+            print(f"skipped {step}: past --deadline_s", flush=True)
+            return False
+        return True
+
+    with tempfile.TemporaryDirectory() as tmp:
+        models = make_models(base, tmp)
+        rows = evouna_rows(args.rows, args.evouna)
+        big = write_jsonl(rows, Path(tmp) / "rows.jsonl")
+        mixed = write_jsonl(rows[: args.mixed_rows], Path(tmp) / "mixed.jsonl")
+        small = write_jsonl(rows[: args.baseline_rows], Path(tmp) / "small.jsonl")
+        mp = [f"--direct_num_workers={args.workers}",
+              "--direct_running_mode=multi_processing", "--share_model_across_processes"]
+        run = lambda name, path, n, metrics, extra=(), **kw: qa_score(  # noqa: E731
+            bench, name, path, n, metrics, models, tmp, extra, args.step_timeout, **kw)
+        if want("forward"):
+            forward_only(bench, models["judge"], rows[: min(len(rows), 100_000)])
+        if want("judge"):
+            run("judge/qa_score", big, len(rows), "judge", MODEL_FLAGS)
+        if want("judge"):
+            run("judge/qa_score_mp", big, len(rows), "judge", MODEL_FLAGS + mp)
+        if want("mixed"):
+            run("bertscore,sas,judge/qa_score", mixed, args.mixed_rows, "bertscore,sas,judge",
+                MODEL_FLAGS)
+        if want("mixed"):
+            run("bertscore,sas,judge/qa_score_mp", mixed, args.mixed_rows,
+                "bertscore,sas,judge", MODEL_FLAGS + mp)
+        if args.baseline_checkout:
+            checkout = Path(args.baseline_checkout).resolve()
+            for metrics in ("judge", "bertscore,sas,judge"):
+                if want("baseline"):
+                    run(f"baseline {metrics}/qa_score", small, args.baseline_rows, metrics,
+                        MODEL_FLAGS[:2], checkout=checkout)
+                    run(f"new {metrics}/qa_score (same rows)", small, args.baseline_rows,
+                        metrics, MODEL_FLAGS[:2])
+        if want("corpus"):
+            corpus(bench, "judge/score_corpus", [JudgeMetric(model=models["judge"])],
+                   rows[: args.mixed_rows])
+        if want("corpus"):
+            corpus(bench, "bertscore,sas,judge/score_corpus",
+                   [BERTScoreMetric(model=models["bertscore"]),
+                    SASMetric(model=models["sas"]), JudgeMetric(model=models["judge"])],
+                   rows[: args.mixed_rows // 4])
+        for metrics in ("sas", "bertscore"):
+            if want(metrics):
+                run(f"{metrics}/qa_score", mixed, args.mixed_rows, metrics, MODEL_FLAGS)
+            if want(metrics):
+                run(f"{metrics}/qa_score_mp", mixed, args.mixed_rows, metrics,
+                    MODEL_FLAGS + mp)
+    if sampler is not None:
+        sampler.stop()
+    _ratios(bench)
+    return 0
+
+
+def _ratios(bench: Bench) -> None:
+    r = bench.results
+    get = lambda name, key="rows_per_s": (r.get(name) or {}).get(key)  # noqa: E731
+    ratios = {}
+    forward = get("judge/forward")
+    for name in ("judge/qa_score", "judge/qa_score_mp"):
+        steady = get(name, "steady_rows_per_s")
+        if forward and steady:
+            ratios[f"{name} steady / forward"] = round(steady / forward, 3)
+    if get("judge/qa_score") and get("judge/score_corpus"):
+        ratios["judge qa_score / score_corpus"] = round(
+            get("judge/qa_score") / get("judge/score_corpus"), 3)
+    for metrics in ("judge", "bertscore,sas,judge"):
+        old, new = get(f"baseline {metrics}/qa_score"), get(f"new {metrics}/qa_score (same rows)")
+        if old and new:
+            ratios[f"{metrics} new / baseline"] = round(new / old, 2)
+    r["ratios"] = ratios
+    bench.save()
+    for k, v in ratios.items():
+        print(f"  {k:45} {v}")
+
+
+def cpu_scores(args) -> int:
+    """The judge's scores of the EVOUNA-TQ rows on the CPU (float32), saved for
+    `decisions`."""
+    from tests.bench.judge_rows import evouna_rows
+    from transforms.metrics.base import QAExample
+    from transforms.metrics.corpus import score_corpus
+    from transforms.metrics.judge import JudgeMetric
+
+    rows = evouna_rows(args.rows, args.evouna)
+    examples = [QAExample(r["prediction"], tuple(r["references"]), r["question"]) for r in rows]
+    scores = score_corpus([JudgeMetric(model=args.judge, device="cpu")], examples)
+    np.save(args.out, np.array([s["judge"] for s in scores], dtype=np.float64))
+    print(f"wrote {len(scores)} CPU scores to {args.out}")
+    return 0
+
+
+def decisions(args) -> int:
+    """GPU (bfloat16) decisions against the CPU's (float32) at the judge's threshold."""
+    import torch
+
+    from tests.bench.judge_rows import evouna_rows
+    from transforms.metrics.base import QAExample
+    from transforms.metrics.corpus import score_corpus
+    from transforms.metrics.judge import JudgeMetric
+
+    if not torch.cuda.is_available():
+        print("bench_gpu decisions: no CUDA device here; skipped")
+        return 0
+    cpu = np.load(args.cpu_scores)
+    rows = evouna_rows(len(cpu), args.evouna)
+    examples = [QAExample(r["prediction"], tuple(r["references"]), r["question"]) for r in rows]
+    metric = JudgeMetric(model=args.judge, device="cuda")
+    threshold = metric.model_uses()["cross_encoder"].decision_threshold() or 0.5
+    gpu = np.array([s["judge"] for s in score_corpus([metric], examples)])
+    same = float(np.mean((gpu >= threshold) == (cpu >= threshold)))
+    human = np.array([r["human"] for r in rows])
+    report = {"device": torch.cuda.get_device_name(0), "rows": len(cpu),
+              "threshold": threshold, "decisions_equal": same,
+              "max_abs_score_diff": float(np.abs(gpu - cpu).max()),
+              "accuracy_cpu": float(np.mean((cpu >= threshold) == (human == 1))),
+              "accuracy_gpu": float(np.mean((gpu >= threshold) == (human == 1)))}
+    print(json.dumps(report, indent=1))
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    (Path(args.out) / "gpu_decisions.json").write_text(json.dumps(report, indent=1))
+    return 0 if same >= 0.995 else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    from tests.bench.judge_rows import EVOUNA_TQ
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command = argv.pop(0) if argv and argv[0] in ("decisions", "cpu_scores") else "run"
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--evouna", default=str(EVOUNA_TQ))
+    parser.add_argument("--out", default=str(REPO / "bench_out"))
+    if command == "run":
+        parser.add_argument("--rows", type=int, default=200_000)
+        parser.add_argument("--mixed_rows", type=int, default=50_000)
+        parser.add_argument("--base_model", default=None)
+        parser.add_argument("--workers", type=int, default=8)
+        parser.add_argument("--baseline_checkout", default=None)
+        parser.add_argument("--baseline_rows", type=int, default=10_000)
+        parser.add_argument("--only", default=None,
+                            help="comma-separated: forward, judge, mixed, baseline, corpus, "
+                                 "sas, bertscore")
+        parser.add_argument("--step_timeout", type=float, default=None,
+                            help="seconds one qa-score run may take")
+        parser.add_argument("--deadline_s", type=float, default=float("inf"),
+                            help="start no step after this many seconds")
+        parser.add_argument("--allow_cpu", action="store_true",
+                            help="run without CUDA (a dry run of the steps, tiny --rows)")
+        return run_all(parser.parse_args(argv))
+    parser.add_argument("--judge", required=True)
+    parser.add_argument("--rows", type=int, default=9690)
+    if command == "cpu_scores":
+        return cpu_scores(parser.parse_args(argv))
+    parser.add_argument("--cpu_scores", required=True)
+    return decisions(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

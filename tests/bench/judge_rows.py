@@ -1,0 +1,59 @@
+"""EVOUNA-TQ rows and judge checkpoints for the judge benchmarks (bench_model_host,
+bench_gpu).
+
+`evouna_rows(n)` gives n scoring rows (question, prediction, references, human, system,
+id) from EVOUNA-TQ's 9,690 judged answers (every split; a median of 8 and up to 185 gold
+aliases per question), repeated in file order with fresh ids when n is larger: the rows
+of one question stay together, as in the files a user scores. `judge_checkpoint` saves a
+judge-shaped checkpoint: an encoder with a seeded one-logit head, three token types and
+the `marked` layout recorded, loaded by path as a trained judge is (its scores mean
+nothing; its cost per token is a trained judge's).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from transforms.metrics.judge import LAYOUT_KEY
+from transforms.training import evouna
+
+REPO = Path(__file__).resolve().parents[2]
+SHARED = Path(os.environ.get("QA_EVAL_SHARED_DATA", REPO.parent / "shared" / "data"))
+EVOUNA_TQ = SHARED / "judgments" / "evouna" / "TQ.json"
+
+
+def evouna_rows(n: int, path: str | Path = EVOUNA_TQ) -> list[dict]:
+    """n scoring rows from EVOUNA-TQ (see the module docstring)."""
+    answers = list(evouna.judged_answers(evouna.read_questions(str(path))))
+    rows = []
+    while len(rows) < n:
+        for a in answers[: n - len(rows)]:
+            rows.append({"id": f"{a.id}#{len(rows) // len(answers)}", "system": a.system,
+                         "question": a.question, "prediction": a.prediction,
+                         "references": list(a.references), "human": a.human})
+    return rows
+
+
+def write_jsonl(rows: list[dict], path: str | Path) -> str:
+    with open(path, "w", encoding="utf-8") as f:
+        for row in rows:
+            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+    return str(path)
+
+
+def judge_checkpoint(base: str, out: str | Path) -> str:
+    """A judge-shaped checkpoint from the encoder at `base` (see the module docstring)."""
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    from transforms.models import loading
+
+    torch.manual_seed(0)
+    model = AutoModelForSequenceClassification.from_pretrained(base, num_labels=1)
+    loading.ensure_token_types(model, 3)
+    model.config.update({LAYOUT_KEY: {"gold_layout": "marked", "max_gold_chars": 200}})
+    model.save_pretrained(out)
+    AutoTokenizer.from_pretrained(base).save_pretrained(out)
+    return str(out)

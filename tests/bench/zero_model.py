@@ -1,0 +1,78 @@
+"""A zero-cost stand-in for a transformers model, for benchmarks of the host side.
+
+`ZeroCostModel` has the checkpoint's config and answers a forward call with outputs of
+the real shapes (`logits` (rows, labels), `last_hidden_state` (rows, longest, hidden),
+`hidden_states`) filled with zeros, without computing anything: what the host side of
+the model branch costs is then all that is measured. `zero_cost_models()` is a context
+manager under which `transforms.models.loading.load_model` gives such models (the
+in-process runner loads models in this process, so the pipeline picks them up).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from types import SimpleNamespace
+from typing import Any
+
+import torch
+
+from transforms.models import loading
+
+
+class ZeroCostModel(torch.nn.Module):
+    """The outputs of `auto_class`'s model for the checkpoint's config, all zeros."""
+
+    def __init__(self, config: Any, auto_class: str) -> None:
+        super().__init__()
+        self.config = config
+        self.auto_class = auto_class
+        self.anchor = torch.nn.Parameter(torch.zeros(1))  # gives the model a device
+        # what loading.truncate_layers looks for, so a layer choice is accepted
+        self.encoder = SimpleNamespace(layer=torch.nn.ModuleList())
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                token_type_ids: torch.Tensor | None = None,
+                output_hidden_states: bool = False) -> SimpleNamespace:
+        rows, longest = input_ids.shape
+        if self.auto_class == "AutoModelForSequenceClassification":
+            return SimpleNamespace(logits=torch.zeros(rows, self.config.num_labels))
+        if self.auto_class == "AutoModelForTokenClassification":
+            return SimpleNamespace(logits=torch.zeros(rows, longest, self.config.num_labels))
+        hidden = torch.zeros(rows, longest, self.config.hidden_size)
+        states = (hidden,) * (self.config.num_hidden_layers + 1) if output_hidden_states else None
+        return SimpleNamespace(last_hidden_state=hidden, hidden_states=states)
+
+
+@contextlib.contextmanager
+def zero_cost_models() -> Iterator[None]:
+    """`loading.load_model` gives `ZeroCostModel`s while the context is open."""
+    from transformers import AutoConfig
+
+    real = loading.load_model
+
+    def load(spec: loading.ModelSpec, auto_class: str = "AutoModel", **kwargs: Any) -> Any:
+        config = AutoConfig.from_pretrained(spec.model, revision=spec.revision,
+                                            trust_remote_code=False)
+        return ZeroCostModel(config, auto_class).eval()
+
+    loading.load_model = load
+    try:
+        yield
+    finally:
+        loading.load_model = real
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m tests.bench.zero_model QA-SCORE-FLAGS`: `qa-score` with zero-cost
+    models, in this process (the in-process runner), for memory and host-speed runs."""
+    import sys
+
+    from pipelines import score_predictions
+
+    with zero_cost_models():
+        return score_predictions.main(sys.argv[1:] if argv is None else argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

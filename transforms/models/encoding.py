@@ -1,0 +1,181 @@
+"""Model inputs -> token ids for a whole window of inputs at once, at the speed of the
+tokenizer (no Python object per token, no tokenizer call per input).
+
+`SegmentEncoder.encode` turns a list of model inputs (a text for encoders, a tuple of 1..3
+text segments for cross-encoders, layouts.py) into one `batching.TokenBatch`: flat id and
+segment-id arrays with offsets. It gives exactly the ids and segment ids of
+`layouts.encode_batch` (and of the tokenizer's own call for one and two segments):
+
+- every distinct segment string is tokenized once, by the fast tokenizer's batch call
+  (its own threads where `TOKENIZERS_PARALLELISM` allows), and kept in a bounded memo:
+  gold answers and questions repeat across the rows of a window (every answer to a
+  question has the same ones), and across windows;
+- inputs are then assembled from the segments' ids with numpy: `[CLS] a [SEP] b [SEP] ...`,
+  each segment and its closing SEP carrying the segment's index, truncated longest-first
+  as layouts.py does for three segments.
+
+One and two segments follow the tokenizer's own template. The encoder checks on load that
+the template is `[CLS] a [SEP] (b [SEP])` with segment ids 0/1 (BERT's, MiniLM's) by
+comparing its assembly with the tokenizer's own output on probe texts; if so, inputs that
+need no truncation are assembled, and the few that do (the tokenizer's pair truncation
+splits ties differently from the per-token rule) go through the tokenizer's own call, as
+does everything for other templates (RoBERTa's `<s> a </s></s> b </s>`).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Hashable, Sequence
+from typing import Any
+
+import numpy as np
+
+from transforms.models import layouts
+from transforms.models.batching import TokenBatch
+
+# Distinct segments kept between calls; the memo is emptied when it is full (a bounded
+# cache with no per-hit bookkeeping). 100,000 segments of 40 word-pieces: about 30 MB.
+DEFAULT_MEMO_SIZE = 100_000
+_PROBES = (("The Eiffel Tower, in Paris!", "a tower"), ("x", "Ross Bagdasarian (1919-1972)"))
+
+
+def _backend(tokenizer: Any) -> Any:
+    """The Rust tokenizer behind a transformers fast tokenizer, or None."""
+    return getattr(tokenizer, "backend_tokenizer", None)
+
+
+class SegmentEncoder:
+    """Encodes model inputs into a `TokenBatch` (see the module docstring).
+
+    Args:
+        tokenizer: a transformers tokenizer (fast: the batch call runs in Rust).
+        max_length: the truncation length, special tokens included.
+        memo_size: distinct segments kept between calls (0: none kept).
+
+    Raises:
+        ValueError: max_length below 4 (three segments need four special tokens).
+    """
+
+    def __init__(self, tokenizer: Any, max_length: int,
+                 memo_size: int = DEFAULT_MEMO_SIZE) -> None:
+        if max_length < 4:
+            raise ValueError(f"max_length must be >= 4, got {max_length}")
+        self.tokenizer = tokenizer
+        self.max_length = max_length
+        self.memo_size = memo_size
+        self._memo: dict[str, np.ndarray] = {}
+        cls_id, sep_id = tokenizer.cls_token_id, tokenizer.sep_token_id
+        self._specials = None
+        if cls_id is not None and sep_id is not None:
+            self._specials = (np.array([cls_id], dtype=np.int64),
+                              np.array([sep_id], dtype=np.int64))
+        self.assembles_templates = self._specials is not None and self._template_matches()
+
+    def _template_matches(self) -> bool:
+        """Whether one- and two-segment inputs assembled from their segments equal the
+        tokenizer's own encoding (ids and segment ids) on the probe texts."""
+        for pair in _PROBES:
+            for segs in ((pair[0],), pair):
+                own = self.tokenizer(*segs, truncation=True, max_length=self.max_length)
+                mine = self._assemble_one([self._tokenize([s])[0] for s in segs])
+                types = own.get("token_type_ids")
+                if list(own["input_ids"]) != mine[0].tolist():
+                    return False
+                if types is not None and list(types) != mine[1].tolist():
+                    return False
+        return True
+
+    def _tokenize(self, texts: Sequence[str]) -> list[np.ndarray]:
+        """Word-piece ids of each text, no special tokens, no truncation."""
+        backend = _backend(self.tokenizer)
+        if backend is not None:
+            if backend.truncation is not None:
+                backend.no_truncation()
+            if backend.padding is not None:
+                backend.no_padding()
+            encodings = backend.encode_batch(list(texts), add_special_tokens=False)
+            return [np.array(e.ids, dtype=np.int64) for e in encodings]
+        ids = self.tokenizer(list(texts), add_special_tokens=False)["input_ids"]
+        return [np.array(x, dtype=np.int64) for x in ids]
+
+    def _segments(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
+        """Ids of every text, from the memo or one tokenizer call for the new ones."""
+        memo = self._memo
+        new = [t for t in dict.fromkeys(texts) if t not in memo]
+        if new:
+            if len(memo) + len(new) > self.memo_size:
+                memo.clear()
+            found = dict(zip(new, self._tokenize(new)))
+            if self.memo_size:
+                memo.update(found)
+            else:
+                return found
+        return memo
+
+    def _assemble_one(self, pieces: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """(ids, segment ids) of one input, as layouts._assemble (used by the probe)."""
+        cls, sep = self._specials
+        budget = self.max_length - 1 - len(pieces)
+        keep = layouts._truncate_longest_first([len(p) for p in pieces], budget)
+        ids = np.concatenate([cls, *itertools.chain.from_iterable(
+            (p[:n], sep) for p, n in zip(pieces, keep))])
+        types = np.repeat(np.arange(len(pieces)), [n + 1 + (i == 0) for i, n in enumerate(keep)])
+        return ids, types
+
+    def encode(self, inputs: Sequence[Hashable]) -> TokenBatch:
+        """The inputs' ids and segment ids, in input order.
+
+        Args:
+            inputs: texts (`str`) or tuples of 1..3 text segments.
+
+        Raises:
+            ValueError: an input of another shape, or three segments with a tokenizer that
+                has no CLS or SEP token.
+        """
+        segments = []
+        for x in inputs:
+            segs = (x,) if isinstance(x, str) else x
+            if (not isinstance(segs, tuple) or not 1 <= len(segs) <= 3
+                    or not all(isinstance(s, str) for s in segs)):
+                raise ValueError(f"a model input is a text or a tuple of 1..3 texts, "
+                                 f"got {x!r}")
+            segments.append(segs)
+        if any(len(s) == 3 for s in segments) and self._specials is None:
+            layouts._special_ids(self.tokenizer)  # raises, naming the tokenizer
+        memo = self._segments([t for segs in segments for t in segs])
+        cls, sep = self._specials if self._specials is not None else (None, None)
+        pieces: list[np.ndarray] = []
+        seg_index: list[int] = []
+        seg_len: list[int] = []
+        lengths = np.zeros(len(segments), dtype=np.int64)
+        own: list[int] = []  # inputs the tokenizer encodes itself
+        for i, segs in enumerate(segments):
+            k = len(segs)
+            if k < 3 and not self.assembles_templates:
+                own.append(i)
+                continue
+            arrays = [memo[s] for s in segs]
+            sizes = [len(a) for a in arrays]
+            budget = self.max_length - 1 - k
+            if sum(sizes) > budget:
+                if k < 3:  # the tokenizer's pair truncation is its own
+                    own.append(i)
+                    continue
+                sizes = layouts._truncate_longest_first(sizes, budget)
+            pieces.append(cls)
+            for j, (a, n) in enumerate(zip(arrays, sizes)):
+                pieces += (a[:n], sep)
+                seg_index.append(j)
+                seg_len.append(n + 1 + (j == 0))
+            lengths[i] = sum(sizes) + k + 1
+        assembled = TokenBatch.from_pieces(pieces, np.repeat(seg_index, seg_len), lengths)
+        if not own:
+            return assembled
+        return TokenBatch.merge(assembled, self._encode_own([segments[i] for i in own]),
+                                np.array(own, dtype=np.int64))
+
+    def _encode_own(self, segments: Sequence[tuple[str, ...]]) -> TokenBatch:
+        """One- and two-segment inputs encoded by the tokenizer's own call (its template
+        and truncation); three-segment ones by layouts.encode_batch."""
+        encoded = layouts.encode_batch(self.tokenizer, list(segments), self.max_length)
+        return TokenBatch.from_encoded(encoded)
