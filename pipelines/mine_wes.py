@@ -52,7 +52,12 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions
 
 from transforms.io import cli
-from transforms.io.options import add_input_argument, add_output_argument, add_overwrite_argument
+from transforms.io.options import (
+    absolute_local,
+    add_input_argument,
+    add_output_argument,
+    add_overwrite_argument,
+)
 from transforms.io.ownership import OutputLock, new_run_id
 from transforms.io.progress import ProgressReporter, is_local_runner, rate
 from transforms.io.publish import check_output_dir, new_temp_dir
@@ -179,6 +184,8 @@ def run(argv=None, save_main_session=True, test_pipeline=None):
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     args = cli.parse_flags(build_parser(), argv)
+    # absolute: the graph's workers have working directories of their own
+    args.output = absolute_local(args.output)
     run_id = new_run_id()
     lock = OutputLock(args.output, run_id, folder=True, what=f"--output {args.output}",
                       command=PROG) if args.output else contextlib.nullcontext()

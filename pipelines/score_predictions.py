@@ -65,6 +65,8 @@ from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions
 
 from transforms.io import cli
 from transforms.io.options import (
+    absolute_if_local_file,
+    absolute_local,
     add_input_argument,
     add_output_argument,
     add_overwrite_argument,
@@ -247,7 +249,21 @@ def prepare(argv: Sequence[str] | None, run_id: str | None = None
             unknown metric, a bad model: anything wrong with the command line.
     """
     args = cli.parse_flags(build_parser(), argv)
+    absolute_paths(args)
     return args, configure(args, run_id)
+
+
+def absolute_paths(args) -> None:
+    """Local paths in `args` made absolute, before anything reads them: they go into the
+    graph, and workers have working directories of their own (docs/decisions.md, issue
+    26). Model and baseline flags only when they name an existing local file or folder
+    (otherwise they are Hub ids)."""
+    for flag in ("input", "output", "previous_run", "corpus_statistics",
+                 "save_corpus_statistics"):
+        setattr(args, flag, absolute_local(getattr(args, flag)))
+    for flag in MODEL_FLAGS:
+        if flag.endswith("_model") or flag == "bertscore_baseline":
+            setattr(args, flag, absolute_if_local_file(getattr(args, flag)))
 
 
 def configure(args, run_id: str | None = None) -> ScoringConfig:
@@ -359,6 +375,7 @@ def run(argv: list[str] | None = None, save_main_session: bool = True,
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     args = cli.parse_flags(build_parser(), argv)
+    absolute_paths(args)
     run_id = new_run_id()
     with output_locks(args, run_id):
         config = configure(args, run_id)

@@ -117,3 +117,20 @@ def long_dump(tmp_path_factory):
     tail = b"</text></revision></page></mediawiki>"
     path.write_bytes(bz2.compress(head) + block * 48 + bz2.compress(tail))
     return path
+
+
+@pytest.fixture(scope="session")
+def project_wheel(tmp_path_factory) -> Path:
+    """The wheel `setup.py` builds (what `--setup_file` ships to workers)."""
+    from tests.packaging import build_wheel
+
+    return build_wheel(tmp_path_factory.mktemp("wheel"))
+
+
+@pytest.fixture(scope="session")
+def worker_site(tmp_path_factory, project_wheel) -> str:
+    """A folder holding the installed wheel: where external and Dask workers import the
+    project from (never from this checkout)."""
+    from tests.packaging import install_wheel
+
+    return str(install_wheel(project_wheel, tmp_path_factory.mktemp("worker_site")))

@@ -11,4 +11,6 @@
 - ownership.py: one owner per output (a lock beside it, with a heartbeat): a second run
   into an output that a live run owns is refused at launch.
 - decompress.py: checked decompression ahead of the reader (dumps, compressed inputs).
+- dask_runner.py: Beam's DaskRunner with its translation faults corrected
+  (`--runner transforms.io.dask_runner.DaskRunner`; needs dask and distributed).
 """

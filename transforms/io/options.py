@@ -10,9 +10,35 @@ that they were given and what they mean for it. Each pipeline's own parser
 the same functions, in its input/output/runtime groups.
 """
 
+from __future__ import annotations
+
+import os
+
+from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from transforms.io.cli import add_runtime_arguments
+
+
+def absolute_local(path: str | None) -> str | None:
+    """A local path made absolute against the launcher's working directory; a path of
+    another file system (`gs://`, `hdfs://`, `s3://`, ...) or None as it is.
+
+    Paths go into the graph absolute: a worker of a distributed runner (Dataflow, Flink,
+    Spark, Dask, an external worker pool) starts in a working directory of its own, where
+    a relative path names another file or none (docs/decisions.md, issue 26).
+    """
+    if not path or FileSystems.get_scheme(path) is not None:
+        return path
+    return os.path.abspath(os.path.expanduser(path))
+
+
+def absolute_if_local_file(value: str | None) -> str | None:
+    """`absolute_local` of a value that names an existing local file or folder (a model
+    checkpoint folder, a baseline file); anything else (a Hugging Face Hub id) as it is."""
+    if value and FileSystems.get_scheme(value) is None and os.path.exists(value):
+        return absolute_local(value)
+    return value
 
 
 def add_input_argument(group, help: str = "input files: comma-separated paths or globs"):

@@ -14,6 +14,7 @@ from apache_beam.io.filesystems import FileSystems
 from transforms.io import progress
 from transforms.io.counting import STATS_TAG, CountingDoFn, StatKey
 from transforms.io.decompress import open_range
+from transforms.io.options import absolute_local
 from transforms.wiki.dump import (
     BadPageCallback,
     DumpReadError,
@@ -44,7 +45,8 @@ def match_inputs(patterns: Sequence[str]) -> list[str]:
         results = FileSystems.match([pattern])[0].metadata_list
         if not results:
             raise ValueError(f"--input pattern {pattern!r} matches no file")
-        paths.extend(sorted(m.path for m in results))
+        # absolute: workers start in working directories of their own
+        paths.extend(sorted(absolute_local(m.path) for m in results))
     return paths
 
 
@@ -224,7 +226,8 @@ class ReadPages(beam.PTransform):
         plans = (
             pbegin
             | "ListDumpFiles" >> beam.Create(self._paths)
-            | "MatchDumpFiles" >> fileio.MatchAll()
+            # a file matched at launch that a worker does not see fails the run, naming it
+            | "MatchDumpFiles" >> fileio.MatchAll(fileio.EmptyMatchTreatment.DISALLOW)
             | "PlanReads" >> beam.ParDo(self._plan).with_outputs(STATS_TAG, main="ranges")
         )
         outputs = (
