@@ -281,26 +281,28 @@ def run_all(args) -> int:
               "--direct_running_mode=multi_processing", "--share_model_across_processes"]
         run = lambda name, path, n, metrics, extra=(), **kw: qa_score(  # noqa: E731
             bench, name, path, n, metrics, models, tmp, extra, args.step_timeout, **kw)
+        baseline = Path(args.baseline_checkout).resolve() if args.baseline_checkout else None
+        three = "bertscore,sas,judge"
+
+        def before_after(metrics: str) -> None:
+            if baseline is not None and want("baseline"):
+                run(f"baseline {metrics}/qa_score", small, args.baseline_rows, metrics,
+                    MODEL_FLAGS[:2], checkout=baseline)
+                run(f"new {metrics}/qa_score (same rows)", small, args.baseline_rows,
+                    metrics, MODEL_FLAGS[:2])
+
         if want("forward"):
             forward_only(bench, models["judge"], rows[: min(len(rows), 100_000)])
         if want("judge"):
             run("judge/qa_score", big, len(rows), "judge", MODEL_FLAGS)
-        if want("judge"):
+        before_after("judge")
+        if want("mixed"):
+            run(f"{three}/qa_score", mixed, args.mixed_rows, three, MODEL_FLAGS)
+        if want("judge") and want("mp"):
             run("judge/qa_score_mp", big, len(rows), "judge", MODEL_FLAGS + mp)
-        if want("mixed"):
-            run("bertscore,sas,judge/qa_score", mixed, args.mixed_rows, "bertscore,sas,judge",
-                MODEL_FLAGS)
-        if want("mixed"):
-            run("bertscore,sas,judge/qa_score_mp", mixed, args.mixed_rows,
-                "bertscore,sas,judge", MODEL_FLAGS + mp)
-        if args.baseline_checkout:
-            checkout = Path(args.baseline_checkout).resolve()
-            for metrics in ("judge", "bertscore,sas,judge"):
-                if want("baseline"):
-                    run(f"baseline {metrics}/qa_score", small, args.baseline_rows, metrics,
-                        MODEL_FLAGS[:2], checkout=checkout)
-                    run(f"new {metrics}/qa_score (same rows)", small, args.baseline_rows,
-                        metrics, MODEL_FLAGS[:2])
+        before_after(three)
+        if want("mixed") and want("mp"):
+            run(f"{three}/qa_score_mp", mixed, args.mixed_rows, three, MODEL_FLAGS + mp)
         if want("corpus"):
             corpus(bench, "judge/score_corpus", [JudgeMetric(model=models["judge"])],
                    rows[: args.mixed_rows])
@@ -312,7 +314,7 @@ def run_all(args) -> int:
         for metrics in ("sas", "bertscore"):
             if want(metrics):
                 run(f"{metrics}/qa_score", mixed, args.mixed_rows, metrics, MODEL_FLAGS)
-            if want(metrics):
+            if want(metrics) and want("mp"):
                 run(f"{metrics}/qa_score_mp", mixed, args.mixed_rows, metrics,
                     MODEL_FLAGS + mp)
     if sampler is not None:
@@ -406,8 +408,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.add_argument("--baseline_checkout", default=None)
         parser.add_argument("--baseline_rows", type=int, default=10_000)
         parser.add_argument("--only", default=None,
-                            help="comma-separated: forward, judge, mixed, baseline, corpus, "
-                                 "sas, bertscore")
+                            help="comma-separated: forward, judge, mixed, baseline, mp "
+                                 "(the multi-process runs), corpus, sas, bertscore")
         parser.add_argument("--step_timeout", type=float, default=None,
                             help="seconds one qa-score run may take")
         parser.add_argument("--deadline_s", type=float, default=float("inf"),
