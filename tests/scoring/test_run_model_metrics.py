@@ -23,6 +23,7 @@ from transforms.models import loading
 from transforms.models.uses import ModelUse
 from transforms.scoring.run_model_metrics import (
     NAMESPACE,
+    ModelMetricsOnBatches,
     ModelScoreResult,
     RunModelMetrics,
     plan_uses,
@@ -282,3 +283,49 @@ def test_the_branch_has_no_shuffle():
     inside = [t for t in transforms if t.unique_name.startswith("Branch/")]
     assert inside and not [t.unique_name for t in inside
                            if t.spec.urn == "beam:transform:group_by_key:v1"]
+
+
+def test_the_branch_is_one_fused_stage_on_the_fnapirunner():
+    """From the rows to the folded scores, one stage: the FnApiRunner materialises a
+    Flatten of RunInference's good and failed outputs, which pickled every window's
+    inputs and split the branch in two (docs/decisions.md, issue 25). (Statistics
+    computed from the same rows would be a side input the fold must wait for; here they
+    are given.)"""
+    from apache_beam.runners.portability.fn_api_runner import translations
+
+    pipeline = beam.Pipeline()
+    _ = (pipeline | Create([ROWS])
+         | "Branch" >> ModelMetricsOnBatches([OverlapMetric("f1")], corpus_stats={"n_refs": 5},
+                                             handler_factory=FakeHandler)
+         | "After" >> beam.Map(lambda kv: kv))
+    _, stages = translations.create_and_optimize_stages(
+        pipeline.to_runner_api(), phases=[
+            translations.annotate_downstream_side_inputs, translations.fix_side_input_pcoll_coders,
+            translations.lift_combiners, translations.expand_sdf, translations.expand_gbk,
+            translations.sink_flattens, translations.greedily_fuse],
+        known_runner_urns=frozenset())
+    names = [[t.unique_name for t in stage.transforms] for stage in stages]
+    [stage] = [n for n in names if any(t.startswith("Branch/ExpandModelRequests") for t in n)]
+    assert any(t.startswith("Branch/FoldModelMetrics") for t in stage), names
+    assert "After" in stage and not any("Flatten" in t for t in stage)
+
+
+def test_a_window_that_fails_as_a_whole_dead_letters_its_rows():
+    from transforms.scoring.run_model_metrics import (
+        BatchModelHandler,
+        ExpandModelRequestsFn,
+        InferenceFailure,
+        MultiUseModelHandler,
+    )
+
+    class Broken(MultiUseModelHandler):
+        def run_inference(self, batch, model, inference_args=None):
+            raise RuntimeError("CUDA out of memory")
+
+    uses, roles = plan_uses([OverlapMetric("f1")])
+    handler = BatchModelHandler(Broken({t: FakeHandler(u) for t, u in uses.items()}))
+    [element] = ExpandModelRequestsFn([OverlapMetric("f1")], roles).process(ROWS[:2])
+    [result] = handler.run_inference([element], None)
+    assert [len(v) for v in result.inference] == [2, 1]
+    assert all(isinstance(v, InferenceFailure) and "CUDA out of memory" in v.reason
+               for row in result.inference for v in row)

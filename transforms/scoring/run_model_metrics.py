@@ -22,7 +22,7 @@ grouped by length), runs every model (each part of a window goes to its use's ha
 part that fails is retried input by input, and an input that still fails gets an
 `InferenceFailure`) and hands each row its outputs; each metric then folds them, with the
 corpus statistics as a side input. Windows that fail as a whole come back as rows whose
-every input failed.
+every input failed (`BatchModelHandler` catches it).
 
 Why batches of rows as elements: a row per element cost a Python object and a few Beam
 calls per row on the way to the model, which set the pace on a GPU; and an earlier graph
@@ -309,6 +309,7 @@ class BatchModelHandler(ModelHandler):
     def __init__(self, inner: MultiUseModelHandler) -> None:
         super().__init__(**inner.batch_elements_kwargs(), element_size_fn=request_count)
         self._inner = inner
+        self._failed_windows = beam.metrics.Metrics.counter(NAMESPACE, "failed_windows")
 
     def share_model_across_processes(self) -> bool:
         return self._inner.share_model_across_processes()
@@ -327,9 +328,17 @@ class BatchModelHandler(ModelHandler):
     def run_inference(self, batch: Sequence[BatchRequests], model: Mapping[str, Any],
                       inference_args: dict[str, Any] | None = None) -> list[PredictionResult]:
         flat = self._inputs(batch)
-        values = [r.inference for r in self._inner.run_inference(flat, model)] if flat else []
-        if len(values) != len(flat):
-            raise RuntimeError(f"{len(values)} model outputs for {len(flat)} inputs")
+        try:
+            values = [r.inference for r in self._inner.run_inference(flat, model)] if flat else []
+            if len(values) != len(flat):
+                raise RuntimeError(f"{len(values)} model outputs for {len(flat)} inputs")
+        except Exception as e:  # noqa: BLE001 - the window's rows are dead-lettered, counted
+            # (the multi-use handler already isolates a failing input; what is left is a
+            # window that failed as a whole)
+            logger.warning("a window of %d model inputs failed as a whole: %s: %s",
+                           len(flat), type(e).__name__, e)
+            self._failed_windows.inc()
+            values = [InferenceFailure(f"{type(e).__name__}: {e}")] * len(flat)
         results, at = [], 0
         for element in batch:
             outputs = []
@@ -420,15 +429,6 @@ class FoldModelMetricsFn(CountingDoFn):
         return ModelScoreResult(columns)
 
 
-def _failed_batch_rows(bad: Any):
-    """A window `RunInference` could not run at all -> its elements, every input failed."""
-    batch, error = bad
-    reason = error[1] if isinstance(error, tuple) and len(error) > 1 else error
-    for element in batch:
-        yield PredictionResult(element, [[InferenceFailure(str(reason))] * len(row.requests)
-                                         for row in element.rows])
-
-
 class ModelMetricsOnBatches(beam.PTransform):
     """Batches of rows (`RowBatch`es, or lists of (row_key, row)) -> per batch, its rows'
     model results (see `FoldModelMetricsFn`). The shared core of `ScoreModelBatches` and
@@ -466,11 +466,10 @@ class ModelMetricsOnBatches(beam.PTransform):
                 STATS_TAG, main="requests")).requests
         handler = BatchModelHandler(MultiUseModelHandler(
             {tag: self._factory(use, **self._handler_kwargs) for tag, use in self._uses.items()}))
-        results, failed = requests | "RunInference" >> RunInference(
-            handler).with_exception_handling()
-        failed_rows = failed.failed_inferences | "FailedBatchRows" >> beam.FlatMap(
-            _failed_batch_rows)
-        return ((results, failed_rows) | "AllRowOutputs" >> beam.Flatten()
+        # No `with_exception_handling` and its Flatten of good and failed batches: the
+        # FnApiRunner materialises such a Flatten, which pickled every window's inputs and
+        # cut the stage in two; a window that fails as a whole is caught by the handler.
+        return (requests | "RunInference" >> RunInference(handler)
                 | "FoldModelMetrics" >> beam.ParDo(
                     FoldModelMetricsFn(self._metrics),
                     corpus_stats=self._stats_side_input(batches)).with_outputs(
