@@ -29,6 +29,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
 
@@ -110,38 +111,12 @@ def local_job_service(timeout_s: float = 60.0) -> Iterator[list[str]]:
         RuntimeError: the service did not accept connections within `timeout_s`.
     """
     port = _free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "apache_beam.runners.portability.local_job_service_main",
-         "--port", str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
-    try:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(
-                    f"job service exited with {proc.returncode}: {proc.stderr.read().decode()}")
-            with contextlib.suppress(OSError), socket.create_connection(
-                    ("127.0.0.1", port), timeout=1):
-                break
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"job service on 127.0.0.1:{port} did not start")
-            time.sleep(0.2)
-        yield [
-            "--runner=PortableRunner",
-            f"--job_endpoint=127.0.0.1:{port}",
-            "--environment_type=LOOPBACK",
-        ]
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        proc.stderr.close()
+    with tempfile.TemporaryDirectory() as folder, _service(
+            [sys.executable, "-m", "apache_beam.runners.portability.local_job_service_main",
+             "--port", str(port)], port, "job service", os.path.join(folder, "service.log"),
+            timeout_s):
+        yield ["--runner=PortableRunner", f"--job_endpoint=127.0.0.1:{port}",
+               "--environment_type=LOOPBACK"]
 
 
 def worker_environment(site: str, extra_path: Sequence[str] = ()) -> dict[str, str]:

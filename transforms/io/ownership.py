@@ -140,15 +140,22 @@ def stale_reason(owner: Owner | None, modified: float | None, now: float,
     return None
 
 
-def _read(path: str) -> tuple[Owner | None, float | None] | None:
-    """(owner, modification time) of a lock or claim; None when it does not exist."""
+def file_metadata(path: str) -> Any | None:
+    """`FileSystems`' metadata of one file (size, modification time), or None when it does
+    not exist."""
     try:
         matched = FileSystems.match([path])[0].metadata_list
     except Exception:  # noqa: BLE001 - a missing file is "no match" on some stores
         return None
-    if not matched:
+    return matched[0] if matched else None
+
+
+def _read(path: str) -> tuple[Owner | None, float | None] | None:
+    """(owner, modification time) of a lock or claim; None when it does not exist."""
+    found = file_metadata(path)
+    if found is None:
         return None
-    modified = getattr(matched[0], "last_updated_in_seconds", None) or None
+    modified = getattr(found, "last_updated_in_seconds", None) or None
     try:
         with FileSystems.open(path, compression_type="uncompressed") as f:
             data = f.read()

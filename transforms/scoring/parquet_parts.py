@@ -18,6 +18,7 @@ from typing import Any
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
+from transforms.io.ownership import file_metadata
 from transforms.scoring.inputs import READ_ERRORS
 
 
@@ -34,14 +35,11 @@ class FileIdentity:
 
 def file_identity(path: str) -> FileIdentity | None:
     """The size and modification time of `path` (None: it does not exist)."""
-    try:
-        found = FileSystems.match([path])[0].metadata_list
-    except Exception:  # noqa: BLE001 - a missing file is "no match" on some stores
+    found = file_metadata(path)
+    if found is None:
         return None
-    if not found:
-        return None
-    return FileIdentity(found[0].size_in_bytes,
-                        float(getattr(found[0], "last_updated_in_seconds", 0.0) or 0.0))
+    return FileIdentity(found.size_in_bytes,
+                        float(getattr(found, "last_updated_in_seconds", 0.0) or 0.0))
 
 
 @dataclasses.dataclass(frozen=True)
