@@ -245,7 +245,10 @@ def _previous(tmp_path, content_key_version: str, signatures: dict) -> str:
     prefix = str(tmp_path / "old")
     (tmp_path / "old.summary.json").write_text(json.dumps(
         {"signatures": signatures, "content_key_version": content_key_version}))
-    pq.write_table(pa.table({"row_key": ["f:1"], "content_key": ["k"]}),
+    # a whole previous run: its scores file has the columns its summary names (a launch
+    # check refuses one that does not, issue 27)
+    pq.write_table(pa.table({"row_key": ["f:1"], "content_key": ["k"],
+                             **{column: [0.5] for column in signatures}}),
                    prefix + ".scores.parquet")
     return prefix
 

@@ -62,9 +62,12 @@ def _write_run(tmp_path, name="old", summary=SUMMARY, formats=("parquet",)) -> s
 
 @pytest.mark.parametrize("fmt", ["parquet", "jsonl"])
 def test_load_previous_run_reads_what_the_run_needs(tmp_path, fmt):
+    from transforms.scoring.parquet_parts import file_identity
+
     prefix = _write_run(tmp_path, formats=(fmt,))
+    scores = f"{prefix}.scores.{fmt}"
     assert load_previous_run(prefix) == PreviousRun(
-        prefix, f"{prefix}.scores.{fmt}", fmt, {"em": "em|v:1"}, True, SUMMARY)
+        prefix, scores, fmt, {"em": "em|v:1"}, True, SUMMARY, file_identity(scores))
 
 
 def test_load_previous_run_names_what_is_wrong(tmp_path):
@@ -78,7 +81,8 @@ def test_load_previous_run_names_what_is_wrong(tmp_path):
         load_previous_run(prefix)
     (tmp_path / "bad.summary.json").write_text('{"no": "signatures"}')
     with pytest.raises(ValueError, match=rf"^--previous_run {tmp_path}/bad: .*bad.summary.json "
-                                         r"is not a scoring summary \('signatures'\)$"):
+                                         r"is not a scoring summary, or cannot be read "
+                                         r"\(KeyError: 'signatures'\)$"):
         load_previous_run(str(tmp_path / "bad"))
     (tmp_path / "bytes.summary.json").write_bytes(b'{"signatures": "\xff"}')
     with pytest.raises(ValueError, match="is not a scoring summary"):
@@ -126,7 +130,7 @@ def test_plan_carry_decides_per_metric_and_says_why():
     assert plan.carried == (same,) and plan.computed == (changed, new, corpus)
     assert plan.reasons == {
         "fake_overlap": "signature changed (was fo|v:1)",
-        "fake_corpus": "signature changed (was fo|v:1)",  # the metric's first reason
+        "fake_corpus": "not in the previous run",  # each column its own reason (issue 27)
         "em": "not in the previous run",
         "f1": "corpus-level: its values depend on this run's corpus statistics, "
               "recomputed on every run (--corpus_statistics freezes them)"}
@@ -143,13 +147,16 @@ def test_plan_carry_decides_per_metric_and_says_why():
 
 
 def test_previous_scores_need_content_keys():
-    from transforms.scoring.incremental import _first, _keyed_previous
+    from transforms.scoring.incremental import PreviousRunError, _first, _keyed_previous
+    from transforms.scoring.parquet_parts import ParquetSource
 
+    source = ParquetSource("p.parquet", "--previous_run p: scores file", PreviousRunError)
     assert _keyed_previous({"content_key": "k", "em": None, "f1": 0.5}, ["em", "f1"],
-                           "p")[0] == "k"
-    with pytest.raises(ValueError, match=r"^--previous_run scores p.parquet: a row without a "
-                                         r"content key \(row_key 'f:3'\)$"):
-        _keyed_previous({"row_key": "f:3", "em": 1.0}, ["em"], "p.parquet")
+                           source)[0] == "k"
+    with pytest.raises(PreviousRunError, match=r"^--previous_run p: scores file p.parquet: "
+                                               r".*a row without a content key "
+                                               r"\(row_key 'f:3'\)"):
+        _keyed_previous({"row_key": "f:3", "em": 1.0}, ["em"], source)
     assert _first(iter([3, 4])) == 3
     assert carried_result(("k", {"em": 1.0, "f1": 0.5, "x": 2.0}), ["em", "f1"]) == (
         "k", ScoreResult({"em": 1.0, "f1": 0.5}))
@@ -242,8 +249,8 @@ def test_the_incremental_transforms_have_stable_step_names(tmp_path, fmt):
     previous = load_previous_run(_write_run(tmp_path, formats=(fmt,)))
     pipeline = test_pipeline.TestPipeline()
     _incremental_graph(pipeline, previous)
-    read = (["Previous/ReadPreviousParquet"] if fmt == "parquet" else
-            ["Previous/ReadPreviousJsonLines", "Previous/ParsePreviousJson"])
+    read = (["Previous/ReadPreviousParquet", "Previous/PreviousRecords"] if fmt == "parquet"
+            else ["Previous/ReadPreviousJsonLines", "Previous/ParsePreviousJson"])
     expected = {"Previous", *read, "Previous/KeyByContent", "Previous/OnePerContentKey",
                 "Split", "Split/KeyRowsByContent", "Split/GroupByContentKey",
                 "Split/SplitNewAndOld", "Join", "Join/GroupByContentKey",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 
 import apache_beam as beam
 import pyarrow as pa
@@ -134,9 +135,10 @@ def test_plan_splits_exactly(tmp_path):
     size = len(open(path, "rb").read())
     assert plan_splits(path, size, None, size) == [ReadSplit(path, "jsonl")]
     half = size // 2 + 1
+    modified = os.path.getmtime(path)  # a split checks the file's size and time (issue 27)
     assert plan_splits(path, size, None, half) == [
-        ReadSplit(path, "jsonl", 0, half, size=size),
-        ReadSplit(path, "jsonl", half, size, size=size)]
+        ReadSplit(path, "jsonl", 0, half, size=size, modified=modified),
+        ReadSplit(path, "jsonl", half, size, size=size, modified=modified)]
     assert plan_splits(str(tmp_path / "x.txt"), size, "jsonl", 1)[0].fmt == "jsonl"
     empty = str(tmp_path / "empty.parquet")
     pq.ParquetWriter(empty, pa.schema([("prediction", pa.string())])).close()

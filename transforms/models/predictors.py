@@ -263,12 +263,9 @@ class Predictor:
             self.tokenizer, self.max_length)
         special = [self.tokenizer.cls_token_id, self.tokenizer.sep_token_id]
         self._special_ids = np.array([t for t in special if t is not None], dtype=np.int64)
+        self.device = info["device"]
         self._cache: collections.OrderedDict[Hashable, Any] = collections.OrderedDict()
         self._lock = threading.Lock()
-
-    @property
-    def device(self) -> str:
-        return self.model.info()["device"]
 
     def predict(self, inputs: Sequence[Hashable]) -> tuple[list[Any], dict[str, int]]:
         """Outputs for `inputs` (in order) and counts: inputs, cache hits, forward passes,

@@ -67,7 +67,8 @@ class TransformerModelHandler(ModelHandler[Hashable, PredictionResult, Any]):
                  metrics_namespace: str = DEFAULT_NAMESPACE) -> None:
         if min_batch_size is None:
             min_batch_size = max_batch_size
-        if min_batch_size < 1 or max_batch_size < 1 or (max_batch_tokens or 1) < 1:
+        tokens = 1 if max_batch_tokens is None else max_batch_tokens  # None: by device
+        if min(min_batch_size, max_batch_size, tokens) < 1:
             raise ValueError(
                 f"batch sizes must be >= 1, got min_batch_size={min_batch_size}, "
                 f"max_batch_size={max_batch_size}, max_batch_tokens={max_batch_tokens}")
