@@ -252,3 +252,14 @@ def test_judge_format_trains_a_judge_the_metric_reads_in_its_layout(tmp_path):
     (row,) = score_corpus([judge], [QAExample("1884", ("in 1884",),
                                               question="When did Tesla move?")])
     assert 0 < row["judge"] < 1
+
+
+def test_negatives_sharing_a_word_with_the_gold_are_drawn_first():
+    tiers = sa._shared_first([["Edison Machine Works", "Tesla", "New York City"],
+                              ["Thomas Paine", "Smiljan"]], ["Thomas Edison"])
+    assert tiers == [["Edison Machine Works"], ["Tesla", "New York City"], ["Thomas Paine"],
+                     ["Smiljan"]]
+    picked = sa._pick(sa._rng(1, "x"), tiers, ["Thomas Edison"], 2)
+    assert picked[0] == "Edison Machine Works" and picked[1] in ("Tesla", "New York City")
+    # "Thomas Edison" itself, or a part of it, is never a negative.
+    assert sa._pick(sa._rng(1, "x"), [["Edison", "Thomas Edison"]], ["Thomas Edison"], 2) == []

@@ -18,6 +18,9 @@ SQuAD (the v1.1 dev file; `squad_pairs`), per question:
   span and not containing or contained in any answer (tokens);
 - question negatives (`question_negative`): answers of other questions about the same
   article, of the same kind when there is one, with the same exclusion.
+Among the candidates of a kind, those sharing a content word with a gold (not all of
+it: that would be containment) are drawn first: the hard negatives that lexical
+metrics score high ("Edison Machine Works" against "Thomas Edison").
 Negatives are judged against every distinct answer of the question.
 
 WES (the mining output `wes-k<k>/*.parquet`; `wes_pairs`), per title:
@@ -109,6 +112,9 @@ _SENTENCE_STARTERS = frozenset(
     "the a an in on at by for from with as after before during however this that these "
     "those it its he she they his her their when while although but and or of to since "
     "many some most all there other another each both such several following".split())
+# Words too common to make a negative "hard" by sharing them with the gold.
+_CONTENT_STOPWORDS = frozenset("of and in on at to for by with from or is was were be as "
+                               "it its that this".split())
 # Words too common to make two WES titles near misses of each other.
 _TITLE_STOPWORDS = frozenset("of and in on at to for by with from or de la le list".split())
 
@@ -305,15 +311,16 @@ def squad_pairs(articles: Sequence[Mapping[str, Any]], seed: int = DEFAULT_SEED,
                 if kind == "other":
                     skipped["span_negative:answer_kind_other"] += 1
                 else:
-                    taken = _pick(rng, [_span_candidates(context, kind, answers)], golds,
-                                  span_negatives)
+                    taken = _pick(rng, _shared_first(
+                        [_span_candidates(context, kind, answers)], golds), golds,
+                        span_negatives)
                     skipped["span_negative:none_found"] += span_negatives - len(taken)
                     pairs += [_made(base, "span_negative", c, golds, 0, n)
                               for n, c in enumerate(taken)]
             if question_negatives:
                 tiers = ([t for other, t, k in others if other != qid and k == kind],
                          [t for other, t, k in others if other != qid and k != kind])
-                taken = _pick(rng, tiers, golds, question_negatives)
+                taken = _pick(rng, _shared_first(tiers, golds), golds, question_negatives)
                 skipped["question_negative:none_found"] += question_negatives - len(taken)
                 pairs += [_made(base, "question_negative", c, golds, 0, n)
                           for n, c in enumerate(taken)]
@@ -333,6 +340,22 @@ def _span_candidates(context: str, kind: str,
     placed = [(s, s + len(t)) for t, s in answers if s is not None]
     return [context[s:e] for s, e, k in passage_spans(context)
             if k == kind and not any(s < pe and ps < e for ps, pe in placed)]
+
+
+def _content_words(text: str) -> frozenset[str]:
+    return _tokens(text) - _CONTENT_STOPWORDS
+
+
+def _shared_first(tiers: Sequence[Sequence[str]], golds: Sequence[str]) -> list[list[str]]:
+    """Each tier cut in two, the candidates that share a content word with a gold first:
+    the hardest negatives ("Edison Machine Works" for "Thomas Edison") are taken when a
+    passage or an article has them."""
+    words = frozenset().union(*(_content_words(g) for g in golds))
+    out = []
+    for tier in tiers:
+        out.append([c for c in tier if _content_words(c) & words])
+        out.append([c for c in tier if not _content_words(c) & words])
+    return out
 
 
 def _pick(rng: random.Random, tiers: Sequence[Sequence[str]], golds: Sequence[str],
