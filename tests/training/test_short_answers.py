@@ -216,6 +216,13 @@ def test_command_writes_files_that_bem_and_judge_formats_read(wes_corpus, tmp_pa
     assert len(rows) == report["counts"]["test"]["squad"]["pairs"]
     assert set(rows[0]) == {"id", "system", "question", "prediction", "references", "human"}
     assert {r["human"] for r in rows} == {0, 1} and {r["system"] for r in rows} == {"squad"}
+    # The judge metric, given a scoring row, builds the reference the pair was trained on.
+    trained = {r["id"]: r for r in map(json.loads, (out / "test.jsonl").read_text().splitlines())}
+    for row in rows[:300]:
+        rec = trained[row["id"]]
+        assert (row["prediction"], row["question"], row["human"]) == (
+            rec["candidate"], rec["question"], rec["label"])
+        assert judge_reference(row["prediction"], row["references"], "marked") == rec["reference"]
 
 
 def test_judge_format_rejects_rows_without_golds(tmp_path):
