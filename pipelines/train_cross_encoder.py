@@ -1,4 +1,4 @@
-"""Fine-tune a single-logit cross-encoder: the `wes`, `sas`, `square` and `bem` metrics.
+"""Fine-tune a single-logit cross-encoder: the `wes`, `sas`, `square`, `bem` and `judge` metrics.
 
 WES shards from `pipelines.mine_wes` (binary; the paper's basic cross-encoder):
 
