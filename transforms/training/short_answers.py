@@ -102,9 +102,12 @@ _NUMBER_WORD = re.compile(rf"(?:{_NUMBER_WORDS})(?:-(?:{_NUMBER_WORDS}))*", re.I
 _NUMBER_SPAN = re.compile(
     rf"(?<![\w.,])\d[\d,]*(?:\.\d+)?(?:\s?(?:%|percent|{_NUMBER_WORDS}))?\b"
     rf"|\b(?:{_NUMBER_WORDS})(?:[- ](?:{_NUMBER_WORDS}))*\b", re.IGNORECASE)
+# A name: capitalised words (an initial keeps its period: "Glenn L. Martin", "U.S."),
+# connectors inside; a word's own period ends the name, so it never crosses a sentence.
+_NAME_WORD = r"(?:[A-Z]\.(?:[A-Z]\.)*|[A-Z][\w'’&-]*)"
 _NAME_SPAN = re.compile(
-    r"\b[A-Z][\w'’&.-]*(?:\s+(?:(?:of|the|and|de|von|van|da|del|du|la|le|for|on)\s+)*"
-    r"[A-Z0-9][\w'’&-]*)*")
+    rf"\b{_NAME_WORD}(?:\s+(?:(?:of|the|de|von|van|da|del|du|la|le|for|on)\s+)*"
+    rf"(?:{_NAME_WORD}|\d[\w-]*))*")
 # Connectors that may sit inside a name ("University of Chicago") but not start it.
 _NAME_CONNECTORS = frozenset("of the and de von van da del du la le for on & a an".split())
 # Capitalised words that start sentences rather than names.
@@ -172,22 +175,23 @@ def answer_kind(text: str) -> str:
 
 def passage_spans(context: str) -> list[tuple[int, int, str]]:
     """Candidate answer spans of a passage: dates, numbers and capitalised names, as
-    (start, end, kind); a name loses leading sentence-starting words ("However")."""
+    (start, end, kind); a name loses leading sentence-starting words ("However") and
+    numbers ("In 1884 Super Bowl 50" -> "Super Bowl 50")."""
     spans = []
     for pattern in (_DATE_SPAN, _NUMBER_SPAN, _NAME_SPAN):
         for m in pattern.finditer(context):
-            start, text = m.start(), m.group().rstrip(".,;:'’-")
+            start, end = m.start(), m.start() + len(m.group().rstrip(",;:'’-"))
             if pattern is _NAME_SPAN:
-                words = text.split()
-                while words and words[0].lower() in _SENTENCE_STARTERS | _NAME_CONNECTORS:
-                    start = context.index(words[1], start + len(words[0])) if len(words) > 1 \
-                        else start
-                    words = words[1:]
+                words = list(re.finditer(r"\S+", context[start:end]))
+                while words and (words[0].group().lower() in _SENTENCE_STARTERS
+                                 or words[0].group().lower() in _NAME_CONNECTORS
+                                 or words[0].group()[0].isdigit()):
+                    words.pop(0)
                 if not words:
                     continue
-                text = context[start:m.start() + len(m.group().rstrip(".,;:'’-"))]
-            if text:
-                spans.append((start, start + len(text), answer_kind(text)))
+                start += words[0].start()
+            if end > start:
+                spans.append((start, end, answer_kind(context[start:end])))
     return spans
 
 
