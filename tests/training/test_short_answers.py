@@ -37,6 +37,13 @@ def test_passage_spans_find_dates_numbers_and_names():
     assert not any(text.startswith("However") for text, _ in spans)
 
 
+def test_names_keep_initials_and_stop_at_a_sentence_end():
+    context = ("Tesla was born in Smiljan. He worked for Glenn L. Martin and the U.S. Army. "
+               "In 1884 Super Bowl 50 was held.")
+    names = {context[s:e] for s, e, k in sa.passage_spans(context) if k == "name"}
+    assert names == {"Tesla", "Smiljan", "Glenn L. Martin", "U.S. Army", "Super Bowl 50"}
+
+
 @pytest.mark.parametrize("a, b, expected", [
     ("Vettel", "Sebastian Vettel", True), ("the Broncos", "Broncos", True),
     ("George Washington", "George Bush", False), ("1994", "the 1990s", False),
