@@ -1,4 +1,4 @@
-"""Fine-tune a single-logit cross-encoder: the `wes`, `sas`, `square` and `bem` metrics.
+"""Fine-tune a single-logit cross-encoder: the `wes`, `sas`, `square`, `bem` and `judge` metrics.
 
 WES shards from `pipelines.mine_wes` (binary; the paper's basic cross-encoder):
 
@@ -10,6 +10,16 @@ that gave docs/design.md's best model), test Pearson/Spearman reported at the en
 
     python -m pipelines.train_cross_encoder --format stsb --input ../shared/data/stsb \\
         --init_checkpoint models/wes --output models/sas --epochs 3
+
+The judge on short answers (SQuAD and WES pairs, EVOUNA-TQ mixed into train 1:1 with
+the short answers; the converter splits by article and title, `--format judge` lays out
+every row as the `judge` metric does, marked layout by default):
+
+    python -m transforms.training.short_answers --squad ../shared/data/squad/dev-v1.1.json.gz \
+        --wes out/wes/wes-k2 --evouna ../shared/data/judgments/evouna/TQ.json \
+        --train_mix squad=1,wes=1,evouna=2 --output data/short
+    python -m pipelines.train_cross_encoder --format judge --input data/short \
+        --init_checkpoint models/sas --output models/judge
 
 SQuArE / BEM rows as JSONL (`<input>/{train,dev,test}.jsonl`, fields in
 transforms/training/pair_data.py); an interrupted run continues with `--resume`:
@@ -51,10 +61,11 @@ def build_parser() -> cli.ArgumentParser:
     g = parser.add_argument_group("data")
     g.add_argument("--format", required=True, choices=FORMATS,
                    help="wes: mining output shards; stsb: STS-B csv; square, bem: JSONL rows; "
-                        "evouna: EVOUNA's TQ.json, split by question")
+                        "evouna: EVOUNA's TQ.json, split by question; judge: JSONL rows "
+                        "with golds (transforms.training.short_answers)")
     g.add_argument("--input", default=None,
                    help="folder with the splits (wes: wes-k<k>/{split}-*.parquet; stsb: "
-                        "sts-{split}.csv; square/bem: {split}.jsonl); evouna: TQ.json")
+                        "sts-{split}.csv; square/bem/judge: {split}.jsonl); evouna: TQ.json")
     for split in ("train", "dev", "test"):
         g.add_argument(f"--{split}_file", default=None,
                        help=f"explicit {split} file(s), a path or glob (overrides --input)")
@@ -83,7 +94,7 @@ def build_parser() -> cli.ArgumentParser:
     g.add_argument("--class_weight", default="none", choices=CLASS_WEIGHTS,
                    help="0/1 targets: balanced weighs each class's examples so both carry "
                         "half the loss (default none)")
-    g = parser.add_argument_group("evouna")
+    g = parser.add_argument_group("judge (formats evouna and judge)")
     g.add_argument("--gold_layout", default=None, choices=judge.GOLD_LAYOUTS,
                    help="the judge's reference segment: the best-matching gold after "
                         "[found] or [not found], whether a gold occurs in the answer "

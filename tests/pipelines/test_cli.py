@@ -23,7 +23,7 @@ from tests.runners import RUNNER_ARGS
 from transforms.io import cli
 from transforms.io.options import InputOutputOptions, RuntimeOptions
 from transforms.metrics import registry
-from transforms.training import evouna
+from transforms.training import evouna, short_answers
 
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 WIKI_SAMPLE = os.path.join(os.environ.get("QA_EVAL_SHARED_DATA",
@@ -38,6 +38,7 @@ ENTRY_POINTS = {
     "train_keyphrase": (train_keyphrase.main, train_keyphrase.build_parser),
     "demo": (demo.main, demo.build_parser),
     "evouna": (evouna.main, evouna.build_parser),
+    "short_answers": (short_answers.main, short_answers.build_parser),
 }
 
 
@@ -201,6 +202,11 @@ def test_missing_files_end_in_one_line(tmp_path, capsys, no_pipeline):
     assert evouna.main(["--input", str(tmp_path / "none.json"), "--output", "o"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("python -m transforms.training.evouna: error: ")
+    assert err.count("\n") == 1
+    assert short_answers.main(["--squad", str(tmp_path / "none.json.gz"), "--output",
+                               str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("python -m transforms.training.short_answers: error: SQuAD file ")
     assert err.count("\n") == 1
 
 

@@ -173,7 +173,7 @@ def test_bem_and_square_rows_train_models_the_scorer_loads(bem_square_rows, tmp_
     (["--format=stsb", "--input={stsb}", "--best_metric=auroc"], "does not suit graded"),
     (["--format=stsb", "--input={stsb}", "--lr=0"], "learning_rate must be > 0"),
     (["--format=stsb", "--input={stsb}", "--model=/nonexistent/model"], "does not exist"),
-    (["--format=stsb", "--input={stsb}", "--gold_layout=all"], "apply to format evouna only"),
+    (["--format=stsb", "--input={stsb}", "--gold_layout=all"], "apply to formats evouna and judge only"),
     (["--format=stsb", "--input={stsb}", "--max_gold_chars=0"], "max_gold_chars must be >= 1"),
 ])
 def test_bad_input_fails_before_training(stsb_small, tmp_path, extra, message):

@@ -45,7 +45,7 @@ MARKS = {True: "[found]", False: "[not found]"}
 LAYOUT_KEY = "qa_eval_judge_layout"
 DEFAULT_MAX_GOLD_CHARS = 200
 _HOW = ("train one with `python -m pipelines.train_cross_encoder --format evouna` (EVOUNA's "
-        "TQ.json) or --format bem")
+        "TQ.json) or --format judge (python -m transforms.training.short_answers)")
 
 
 # Gold answers repeat across rows (every answer to a question has the same golds), so a

@@ -39,14 +39,15 @@ from transforms.training.loop import TrainConfig, Trainer
 logger = logging.getLogger(__name__)
 
 # EVOUNA rows (answer, gold, question): median 38 tokens, 99th percentile 166, longest 333.
-DEFAULT_MAX_LENGTH = {"wes": 64, "stsb": 128, "square": 256, "bem": 128, "evouna": 192}
+DEFAULT_MAX_LENGTH = {"wes": 64, "stsb": 128, "square": 256, "bem": 128, "evouna": 192,
+                      "judge": 192}
 BINARY_METRICS = ("auroc", "accuracy", "loss")
 GRADED_METRICS = ("spearman", "pearson", "loss")
 CLASS_WEIGHTS = ("none", "balanced")
 _SIGMOID = "torch.nn.modules.activation.Sigmoid"
 _METRIC_CLASS = {"wes": "WESMetric", "stsb": "SASMetric", "square": "SQuArEMetric",
-                 "bem": "BEMMetric", "evouna": "JudgeMetric"}
-_METRIC_MODULE = {"evouna": "transforms/metrics/judge.py"}
+                 "bem": "BEMMetric", "evouna": "JudgeMetric", "judge": "JudgeMetric"}
+_METRIC_MODULE = {"evouna": "transforms/metrics/judge.py", "judge": "transforms/metrics/judge.py"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,7 +55,7 @@ class CrossEncoderData:
     """Which rows to train on and which model to start from.
 
     Attributes:
-        format: wes, stsb, square, bem or evouna (see pair_data.py).
+        format: wes, stsb, square, bem, evouna or judge (see pair_data.py).
         input: the folder holding the splits by the format's file names.
         train_file, dev_file, test_file: explicit paths or globs (override `input`).
         model: the encoder to start from (None: the packaged all-MiniLM-L6-v2).
@@ -66,11 +67,13 @@ class CrossEncoderData:
             targets, Spearman for graded ones).
         threshold_objective: what the decision threshold of a binary model maximises on
             the dev split ("accuracy" or "f1").
-        gold_layout: evouna: the reference segment holds the best-matching gold ("best"),
-            every distinct gold, best match first ("all"), or the best-matching gold after
-            a containment mark ("marked"; `pair_data.judge_reference`). None: "marked"
-            for evouna (the measured best, docs/benchmarks.md), "best" otherwise.
-        max_gold_chars: evouna with gold_layout "all": the reference segment's length cap.
+        gold_layout: evouna and judge: the reference segment holds the best-matching gold
+            ("best"), every distinct gold, best match first ("all"), or the best-matching
+            gold after a containment mark ("marked"; `pair_data.judge_reference`). None:
+            "marked" for evouna and judge (the measured best, docs/benchmarks.md), "best"
+            otherwise.
+        max_gold_chars: evouna and judge with gold_layout "all": the reference segment's
+            length cap.
         class_weight: "none", or "balanced" (0/1 targets: each class carries half the
             loss; `class_weights`).
     """
@@ -96,7 +99,8 @@ class CrossEncoderData:
     def __post_init__(self) -> None:
         if self.gold_layout is None:
             object.__setattr__(self, "gold_layout",
-                               "marked" if self.format == "evouna" else "best")
+                               "marked" if self.format in pair_data.JUDGE_FORMATS
+                               else "best")
         if self.class_weight not in CLASS_WEIGHTS:
             raise ValueError(f"class_weight must be one of {CLASS_WEIGHTS}, got "
                              f"{self.class_weight!r}")
@@ -105,9 +109,11 @@ class CrossEncoderData:
                              f"{self.gold_layout!r}")
         if self.max_gold_chars < 1:
             raise ValueError(f"max_gold_chars must be >= 1, got {self.max_gold_chars}")
-        if self.format != "evouna" and (self.gold_layout != "best" or self.max_gold_chars
-                                        != judge.DEFAULT_MAX_GOLD_CHARS):
-            raise ValueError("gold_layout and max_gold_chars apply to format evouna only")
+        if self.format not in pair_data.JUDGE_FORMATS and (
+                self.gold_layout != "best"
+                or self.max_gold_chars != judge.DEFAULT_MAX_GOLD_CHARS):
+            raise ValueError("gold_layout and max_gold_chars apply to formats evouna and "
+                             "judge only")
         if self.format not in pair_data.FORMATS:
             raise ValueError(f"format must be one of {pair_data.FORMATS}, got {self.format!r}")
         if self.max_length is not None and self.max_length < 8:
@@ -289,9 +295,10 @@ def encode_rows(tokenizer: Any, rows: Sequence[pair_data.PairRow], max_length: i
 
 
 def _layout(data: CrossEncoderData) -> str:
-    if data.format == "evouna" and data.gold_layout == "all":
+    judged = data.format in pair_data.JUDGE_FORMATS
+    if judged and data.gold_layout == "all":
         return pair_data.LAYOUT_ALL_GOLDS.format(max_gold_chars=data.max_gold_chars)
-    if data.format == "evouna" and data.gold_layout == "marked":
+    if judged and data.gold_layout == "marked":
         return pair_data.LAYOUT_MARKED
     return pair_data.LAYOUT[data.format]
 
@@ -329,7 +336,7 @@ def train_cross_encoder(data: CrossEncoderData, config: TrainConfig,
                    "digest": rows_digest(encoded["train"] + encoded["dev"]),
                    "start": source, "max_length": max_length, "best_metric": best,
                    **({"gold_layout": data.gold_layout, "max_gold_chars": data.max_gold_chars}
-                      if data.format == "evouna" else {}),
+                      if data.format in pair_data.JUDGE_FORMATS else {}),
                    **({"class_weights": list(weights)} if data.class_weight != "none" else {})}
     task = CrossEncoderTask(binary, pair_data.SEGMENTS[data.format], best, weights)
     trainer = Trainer(task, config, encoded["train"], encoded["dev"], tokenizer=tokenizer,
@@ -341,7 +348,7 @@ def train_cross_encoder(data: CrossEncoderData, config: TrainConfig,
     if binary and result.best_step is not None:
         calibration = calibrate(trainer, config.output_dir, encoded["dev"],
                                 data.threshold_objective)
-    if data.format == "evouna" and result.best_step is not None:
+    if data.format in pair_data.JUDGE_FORMATS and result.best_step is not None:
         update_config(config.output_dir, {judge.LAYOUT_KEY: {
             "gold_layout": data.gold_layout, "max_gold_chars": data.max_gold_chars}})
     test = None
@@ -354,10 +361,10 @@ def train_cross_encoder(data: CrossEncoderData, config: TrainConfig,
                 calibration["threshold"])
         logger.info("test (best checkpoint): %s", test)
     family = {"wes": "wes", "stsb": "sas", "square": "square", "bem": "bem",
-              "evouna": "judge"}[data.format]
+              "evouna": "judge", "judge": "judge"}[data.format]
     module = _METRIC_MODULE.get(data.format, "transforms/metrics/model_metrics.py")
-    layout_option = (f", gold_layout=\"{data.gold_layout}\"" if data.format == "evouna"
-                     else "")
+    layout_option = (f", gold_layout=\"{data.gold_layout}\""
+                     if data.format in pair_data.JUDGE_FORMATS else "")
     mined_card = os.path.join(os.path.dirname(os.path.abspath(data.input or ".")),
                               "dataset_card.md")
     info = card.run_info(

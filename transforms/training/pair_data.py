@@ -7,6 +7,7 @@
 | `square` | `<input>/<split>.jsonl`: question, target, positive_references (list), negative_references (list, optional), label | `square_input(question, target, positives, negatives)` | label in [0, 1] |
 | `bem` | `<input>/<split>.jsonl`: question, reference, candidate, label | `bem_input(candidate, reference, question)` | label in [0, 1] |
 | `evouna` | `<input>` = EVOUNA's `TQ.json` (or a folder holding it); splits by question (transforms/training/evouna.py) | `bem_input(answer, best-matching gold, question)`, or with `gold_layout="all"` every distinct gold in one reference segment (`judge_reference`) | human judgment 0/1 |
+| `judge` | `<input>/<split>.jsonl`: question, candidate, golds (list), label (`python -m transforms.training.short_answers`: SQuAD and WES pairs, EVOUNA mixed in by option) | `bem_input(candidate, judge_reference(candidate, golds, gold_layout), question)`, as `evouna` | label 0/1 |
 
 WES pairs are laid out (prediction = link text, reference = title): the scorer pairs
 (prediction, reference), and a system's answer is more often an alias (a link text) of
@@ -36,15 +37,18 @@ from transforms.metrics.judge import DEFAULT_MAX_GOLD_CHARS, judge_reference
 from transforms.models import layouts
 from transforms.training import evouna
 
-FORMATS = ("wes", "stsb", "square", "bem", "evouna")
+FORMATS = ("wes", "stsb", "square", "bem", "evouna", "judge")
+# The formats whose reference segment the judge's own function lays out from the golds.
+JUDGE_FORMATS = ("evouna", "judge")
 SPLITS = ("train", "dev", "test")
 WES_COLUMNS = ("title", "link_text", "label", "split")
 STSB_FIELDS = ("genre", "filename", "year", "sid", "score", "sentence1", "sentence2")
 JSONL_FIELDS = {
     "square": ("question", "target", "positive_references", "label"),
     "bem": ("question", "reference", "candidate", "label"),
+    "judge": ("question", "candidate", "golds", "label"),
 }
-SEGMENTS = {"wes": 2, "stsb": 2, "square": 1, "bem": 3, "evouna": 3}
+SEGMENTS = {"wes": 2, "stsb": 2, "square": 1, "bem": 3, "evouna": 3, "judge": 3}
 LAYOUT = {
     "wes": "pair_input(prediction=link_text, reference=title): [CLS] link_text [SEP] title [SEP]",
     "stsb": "pair_input(sentence1, sentence2): [CLS] sentence1 [SEP] sentence2 [SEP]",
@@ -54,6 +58,8 @@ LAYOUT = {
            "segment ids 0/1/2",
     "evouna": "bem_input(answer, best-matching gold, question): [CLS] a [SEP] g [SEP] q "
               "[SEP], segment ids 0/1/2",
+    "judge": "bem_input(candidate, best-matching gold, question): [CLS] c [SEP] g [SEP] q "
+             "[SEP], segment ids 0/1/2",
 }
 # The `evouna` layout with `gold_layout="marked"`.
 LAYOUT_MARKED = ("bem_input(answer, '[found]' or '[not found]' (a normalised gold occurs in "
@@ -90,7 +96,7 @@ def split_files(fmt: str, input_dir: str | None,
     if fmt == "evouna":
         return _evouna_files(input_dir, overrides)
     pattern = {"wes": "{}-*.parquet", "stsb": "sts-{}.csv", "square": "{}.jsonl",
-               "bem": "{}.jsonl"}[fmt]
+               "bem": "{}.jsonl", "judge": "{}.jsonl"}[fmt]
     files = {}
     for split in SPLITS:
         given = overrides.get(split)
@@ -199,8 +205,11 @@ def _strings(value: Any, where: str, name: str, allow_empty: bool) -> list[str]:
     return value
 
 
-def read_jsonl(path: str, fmt: str) -> list[PairRow]:
-    """Rows of a SQuArE or BEM JSONL file (one JSON object per line)."""
+def read_jsonl(path: str, fmt: str, gold_layout: str = "marked",
+               max_gold_chars: int = DEFAULT_MAX_GOLD_CHARS) -> list[PairRow]:
+    """Rows of a SQuArE, BEM or judge JSONL file (one JSON object per line); a judge
+    row's reference segment is `judge_reference(candidate, golds, gold_layout,
+    max_gold_chars)`."""
     required = JSONL_FIELDS[fmt]
     rows = []
     with open(path, encoding="utf-8") as f:
@@ -219,7 +228,7 @@ def read_jsonl(path: str, fmt: str) -> list[PairRow]:
                 raise ValueError(f"{where}: missing field(s) {missing}; {fmt} rows have "
                                  f"{list(required)}")
             label = _check_label(obj["label"], where)
-            texts = [k for k in required if k not in ("label", "positive_references")]
+            texts = [k for k in required if k not in ("label", "positive_references", "golds")]
             for k in texts:
                 if not isinstance(obj[k], str):
                     raise ValueError(f"{where}: {k} must be a string, got {obj[k]!r}")
@@ -228,6 +237,12 @@ def read_jsonl(path: str, fmt: str) -> list[PairRow]:
                 neg = _strings(obj.get("negative_references", []), where,
                                "negative_references", True)
                 segments = layouts.square_input(obj["question"], obj["target"], pos, neg)
+            elif fmt == "judge":
+                golds = _strings(obj["golds"], where, "golds", False)
+                segments = layouts.bem_input(
+                    obj["candidate"],
+                    judge_reference(obj["candidate"], golds, gold_layout, max_gold_chars),
+                    obj["question"])
             else:
                 segments = layouts.bem_input(obj["candidate"], obj["reference"], obj["question"])
             rows.append(PairRow(segments, label))
@@ -245,7 +260,8 @@ def read_split(fmt: str, files: list[str], split: str | None = None,
                gold_layout: str = "best",
                max_gold_chars: int = DEFAULT_MAX_GOLD_CHARS) -> list[PairRow]:
     """Every row of one split's files, in file order (`split` picks EVOUNA's questions;
-    `gold_layout` and `max_gold_chars` lay out its golds, see `judge_reference`).
+    `gold_layout` and `max_gold_chars` lay out EVOUNA's and judge rows' golds, see
+    `judge_reference`).
 
     Raises:
         TrainingDataError: a file cannot be read (named).
@@ -266,7 +282,7 @@ def read_split(fmt: str, files: list[str], split: str | None = None,
             elif fmt == "stsb":
                 rows += read_stsb(path)
             else:
-                rows += read_jsonl(path, fmt)
+                rows += read_jsonl(path, fmt, gold_layout, max_gold_chars)
         except UnicodeDecodeError as e:  # a ValueError that does not name the file
             raise TrainingDataError(f"training data {path}: cannot be read as UTF-8 text "
                                     f"({e})") from e
@@ -293,7 +309,7 @@ def load_pairs(fmt: str, files: Mapping[str, list[str]], seed: int,
                limits: Mapping[str, int | None] | None = None, gold_layout: str = "best",
                max_gold_chars: int = DEFAULT_MAX_GOLD_CHARS) -> dict[str, list[PairRow]]:
     """Reads and validates every split; `limits[split]` caps its rows (seeded sample);
-    `gold_layout` and `max_gold_chars` apply to EVOUNA (`judge_reference`).
+    `gold_layout` and `max_gold_chars` apply to EVOUNA and judge rows (`judge_reference`).
 
     Raises:
         ValueError: no train or dev files, an empty train or dev split, a dev split with

@@ -1,0 +1,279 @@
+"""Short-answer equivalence pairs (issue 28): kinds, pairs, splits without leaks, the
+files `--format bem` and `--format judge` read, qa-score rows, the train mix."""
+
+from __future__ import annotations
+
+import collections
+import json
+import math
+
+import pytest
+
+from tests.training.conftest import FAST, SQUAD
+from transforms.metrics.judge import judge_reference
+from transforms.training import pair_data
+from transforms.training import short_answers as sa
+
+
+@pytest.mark.parametrize("text, kind", [
+    ("1884", "date"), ("the 1990s", "date"), ("24 March 1879", "date"),
+    ("20th century", "date"), ("February 7, 2016", "date"), ("300 BC", "date"),
+    ("Sebastian Vettel", "name"), ("the Moscone Center", "name"),
+    ("University of Chicago", "name"), ("Super Bowl 50", "name"),
+    ("26", "number"), ("304,016", "number"), ("$5 million", "number"), ("six", "number"),
+    ("One", "number"), ("six quadrangles", "number"),
+    ("labor inputs", "other"), ("deflate", "other"), ("", "other"),
+])
+def test_answer_kind(text, kind):
+    assert sa.answer_kind(text) == kind
+
+
+def test_passage_spans_find_dates_numbers_and_names():
+    context = ("However, Tesla moved to New York City in June 1884 with four letters. "
+               "He earned $2.50 a day at the Edison Machine Works.")
+    spans = {(context[s:e], k) for s, e, k in sa.passage_spans(context)}
+    assert {("Tesla", "name"), ("New York City", "name"), ("June 1884", "date"),
+            ("four", "number"), ("Edison Machine Works", "name")} <= spans
+    assert not any(text.startswith("However") for text, _ in spans)
+
+
+def test_names_keep_initials_and_stop_at_a_sentence_end():
+    context = ("Tesla was born in Smiljan. He worked for Glenn L. Martin and the U.S. Army. "
+               "In 1884 Super Bowl 50 was held.")
+    names = {context[s:e] for s, e, k in sa.passage_spans(context) if k == "name"}
+    assert names == {"Tesla", "Smiljan", "Glenn L. Martin", "U.S. Army", "Super Bowl 50"}
+
+
+@pytest.mark.parametrize("a, b, expected", [
+    ("Vettel", "Sebastian Vettel", True), ("the Broncos", "Broncos", True),
+    ("George Washington", "George Bush", False), ("1994", "the 1990s", False),
+    ("The", "anything", True),  # normalises to nothing: never a safe negative
+])
+def test_related(a, b, expected):
+    assert sa.related(a, b) is expected and sa.related(b, a) is expected
+
+
+def _article(title="Nikola_Tesla"):
+    context = ("Tesla was born on 10 July 1856 in Smiljan. He moved to New York City in "
+               "1884 and worked for Thomas Edison. Tesla died in 1943 at the New Yorker "
+               "Hotel.")
+    at = context.index
+    return {"title": title, "paragraphs": [{"context": context, "qas": [
+        {"id": "q1", "question": "When did Tesla move to New York?", "answers": [
+            {"text": "1884", "answer_start": at("1884")},
+            {"text": "in 1884", "answer_start": at("in 1884")}]},
+        {"id": "q2", "question": "Who did Tesla work for?", "answers": [
+            {"text": "Thomas Edison", "answer_start": at("Thomas Edison")},
+            {"text": "Edison", "answer_start": at("Edison")},
+            {"text": "Thomas Edison", "answer_start": at("Thomas Edison")}]},
+        {"id": "q3", "question": "Where did Tesla die?", "answers": [
+            {"text": "New Yorker Hotel", "answer_start": at("New Yorker Hotel")},
+            {"text": "the New Yorker Hotel", "answer_start": at("the New Yorker Hotel")}]},
+        {"id": "q4", "question": "What did Tesla do in New York?", "answers": [
+            {"text": "worked for Thomas Edison", "answer_start": at("worked")},
+            {"text": "Smiljan", "answer_start": at("Smiljan")}]},
+    ]}]}
+
+
+def test_squad_pairs_on_a_hand_made_article():
+    pairs, skipped = sa.squad_pairs([_article()], identical_share=1.0)
+    by = collections.defaultdict(list)
+    for p in pairs:
+        by[(p.id.split("-")[1], p.kind)].append(p)
+        assert p.group == "Nikola_Tesla" and p.source == "squad"
+    # q1: two distinct forms that overlap: two positives, each against the other.
+    assert sorted((p.candidate, p.golds) for p in by[("q1", "positive")]) == [
+        ("1884", ("in 1884",)), ("in 1884", ("1884",))]
+    # Span negatives are dates of the same passage, away from the answers' spans.
+    (neg,) = by[("q1", "span_negative")]
+    assert neg.candidate in ("10 July 1856", "1943") and neg.label == 0
+    assert neg.golds == ("1884", "in 1884")
+    # q2's answers are names: another name of the passage, never one with "Edison".
+    (neg,) = by[("q2", "span_negative")]
+    assert neg.candidate in ("Tesla", "New York City", "Smiljan", "New Yorker Hotel")
+    # q3 normalises to one form: an identical pair (share 1.0).
+    (same,) = by[("q3", "identical")]
+    assert (same.candidate, same.golds, same.label) == ("New Yorker Hotel",
+                                                        ("the New Yorker Hotel",), 1)
+    # q4's answers are disjoint spans: no positive; the first answer's kind is "other".
+    assert not by[("q4", "positive")]
+    assert skipped["positive:disjoint_answers"] == 2
+    assert skipped["span_negative:answer_kind_other"] == 1
+    # Other questions' answers: never one related to a gold of the question.
+    for (_qid, kind), got in by.items():
+        if kind.endswith("negative"):
+            for p in got:
+                assert not any(sa.related(p.candidate, g) for g in p.golds), p
+    assert all(p.label == 0 for (_, k), ps in by.items() if "negative" in k for p in ps)
+    # Deterministic; and the identical share 0 keeps none.
+    assert sa.squad_pairs([_article()], identical_share=1.0)[0] == pairs
+    assert not [p for p in sa.squad_pairs([_article()], identical_share=0.0)[0]
+                if p.kind == "identical"]
+
+
+def test_records_carry_the_judges_marked_layout():
+    pairs, _ = sa.squad_pairs([_article()], identical_share=1.0)
+    for p in pairs:
+        rec = sa.to_record(p)
+        assert rec["reference"] == judge_reference(p.candidate, p.golds, "marked")
+        assert rec["reference"].startswith(("[found] ", "[not found] "))
+        assert set(rec) == set(sa.JSONL_FIELDS)
+
+
+def _wes_rows():
+    rows = []
+    for title, texts, split in (("Evolution", ["evolution", "evolutionary"], "train"),
+                                ("Convergent evolution", ["convergent evolution",
+                                                          "convergent"], "train"),
+                                ("Helium", ["He", "helium"], "train"),
+                                ("Ada Lovelace", ["Lovelace", "Ada"], "dev"),
+                                ("Ada Air", ["Ada Air"], "dev")):
+        rows += [{"title": title, "link_text": t, "label": 1, "split": split,
+                  "source_title": None} for t in texts]
+    rows += [{"title": "Evolution", "link_text": "He", "label": 0, "split": "train",
+              "source_title": "Helium"},
+             {"title": "Evolution", "link_text": "Ada", "label": 0, "split": "train",
+              "source_title": "Ada Lovelace"},  # from another split: dropped
+             {"title": "Helium", "link_text": "convergent", "label": 0, "split": "train",
+              "source_title": "Convergent evolution"}]
+    return rows
+
+
+def test_wes_pairs():
+    pairs, skipped = sa.wes_pairs(_wes_rows(), identical_share=0.0)
+    got = {(p.group, p.kind, p.candidate, p.label) for p in pairs}
+    assert ("Evolution", "positive", "evolutionary", 1) in got
+    assert ("Evolution", "mined_negative", "He", 0) in got
+    assert ("Evolution", "near_miss_negative", "convergent", 0) in got
+    assert ("Convergent evolution", "near_miss_negative", "evolutionary", 0) in got
+    assert ("Ada Lovelace", "near_miss_negative", "Ada Air", 0) in got
+    assert not any(p.kind == "identical" for p in pairs)
+    assert skipped["mined_negative:source_in_other_split"] == 1
+    assert {p.split for p in pairs if p.group.startswith("Ada")} == {"dev"}
+    assert all(p.question == sa.WES_QUESTION and p.golds == (p.group,) for p in pairs)
+    assert len({p.id for p in pairs}) == len(pairs)
+    with pytest.raises(ValueError, match="in two splits"):
+        sa.wes_pairs([*_wes_rows(), {**_wes_rows()[0], "split": "test"}])
+
+
+def test_mix_train_keeps_the_proportion_and_every_dev_and_test_pair():
+    def pair(i, source, split):
+        return sa.AnswerPair(f"{source}-{i}", source, f"g{i}", split, "positive", "q", "a",
+                             ("a",), 1)
+
+    pairs = ([pair(i, "squad", "train") for i in range(100)]
+             + [pair(i, "evouna", "train") for i in range(30)]
+             + [pair(i, "squad", "dev") for i in range(7)])
+    mixed = sa.mix_train(pairs, {"squad": 2, "evouna": 1})
+    train = collections.Counter(p.source for p in mixed if p.split == "train")
+    assert train == {"squad": 60, "evouna": 30}
+    assert sum(p.split == "dev" for p in mixed) == 7
+    assert mixed == sa.mix_train(pairs, {"squad": 2, "evouna": 1})
+    with pytest.raises(ValueError, match="give a weight to every source"):
+        sa.mix_train(pairs, {"squad": 1})
+    with pytest.raises(ValueError, match="unknown source"):
+        sa.parse_mix("squad=1,nq=2")
+
+
+@pytest.mark.slow
+def test_real_data_splits_leak_no_article_or_title(squad_articles, wes_corpus):
+    """No SQuAD article and no WES title is in two splits, and a WES negative's text
+    comes from a title of its own split; every split has both labels."""
+    squad, _ = sa.squad_pairs(squad_articles)
+    wes_rows = sa.read_wes_rows(str(wes_corpus))
+    wes, _ = sa.wes_pairs(wes_rows)
+    split_of = collections.defaultdict(set)
+    for p in squad + wes:
+        split_of[(p.source, p.group)].add(p.split)
+    assert all(len(s) == 1 for s in split_of.values())
+    for source in ("squad", "wes"):
+        for split in sa.SPLITS:
+            labels = {p.label for p in squad + wes if p.source == source and p.split == split}
+            assert labels == {0, 1}, (source, split)
+    title_split = {r["title"]: r["split"] for r in wes_rows}
+    texts_of = collections.defaultdict(set)
+    for r in wes_rows:
+        if r["label"] == 1:
+            texts_of[r["link_text"]].add(title_split[r["title"]])
+    for p in wes:
+        if p.label == 0:
+            assert p.split in texts_of[p.candidate], p
+    # The SQuAD candidates come from the question's own article.
+    text_of = {a["title"]: " ".join(par["context"] for par in a["paragraphs"])
+               for a in squad_articles}
+    assert all(p.candidate in text_of[p.group] for p in squad if p.kind == "span_negative")
+    assert len({p.id for p in squad + wes}) == len(squad) + len(wes)
+
+
+@pytest.mark.slow
+def test_command_writes_files_that_bem_and_judge_formats_read(wes_corpus, tmp_path):
+    out = tmp_path / "short"
+    assert sa.main([f"--squad={SQUAD}", f"--wes={wes_corpus}", f"--output={out}"]) == 0
+    report = json.loads((out / "counts.json").read_text())
+    for split in sa.SPLITS:
+        n = sum(c["pairs"] for c in report["counts"][split].values())
+        assert len((out / f"{split}.jsonl").read_text().splitlines()) == n
+    bem = pair_data.read_jsonl(str(out / "dev.jsonl"), "bem")
+    judged = pair_data.read_jsonl(str(out / "dev.jsonl"), "judge")  # marked by default
+    assert bem == judged and len(bem) > 100
+    best = pair_data.read_jsonl(str(out / "dev.jsonl"), "judge", gold_layout="best")
+    assert best[0].segments[1] != bem[0].segments[1]
+    # The SQuAD test split as qa-score rows.
+    rows = [json.loads(x) for x in (out / "scoring" / "test.jsonl").read_text().splitlines()]
+    assert len(rows) == report["counts"]["test"]["squad"]["pairs"]
+    assert set(rows[0]) == {"id", "system", "question", "prediction", "references", "human"}
+    assert {r["human"] for r in rows} == {0, 1} and {r["system"] for r in rows} == {"squad"}
+    # The judge metric, given a scoring row, builds the reference the pair was trained on.
+    trained = {r["id"]: r for r in map(json.loads, (out / "test.jsonl").read_text().splitlines())}
+    for row in rows[:300]:
+        rec = trained[row["id"]]
+        assert (row["prediction"], row["question"], row["human"]) == (
+            rec["candidate"], rec["question"], rec["label"])
+        assert judge_reference(row["prediction"], row["references"], "marked") == rec["reference"]
+
+
+def test_judge_format_rejects_rows_without_golds(tmp_path):
+    path = tmp_path / "train.jsonl"
+    path.write_text(json.dumps({"question": "q", "candidate": "a", "golds": [],
+                                "label": 1}) + "\n")
+    with pytest.raises(ValueError, match="line 1: golds must not be empty"):
+        pair_data.read_jsonl(str(path), "judge")
+    path.write_text(json.dumps({"question": "q", "candidate": "a", "label": 1}) + "\n")
+    with pytest.raises(ValueError, match=r"missing field\(s\) \['golds'\]"):
+        pair_data.read_jsonl(str(path), "judge")
+
+
+@pytest.mark.slow
+def test_judge_format_trains_a_judge_the_metric_reads_in_its_layout(tmp_path):
+    from pipelines import train_cross_encoder
+    from transforms.metrics.base import QAExample
+    from transforms.metrics.corpus import score_corpus
+    from transforms.metrics.judge import JudgeMetric
+
+    pairs, _ = sa.squad_pairs([_article(f"Article {i}") for i in range(40)],
+                              identical_share=1.0)
+    src = tmp_path / "short"
+    sa.write_pairs(pairs, str(src))
+    out = tmp_path / "judge"
+    info = train_cross_encoder.run(["--format=judge", f"--input={src}", f"--output={out}",
+                                    *FAST, "--max_length=48", "--batch_size=8",
+                                    "--max_steps=2"])
+    assert not math.isnan(info["best"]["value"])
+    assert "[found] g" in info["layout"]
+    saved = json.loads((out / "config.json").read_text())["qa_eval_judge_layout"]
+    assert saved["gold_layout"] == "marked"
+    judge = JudgeMetric(model=str(out))
+    (row,) = score_corpus([judge], [QAExample("1884", ("in 1884",),
+                                              question="When did Tesla move?")])
+    assert 0 < row["judge"] < 1
+
+
+def test_negatives_sharing_a_word_with_the_gold_are_drawn_first():
+    tiers = sa._shared_first([["Edison Machine Works", "Tesla", "New York City"],
+                              ["Thomas Paine", "Smiljan"]], ["Thomas Edison"])
+    assert tiers == [["Edison Machine Works"], ["Tesla", "New York City"], ["Thomas Paine"],
+                     ["Smiljan"]]
+    picked = sa._pick(sa._rng(1, "x"), tiers, ["Thomas Edison"], 2)
+    assert picked[0] == "Edison Machine Works" and picked[1] in ("Tesla", "New York City")
+    # "Thomas Edison" itself, or a part of it, is never a negative.
+    assert sa._pick(sa._rng(1, "x"), [["Edison", "Thomas Edison"]], ["Thomas Edison"], 2) == []

@@ -1,0 +1,724 @@
+"""Short-answer equivalence pairs for the judge, from SQuAD and WES (issue 28, data).
+
+Every pair is (candidate answer, gold answers, question, label 1/0) and is laid out as
+the `judge` metric lays out a row at scoring time: `bem_input(candidate,
+judge_reference(candidate, golds, "marked"), question)` (`to_record`).
+
+SQuAD (the v1.1 dev file; `squad_pairs`), per question:
+- positives (`positive`): each distinct answer (SQuAD-normalised) against the question's
+  other distinct answers that overlap it in the passage (their spans intersect, or one's
+  tokens contain the other's); answers that name disjoint spans ("reduced productivity"
+  and "distribution and price disruptions") are not taken as equivalent, and a question
+  whose answers are all disjoint gives no positive;
+- identical answers (`identical`): a question whose answers all normalise to one string
+  gives its first answer against the others for a seeded share of questions only
+  (`identical_share`, 10%): the trivial case must be seen, not dominate;
+- span negatives (`span_negative`): other spans of the same passage of the same kind
+  (`answer_kind`: date, number, name) as the first answer, not overlapping any answer's
+  span and not containing or contained in any answer (tokens);
+- question negatives (`question_negative`): answers of other questions about the same
+  article, of the same kind when there is one, with the same exclusion.
+Among the candidates of a kind, those sharing a content word with a gold (not all of
+it: that would be containment) are drawn first: the hard negatives that lexical
+metrics score high ("Edison Machine Works" against "Thomas Edison").
+Negatives are judged against every distinct answer of the question.
+
+WES (the mining output `wes-k<k>/*.parquet`; `wes_pairs`), per title:
+- positives: each link text against the title (`positive`; `identical` when the link
+  text normalises to the title, kept for the same seeded share);
+- mined negatives (`mined_negative`): the shard's negative rows (a link text of another
+  title), when that title is in the same split and the text does not normalise to the
+  title, as many as the title kept positives (the mining's 1:1);
+- near-miss negatives (`near_miss_negative`): for a title that kept a positive, a link
+  text of another title of the same split that shares a word with this title
+  ("convergent evolution" for "Evolution", "Ada Air" for "Ada Lovelace").
+WES has no question: every WES pair has `WES_QUESTION`, a constant, so the question
+segment carries no label information.
+
+Splits are by group, deterministic: a SQuAD article goes to train, dev or test by a
+hash of (seed, normalised title) (`evouna.question_split`, 70/10/20 by default); a WES
+title keeps the mining's split, which is a hash of the title too (75/15/10 by default,
+`pipelines.mine_wes --splits`) and inside which the mining drew the negatives; so no
+article or title is in two splits (a mined negative whose text comes from a title of
+another split would be dropped). EVOUNA-TQ pairs (`evouna_pairs`, optional) keep
+EVOUNA's own split by question.
+
+`python -m transforms.training.short_answers --squad dev-v1.1.json.gz --wes out/wes-k2
+--output DIR` writes `DIR/{train,dev,test}.jsonl` (the fields `--format bem` reads,
+`reference` already in the marked layout, plus `golds`, which `--format judge` lays out
+itself), `DIR/scoring/{dev,test}.jsonl` (the SQuAD pairs as `qa-score` rows: id, system,
+question, prediction, references, human) and `DIR/counts.json`. `--evouna TQ.json` adds
+EVOUNA's judged answers; `--train_mix squad=2,wes=1,evouna=1` subsamples the train split
+so the sources come in that proportion (dev and test keep every pair).
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import json
+import logging
+import os
+import random
+import re
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, NamedTuple
+
+from transforms.io import cli
+from transforms.metrics.judge import judge_reference
+from transforms.metrics.squad import normalize_answer
+from transforms.training import evouna
+
+logger = logging.getLogger(__name__)
+
+SPLITS = evouna.SPLITS
+SOURCES = ("squad", "wes", "evouna")
+KINDS = ("positive", "identical", "span_negative", "question_negative", "mined_negative",
+         "near_miss_negative", "judged")
+DEFAULT_SEED = 13
+DEFAULT_PROPORTIONS = (70, 10, 20)
+DEFAULT_IDENTICAL_SHARE = 0.1
+WES_QUESTION = "Which entity is this?"
+GOLD_LAYOUT = "marked"
+JSONL_FIELDS = ("id", "source", "group", "kind", "question", "candidate", "golds",
+                "reference", "label")
+
+_MONTHS = ("January|February|March|April|May|June|July|August|September|October|November|"
+           "December")
+_NUMBER_WORDS = ("one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|"
+                 "fourteen|fifteen|sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|"
+                 "fifty|sixty|seventy|eighty|ninety|hundred|thousand|million|billion|"
+                 "trillion|dozen|half")
+_DATE_TEST = re.compile(
+    rf"\b(?:{_MONTHS})\b|\b(?:1\d{{3}}|20\d{{2}})s?\b|\b\d{{1,2}}(?:st|nd|rd|th)[- ]century\b"
+    r"|\bcentur(?:y|ies)\b|\b\d+\s*(?:BC|BCE|AD|CE)\b", re.IGNORECASE)
+_DATE_SPAN = re.compile(
+    rf"\b(?:(?:\d{{1,2}}\s+)?(?:{_MONTHS})(?:\s+\d{{1,2}})?,?\s+)?(?:1\d{{3}}|20\d{{2}})s?\b"
+    rf"|\b(?:{_MONTHS})\s+\d{{1,2}}\b"
+    r"|\b\d{1,2}(?:st|nd|rd|th)[- ]centur(?:y|ies)\b")
+_NUMBER_TEST = re.compile(rf"\d|\b(?:{_NUMBER_WORDS})\b", re.IGNORECASE)
+_NUMBER_WORD = re.compile(rf"(?:{_NUMBER_WORDS})(?:-(?:{_NUMBER_WORDS}))*", re.IGNORECASE)
+_NUMBER_SPAN = re.compile(
+    rf"(?<![\w.,])\d[\d,]*(?:\.\d+)?(?:\s?(?:%|percent|{_NUMBER_WORDS}))?\b"
+    rf"|\b(?:{_NUMBER_WORDS})(?:[- ](?:{_NUMBER_WORDS}))*\b", re.IGNORECASE)
+# A name: capitalised words (an initial keeps its period: "Glenn L. Martin", "U.S."),
+# connectors inside; a word's own period ends the name, so it never crosses a sentence.
+_NAME_WORD = r"(?:[A-Z]\.(?:[A-Z]\.)*|[A-Z][\w'’&-]*)"
+_NAME_SPAN = re.compile(
+    rf"\b{_NAME_WORD}(?:\s+(?:(?:of|the|de|von|van|da|del|du|la|le|for|on)\s+)*"
+    rf"(?:{_NAME_WORD}|\d[\w-]*))*")
+# Connectors that may sit inside a name ("University of Chicago") but not start it.
+_NAME_CONNECTORS = frozenset("of the and de von van da del du la le for on & a an".split())
+# Capitalised words that start sentences rather than names.
+_SENTENCE_STARTERS = frozenset(
+    "the a an in on at by for from with as after before during however this that these "
+    "those it its he she they his her their when while although but and or of to since "
+    "many some most all there other another each both such several following".split())
+# Words too common to make a negative "hard" by sharing them with the gold.
+_CONTENT_STOPWORDS = frozenset("of and in on at to for by with from or is was were be as "
+                               "it its that this".split())
+# Words too common to make two WES titles near misses of each other.
+_TITLE_STOPWORDS = frozenset("of and in on at to for by with from or de la le list".split())
+
+
+class AnswerPair(NamedTuple):
+    """One candidate answer judged against gold answers.
+
+    Attributes:
+        id: stable and unique: source, question id or title, kind, a counter.
+        source: "squad", "wes" or "evouna".
+        group: what the split is made by: the SQuAD article, the WES title, the EVOUNA
+            question.
+        split: train, dev or test.
+        kind: how the pair was made (`KINDS`).
+        question: the question (`WES_QUESTION` for WES).
+        candidate: the answer being judged.
+        golds: the gold answers it is judged against (at least one).
+        label: 1 equivalent (correct), 0 not.
+    """
+
+    id: str
+    source: str
+    group: str
+    split: str
+    kind: str
+    question: str
+    candidate: str
+    golds: tuple[str, ...]
+    label: int
+
+
+def answer_kind(text: str) -> str:
+    """The kind of a short answer, a simple heuristic: "date" (a month, a year from 1000
+    to 2099, a decade "1990s", a century, BC/AD), else "name" (every word capitalised or
+    a digit, connectors such as "of" inside, a leading article allowed), else "number" (a
+    digit or a number word), else "other"."""
+    text = text.strip()
+    if not text:
+        return "other"
+    words = text.split()
+    if _DATE_TEST.search(text) and len(words) <= 6:
+        return "date"
+    while words and words[0].lower() in ("the", "a", "an"):
+        words = words[1:]
+    if words and all(_NUMBER_WORD.fullmatch(w.strip(".,")) for w in words):
+        return "number"
+    if words and words[0][:1].isupper() and len(words) <= 8 and all(
+            w[:1].isupper() or w[:1].isdigit() or w.lower() in _NAME_CONNECTORS
+            for w in words) and not all(w[:1].isdigit() for w in words):
+        return "name"
+    if _NUMBER_TEST.search(text) and len(words) <= 6:
+        return "number"
+    return "other"
+
+
+def passage_spans(context: str) -> list[tuple[int, int, str]]:
+    """Candidate answer spans of a passage: dates, numbers and capitalised names, as
+    (start, end, kind); a name loses leading sentence-starting words ("However") and
+    numbers ("In 1884 Super Bowl 50" -> "Super Bowl 50")."""
+    spans = []
+    for pattern in (_DATE_SPAN, _NUMBER_SPAN, _NAME_SPAN):
+        for m in pattern.finditer(context):
+            start, end = m.start(), m.start() + len(m.group().rstrip(",;:'’-"))
+            if pattern is _NAME_SPAN:
+                words = list(re.finditer(r"\S+", context[start:end]))
+                while words and (words[0].group().lower() in _SENTENCE_STARTERS
+                                 or words[0].group().lower() in _NAME_CONNECTORS
+                                 or words[0].group()[0].isdigit()):
+                    words.pop(0)
+                if not words:
+                    continue
+                start += words[0].start()
+            if end > start:
+                spans.append((start, end, answer_kind(context[start:end])))
+    return spans
+
+
+def _tokens(text: str) -> frozenset[str]:
+    return frozenset(normalize_answer(text).split())
+
+
+def related(a: str, b: str) -> bool:
+    """Whether two answers may name the same thing: they normalise to the same string,
+    or one's tokens contain the other's ("Vettel", "Sebastian Vettel"). Empty answers
+    are related to everything (never a safe negative)."""
+    ta, tb = _tokens(a), _tokens(b)
+    return not ta or not tb or ta <= tb or tb <= ta
+
+
+def _rng(seed: int, *keys: str) -> random.Random:
+    digest = hashlib.sha256("\x00".join([str(seed), *keys]).encode()).digest()
+    return random.Random(int.from_bytes(digest[:8], "big"))
+
+
+def _share(seed: int, key: str) -> float:
+    """A deterministic number in [0, 1) for `key`."""
+    digest = hashlib.sha256(f"{seed}\x00share\x00{key}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64
+
+
+def group_split(name: str, seed: int = DEFAULT_SEED,
+                proportions: Sequence[int] = DEFAULT_PROPORTIONS) -> str:
+    """The split of an article or title (underscores read as spaces)."""
+    return evouna.question_split(name.replace("_", " "), seed, proportions)
+
+
+def _distinct(answers: Sequence[tuple[str, int | None]]) -> list[tuple[str, int | None]]:
+    """One (text, start) per normalised form, first occurrence first."""
+    seen, out = set(), []
+    for text, start in answers:
+        key = normalize_answer(text)
+        if key not in seen:
+            seen.add(key)
+            out.append((text, start))
+    return out
+
+
+def _overlap(a: tuple[str, int | None], b: tuple[str, int | None]) -> bool:
+    """Two answers of one question name the same thing: their spans intersect or one's
+    tokens contain the other's."""
+    (ta, sa), (tb, sb) = a, b
+    if sa is not None and sb is not None and sa < sb + len(tb) and sb < sa + len(ta):
+        return True
+    return related(ta, tb)
+
+
+def _answers(qa: Mapping[str, Any], context: str) -> list[tuple[str, int | None]]:
+    """The answers of a question with their start in the passage (None when the offset
+    does not point at the text)."""
+    out = []
+    for ans in qa.get("answers") or []:
+        text, start = ans.get("text"), ans.get("answer_start")
+        if not isinstance(text, str) or not text.strip():
+            continue
+        ok = isinstance(start, int) and context[start:start + len(text)] == text
+        out.append((text.strip(), start if ok else None))
+    return out
+
+
+def squad_pairs(articles: Sequence[Mapping[str, Any]], seed: int = DEFAULT_SEED,
+                proportions: Sequence[int] = DEFAULT_PROPORTIONS,
+                identical_share: float = DEFAULT_IDENTICAL_SHARE, span_negatives: int = 1,
+                question_negatives: int = 1) -> tuple[list[AnswerPair], collections.Counter]:
+    """The SQuAD pairs of every article (see the module docstring).
+
+    Args:
+        articles: the `data` list of a SQuAD file (`squad_data.read_squad`).
+        seed: split and sampling seed.
+        proportions: train, dev, test shares of the articles.
+        identical_share: the share of all-identical questions that give a pair.
+        span_negatives: span negatives per question (at most).
+        question_negatives: other questions' answers per question (at most).
+
+    Returns:
+        The pairs, in file order, and counts of what was skipped and why.
+    """
+    pairs: list[AnswerPair] = []
+    skipped: collections.Counter = collections.Counter()
+    for a_index, article in enumerate(articles):
+        title = str(article.get("title", f"article-{a_index}"))
+        split = group_split(title, seed, proportions)
+        questions = []
+        for paragraph in article.get("paragraphs", []):
+            context = paragraph.get("context") or ""
+            for qa in paragraph.get("qas", []):
+                answers = _answers(qa, context)
+                if answers and isinstance(qa.get("question"), str):
+                    questions.append((str(qa.get("id")), qa["question"].strip(), context,
+                                      answers))
+                else:
+                    skipped["question:no_answer"] += 1
+        others = [(qid, answers[0][0], answer_kind(answers[0][0]))
+                  for qid, _, _, answers in questions]
+        for qid, question, context, answers in questions:
+            base = AnswerPair(f"squad-{qid}", "squad", title, split, "", question, "", (), 0)
+            distinct = _distinct(answers)
+            golds = [t for t, _ in distinct]
+            if len(distinct) == 1:
+                if len(answers) > 1 and _share(seed, qid) < identical_share:
+                    pairs.append(_made(base, "identical", answers[0][0],
+                                      [t for t, _ in answers[1:]], 1))
+                else:
+                    skipped["identical:not_sampled" if len(answers) > 1
+                            else "identical:single_answer"] += 1
+            else:
+                for n, a in enumerate(distinct):
+                    equal = [t for t, s in distinct if (t, s) != a and _overlap(a, (t, s))]
+                    if equal:
+                        pairs.append(_made(base, "positive", a[0], equal, 1, n))
+                    else:
+                        skipped["positive:disjoint_answers"] += 1
+            rng = _rng(seed, "squad", qid)
+            kind = answer_kind(answers[0][0])
+            if span_negatives:
+                if kind == "other":
+                    skipped["span_negative:answer_kind_other"] += 1
+                else:
+                    taken = _pick(rng, _shared_first(
+                        [_span_candidates(context, kind, answers)], golds), golds,
+                        span_negatives)
+                    skipped["span_negative:none_found"] += span_negatives - len(taken)
+                    pairs += [_made(base, "span_negative", c, golds, 0, n)
+                              for n, c in enumerate(taken)]
+            if question_negatives:
+                tiers = ([t for other, t, k in others if other != qid and k == kind],
+                         [t for other, t, k in others if other != qid and k != kind])
+                taken = _pick(rng, _shared_first(tiers, golds), golds, question_negatives)
+                skipped["question_negative:none_found"] += question_negatives - len(taken)
+                pairs += [_made(base, "question_negative", c, golds, 0, n)
+                          for n, c in enumerate(taken)]
+    return pairs, skipped
+
+
+def _made(base: AnswerPair, kind: str, candidate: str, golds: Sequence[str], label: int,
+          n: int = 0) -> AnswerPair:
+    """A pair from its group's template: the id gains the kind and a counter."""
+    return base._replace(id=f"{base.id}-{kind}-{n}", kind=kind, candidate=candidate,
+                         golds=tuple(golds), label=label)
+
+
+def _span_candidates(context: str, kind: str,
+                     answers: Sequence[tuple[str, int | None]]) -> list[str]:
+    """The passage's spans of `kind` that overlap no answer's span."""
+    placed = [(s, s + len(t)) for t, s in answers if s is not None]
+    return [context[s:e] for s, e, k in passage_spans(context)
+            if k == kind and not any(s < pe and ps < e for ps, pe in placed)]
+
+
+def _content_words(text: str) -> frozenset[str]:
+    return _tokens(text) - _CONTENT_STOPWORDS
+
+
+def _shared_first(tiers: Sequence[Sequence[str]], golds: Sequence[str]) -> list[list[str]]:
+    """Each tier cut in two, the candidates that share a content word with a gold first:
+    the hardest negatives ("Edison Machine Works" for "Thomas Edison") are taken when a
+    passage or an article has them."""
+    words = frozenset().union(*(_content_words(g) for g in golds))
+    out = []
+    for tier in tiers:
+        out.append([c for c in tier if _content_words(c) & words])
+        out.append([c for c in tier if not _content_words(c) & words])
+    return out
+
+
+def _pick(rng: random.Random, tiers: Sequence[Sequence[str]], golds: Sequence[str],
+          n: int) -> list[str]:
+    """Up to n candidates, distinct after normalisation and related to no gold, drawn at
+    random from the first tier, then the next (the preferred kind first)."""
+    seen, out = set(), []
+    for tier in tiers:
+        tier = list(tier)
+        rng.shuffle(tier)
+        for c in tier:
+            key = normalize_answer(c)
+            if key and key not in seen and not any(related(c, g) for g in golds):
+                seen.add(key)
+                out.append(c)
+                if len(out) == n:
+                    return out
+    return out
+
+
+def read_wes_rows(path: str) -> list[dict[str, Any]]:
+    """The rows of a WES corpus folder (or shard glob): title, link_text, label, split,
+    source_title, every split.
+
+    Raises:
+        ValueError: nothing readable there, or a column missing.
+    """
+    import pyarrow.dataset as ds
+    try:
+        dataset = ds.dataset(path, format="parquet")
+    except Exception as e:  # pyarrow raises several types for an unreadable file
+        raise ValueError(f"{path}: not a readable WES folder ({e})") from e
+    columns = ("title", "link_text", "label", "split", "source_title")
+    missing = [c for c in columns if c not in dataset.schema.names]
+    if missing:
+        raise ValueError(f"{path}: missing column(s) {missing} (a WES corpus from "
+                         "pipelines.mine_wes has them)")
+    rows = dataset.to_table(columns=list(columns)).to_pylist()
+    if not rows:
+        raise ValueError(f"{path}: no WES rows")
+    return rows
+
+
+def wes_pairs(rows: Iterable[Mapping[str, Any]], seed: int = DEFAULT_SEED,
+              identical_share: float = DEFAULT_IDENTICAL_SHARE, near_misses: int = 1,
+              ) -> tuple[list[AnswerPair], collections.Counter]:
+    """The WES pairs of a mined corpus (see the module docstring).
+
+    Args:
+        rows: WES rows (`read_wes_rows`), every split. The corpus's split is kept: the
+            mining splits by a hash of the title already and draws each title's
+            negatives from titles of its own split, which a new split would break
+            (re-splitting 70/10/20 dropped 2,504 of the sample's 5,627 negatives).
+        seed, identical_share: as `squad_pairs`.
+        near_misses: near-miss negatives per title (at most).
+
+    Returns:
+        The pairs, ordered by title, and counts of what was skipped and why.
+
+    Raises:
+        ValueError: a title in two splits, or a split that is not train, dev or test.
+    """
+    positives: dict[str, list[str]] = collections.defaultdict(list)
+    negatives: dict[str, list[tuple[str, str]]] = collections.defaultdict(list)
+    split_of: dict[str, str] = {}
+    for r in rows:
+        title, split = r["title"], r["split"]
+        if split not in SPLITS:
+            raise ValueError(f"WES title {title!r}: split {split!r} is not one of {SPLITS}")
+        if split_of.setdefault(title, split) != split:
+            raise ValueError(f"WES title {title!r} is in two splits ({split_of[title]}, "
+                             f"{split}): not a corpus split by title")
+        if r["label"] == 1:
+            positives[title].append(r["link_text"])
+        else:
+            negatives[title].append((r["link_text"], r.get("source_title") or ""))
+    titles = sorted(split_of)
+    by_word: dict[tuple[str, str], list[str]] = collections.defaultdict(list)
+    for t in sorted(positives):
+        for w in _title_words(t):
+            by_word[(split_of[t], w)].append(t)
+    pairs: list[AnswerPair] = []
+    skipped: collections.Counter = collections.Counter()
+    for title in titles:
+        split, title_norm = split_of[title], normalize_answer(title)
+        own = {normalize_answer(x) for x in positives.get(title, ())}
+
+        base = AnswerPair(f"wes-{title}", "wes", title, split, "", WES_QUESTION, "",
+                          (title,), 0)
+        kept = 0
+        for n, text in enumerate(positives.get(title, ())):
+            if normalize_answer(text) != title_norm:
+                pairs.append(_made(base, "positive", text, base.golds, 1, n))
+            elif _share(seed, f"{title}\x00{text}") < identical_share:
+                pairs.append(_made(base, "identical", text, base.golds, 1, n))
+            else:
+                skipped["identical:not_sampled"] += 1
+                continue
+            kept += 1
+        # The mining gives a title as many negatives as positives; after the identical
+        # positives' sampling the title keeps as many as it kept positives (1:1 again).
+        for n, (text, source) in enumerate(negatives.get(title, ())):
+            if source and split_of.get(source, split) != split:
+                skipped["mined_negative:source_in_other_split"] += 1
+            elif normalize_answer(text) in own | {title_norm}:
+                skipped["mined_negative:same_as_title"] += 1
+            elif n >= kept:
+                skipped["mined_negative:balance"] += 1
+            else:
+                pairs.append(_made(base, "mined_negative", text, base.golds, 0, n))
+        if not near_misses or not kept:
+            continue
+        rng = _rng(seed, "wes", title)
+        near = sorted({t for w in _title_words(title) for t in by_word[(split, w)]
+                       if t != title})
+        rng.shuffle(near)
+        taken = 0
+        for other in near:
+            texts = [x for x in positives[other]
+                     if normalize_answer(x) and normalize_answer(x) not in own | {title_norm}]
+            if not texts:
+                continue
+            pairs.append(_made(base, "near_miss_negative", rng.choice(texts), base.golds, 0,
+                               taken))
+            taken += 1
+            if taken == near_misses:
+                break
+        skipped["near_miss_negative:none_found"] += near_misses - taken
+    return pairs, skipped
+
+
+def _title_words(title: str) -> set[str]:
+    return {w for w in normalize_answer(title).split() if w not in _TITLE_STOPWORDS}
+
+
+def evouna_pairs(path: str) -> list[AnswerPair]:
+    """EVOUNA's judged answers as pairs, in EVOUNA's own split by question (its default
+    seed and proportions: the EVOUNA test split stays the one every judge reports)."""
+    rows = evouna.judged_answers(evouna.read_questions(path))
+    return [AnswerPair(r.id, "evouna", " ".join(r.question.lower().split()), r.split,
+                       "judged", r.question, r.prediction, r.references, r.human)
+            for r in rows]
+
+
+def parse_mix(text: str) -> dict[str, float]:
+    """`"squad=2,wes=1"` -> {"squad": 2.0, "wes": 1.0}.
+
+    Raises:
+        ValueError: an unknown source, a weight that is not a positive number.
+    """
+    out = {}
+    for part in text.split(","):
+        name, _, value = part.partition("=")
+        name = name.strip()
+        if name not in SOURCES:
+            raise ValueError(f"train mix: unknown source {name!r} (known: {SOURCES})")
+        try:
+            weight = float(value)
+        except ValueError as e:
+            raise ValueError(f"train mix: {name}'s weight must be a number, got {value!r}") from e
+        if not weight > 0:
+            raise ValueError(f"train mix: {name}'s weight must be > 0, got {weight}")
+        out[name] = weight
+    return out
+
+
+def mix_train(pairs: Sequence[AnswerPair], weights: Mapping[str, float],
+              seed: int = DEFAULT_SEED) -> list[AnswerPair]:
+    """The pairs with the train split subsampled (seeded, order kept) so that its
+    sources' counts are in the proportion of `weights`, keeping as many train pairs as
+    that allows; dev and test pairs are all kept.
+
+    Raises:
+        ValueError: a train source without a weight, or a weighted source with no pairs.
+    """
+    train = collections.Counter(p.source for p in pairs if p.split == "train")
+    unweighted = sorted(set(train) - set(weights))
+    if unweighted:
+        raise ValueError(f"train mix: give a weight to every source present: {unweighted}")
+    empty = sorted(s for s in weights if not train[s])
+    if empty:
+        raise ValueError(f"train mix: no train pairs from {empty}")
+    scale = min(train[s] / w for s, w in weights.items())
+    quota = {s: min(train[s], round(scale * w)) for s, w in weights.items()}
+    keep = set()
+    for source, n in quota.items():
+        ids = [p.id for p in pairs if p.split == "train" and p.source == source]
+        keep |= set(random.Random(f"{seed}\x00mix\x00{source}").sample(ids, n))
+    return [p for p in pairs if p.split != "train" or p.id in keep]
+
+
+def to_record(pair: AnswerPair, gold_layout: str = GOLD_LAYOUT) -> dict[str, Any]:
+    """A pair as a JSONL record: the fields `--format bem` reads (question, reference,
+    candidate, label; reference = `judge_reference(candidate, golds, gold_layout)`),
+    and id, source, group, kind, golds."""
+    return {"id": pair.id, "source": pair.source, "group": pair.group, "kind": pair.kind,
+            "question": pair.question, "candidate": pair.candidate, "golds": list(pair.golds),
+            "reference": judge_reference(pair.candidate, pair.golds, gold_layout),
+            "label": pair.label}
+
+
+def _write_jsonl(path: str, records: Iterable[Mapping[str, Any]]) -> None:
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        for rec in records:
+            f.write(json.dumps(rec, ensure_ascii=False) + "\n")
+    os.replace(tmp, path)
+
+
+def write_pairs(pairs: Sequence[AnswerPair], output_dir: str) -> dict[str, str]:
+    """Writes `{split}.jsonl` (`to_record`), every split (an empty one as an empty file).
+
+    Returns:
+        split -> path written.
+    """
+    os.makedirs(output_dir, exist_ok=True)
+    paths = {}
+    for split in SPLITS:
+        paths[split] = os.path.join(output_dir, f"{split}.jsonl")
+        _write_jsonl(paths[split], (to_record(p) for p in pairs if p.split == split))
+    return paths
+
+
+def scoring_rows(pairs: Iterable[AnswerPair], source: str = "squad",
+                 splits: Sequence[str] = ("dev", "test")) -> list[evouna.JudgedAnswer]:
+    """The pairs of one source as `qa-score` rows: prediction = candidate, references =
+    golds, human = label, system = the source."""
+    return [evouna.JudgedAnswer(p.id, p.split, p.source, p.question, p.candidate, p.golds,
+                                p.label)
+            for p in pairs if p.source == source and p.split in splits]
+
+
+def counts(pairs: Iterable[AnswerPair]) -> dict[str, Any]:
+    """Per split and source: pairs, positives, negatives, groups, and pairs per kind."""
+    out: dict[str, Any] = {}
+    for p in pairs:
+        c = out.setdefault(p.split, {}).setdefault(p.source, {
+            "pairs": 0, "positives": 0, "negatives": 0, "groups": set(), "kinds": {}})
+        c["pairs"] += 1
+        c["positives" if p.label else "negatives"] += 1
+        c["groups"].add(p.group)
+        c["kinds"][p.kind] = c["kinds"].get(p.kind, 0) + 1
+    for by_source in out.values():
+        for c in by_source.values():
+            c["groups"] = len(c["groups"])
+    return {s: out[s] for s in SPLITS if s in out}
+
+
+PROG = "python -m transforms.training.short_answers"
+
+
+def build_parser() -> cli.ArgumentParser:
+    """The command line of `python -m transforms.training.short_answers`."""
+    parser = cli.ArgumentParser(prog=PROG, description="SQuAD and WES short-answer "
+                                "equivalence pairs for the judge, split by article/title")
+    g = parser.add_argument_group("input")
+    g.add_argument("--squad", default=None, help="SQuAD JSON file (dev-v1.1.json.gz)")
+    g.add_argument("--wes", default=None,
+                   help="a mined WES corpus folder (pipelines.mine_wes: out/wes-k<k>)")
+    g.add_argument("--evouna", default=None,
+                   help="EVOUNA's TQ.json: add its judged answers (its own split)")
+    g = parser.add_argument_group("output")
+    g.add_argument("--output", required=True,
+                   help="folder for {train,dev,test}.jsonl, scoring/{dev,test}.jsonl, "
+                        "counts.json (required)")
+    g = parser.add_argument_group("pairs")
+    g.add_argument("--seed", type=int, default=DEFAULT_SEED, help="split and sampling seed")
+    g.add_argument("--splits", default="70,10,20",
+                   help="train,dev,test proportions of the SQuAD articles (WES titles keep "
+                        "the mining's split)")
+    g.add_argument("--identical_share", type=float, default=DEFAULT_IDENTICAL_SHARE,
+                   help="share of answers identical to the gold (after normalisation) kept")
+    g.add_argument("--span_negatives", type=int, default=1,
+                   help="SQuAD: same-kind passage spans per question")
+    g.add_argument("--question_negatives", type=int, default=1,
+                   help="SQuAD: other questions' answers per question")
+    g.add_argument("--near_misses", type=int, default=1,
+                   help="WES: near-miss negatives per title")
+    g.add_argument("--train_mix", default=None,
+                   help="source weights of the train split, e.g. squad=2,wes=1,evouna=1 "
+                        "(default: every pair)")
+    cli.add_runtime_arguments(parser.add_argument_group("runtime"), progress=False)
+    return parser
+
+
+def build_pairs(squad: str | None = None, wes: str | None = None, evouna_path: str | None = None,
+                seed: int = DEFAULT_SEED, proportions: Sequence[int] = DEFAULT_PROPORTIONS,
+                identical_share: float = DEFAULT_IDENTICAL_SHARE, span_negatives: int = 1,
+                question_negatives: int = 1, near_misses: int = 1,
+                train_mix: Mapping[str, float] | None = None,
+                ) -> tuple[list[AnswerPair], dict[str, dict[str, int]]]:
+    """Every source given, then the train mix; what each source skipped.
+
+    Raises:
+        ValueError: no source, bad numbers, unreadable input (named).
+    """
+    from transforms.training.squad_data import read_squad
+    if not (squad or wes or evouna_path):
+        raise ValueError("give at least one of --squad, --wes, --evouna")
+    if not 0 <= identical_share <= 1:
+        raise ValueError(f"identical_share must be in [0, 1], got {identical_share}")
+    for name, n in (("span_negatives", span_negatives),
+                    ("question_negatives", question_negatives), ("near_misses", near_misses)):
+        if n < 0:
+            raise ValueError(f"{name} must be >= 0, got {n}")
+    pairs: list[AnswerPair] = []
+    skipped: dict[str, dict[str, int]] = {}
+    if squad:
+        got, why = squad_pairs(read_squad(squad), seed, proportions, identical_share,
+                               span_negatives, question_negatives)
+        pairs += got
+        skipped["squad"] = dict(sorted(why.items()))
+    if wes:
+        got, why = wes_pairs(read_wes_rows(wes), seed, identical_share, near_misses)
+        pairs += got
+        skipped["wes"] = dict(sorted(why.items()))
+    if evouna_path:
+        pairs += evouna_pairs(evouna_path)
+    if train_mix:
+        pairs = mix_train(pairs, train_mix, seed)
+    return pairs, skipped
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m transforms.training.short_answers --squad ... --wes ... --output DIR`.
+    Exit status 0, or 2 for a user mistake (one line on stderr)."""
+
+    def body(args_list: list[str]) -> None:
+        args = cli.parse_flags(build_parser(), args_list, beam=False)
+        try:
+            proportions = tuple(int(p) for p in args.splits.split(","))
+        except ValueError as e:
+            raise cli.UsageError(f"--splits must be integers like 70,10,20, got "
+                                 f"{args.splits!r}") from e
+        pairs, skipped = build_pairs(
+            args.squad, args.wes, args.evouna, args.seed, proportions, args.identical_share,
+            args.span_negatives, args.question_negatives, args.near_misses,
+            parse_mix(args.train_mix) if args.train_mix else None)
+        paths = write_pairs(pairs, args.output)
+        scoring = evouna.write_scoring_rows(scoring_rows(pairs),
+                                            os.path.join(args.output, "scoring"))
+        report = {"files": paths, "scoring_files": scoring, "counts": counts(pairs),
+                  "skipped": skipped, "options": {
+                      k: getattr(args, k) for k in ("squad", "wes", "evouna", "seed", "splits",
+                                                    "identical_share", "span_negatives",
+                                                    "question_negatives", "near_misses",
+                                                    "train_mix")}}
+        _write_jsonl_report(os.path.join(args.output, "counts.json"), report)
+        print(json.dumps(report, indent=1))
+
+    return cli.run_main(PROG, body, argv, user_errors=(ValueError, OSError))
+
+
+def _write_jsonl_report(path: str, report: Mapping[str, Any]) -> None:
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(report, f, indent=1)
+    os.replace(tmp, path)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
