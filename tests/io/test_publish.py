@@ -43,6 +43,8 @@ EARLIER = {
     "wes-k5-clusters/clusters-00000-of-00001.parquet": b"k5 clusters",
     "notes.txt": b"not a run file",
 }
+# The earlier run itself (what a reader of the folder takes for it).
+EARLIER_RUN = {name: data for name, data in EARLIER.items() if name != "notes.txt"}
 # A new run with k = 5 only.
 NEW = {
     "redirects-00000-of-00001.parquet": b"new r",
@@ -127,8 +129,8 @@ def test_a_swap_that_fails_midway_puts_the_earlier_run_back(tmp_path, monkeypatc
         return rename(sources, destinations)
 
     monkeypatch.setattr(FileSystems, "rename", staticmethod(failing_rename))
-    with pytest.raises(RuntimeError, match=r"failed \(.*disk on fire.*\); the earlier "
-                                           "outputs were put back as they were"):
+    with pytest.raises(RuntimeError, match=re.escape(f"replacing the outputs in {out} failed (")
+                       + r".*disk on fire.*\); the earlier outputs were put back as they were"):
         _replace(out, temp, moves)
     monkeypatch.undo()
     assert len(seen) >= nth  # the failure happened (then the moves back)
@@ -146,7 +148,10 @@ def test_a_failure_to_put_back_says_where_the_earlier_files_are(tmp_path, monkey
     rename = FileSystems.rename
 
     def failing_rename(sources, destinations):
-        if sources[0].startswith(str(temp / "previous")) or destinations[0].endswith(
+        # The new marker's move in fails, and so does every move back: the new files to
+        # their temporary names, the earlier ones from the aside folder.
+        if sources[0].startswith(str(temp / "previous")) or destinations[0].startswith(
+                str(temp / "staged")) or destinations[0].endswith(
                 "stats.json") and sources[0].startswith(str(temp / "staged")):
             raise OSError("disk on fire")
         return rename(sources, destinations)
@@ -154,6 +159,14 @@ def test_a_failure_to_put_back_says_where_the_earlier_files_are(tmp_path, monkey
     monkeypatch.setattr(FileSystems, "rename", staticmethod(failing_rename))
     with pytest.raises(RuntimeError, match="and so did putting the earlier ones back") as e:
         _replace(out, temp, moves)
+    # Every move back that failed, the last move first.
+    failed_back = [f"{final} -> {staged}: disk on fire" for staged, final in moves[-2::-1]]
+    aside = [MARKER, *sorted(set(EARLIER_RUN) - {MARKER})]  # the order moved aside
+    failed_back += [f"{temp}/previous/{name} -> {out}/{name}: disk on fire"
+                    for name in reversed(aside)]
+    assert str(e.value).startswith(
+        f"replacing the outputs in {out} failed (disk on fire), and so did putting the "
+        f"earlier ones back: {'; '.join(failed_back)}. ")
     assert f"are in {temp / 'previous'}" in str(e.value)
     assert "holds no complete run" in str(e.value)
     assert not (out / "stats.json").exists()  # never a folder that looks complete
@@ -167,8 +180,14 @@ def test_nothing_is_touched_when_a_new_file_is_missing_or_a_run_appeared(tmp_pat
     before = _files(out)
     with pytest.raises(RuntimeError, match="missing; nothing was replaced"):
         _replace(out, temp, [(str(temp / "gone"), str(out / "x.parquet")), *moves])
-    with pytest.raises(FileExistsError, match="two runs into one folder at once"):
+    refusal = (f"{out} holds the outputs of another run (8 files, e.g. {out / MARKER}), "
+               "written while this one ran: two runs into one folder at once are not "
+               "supported; nothing was replaced")
+    with pytest.raises(FileExistsError, match=f"^{re.escape(refusal)}$"):
         _replace(out, temp, moves, overwrite=False)
+    with pytest.raises(ValueError, match="^no files to move in: a run has at least its "
+                                         "completeness marker$"):
+        _replace(out, temp, [])
     assert _files(out) == before
 
 
@@ -312,8 +331,6 @@ def test_replacing_a_run_on_an_object_store(monkeypatch):
 # ---------------------------------------------------------------------------------------
 # What a reader sees at each move, and the paths around the swap (issue 29: every
 # surviving mutant of publish.py that changes behaviour has a test below).
-
-EARLIER_RUN = {name: data for name, data in EARLIER.items() if name != "notes.txt"}
 
 
 def _run_in(out: Path) -> dict[str, bytes]:
