@@ -133,6 +133,17 @@ def test_unkeyed_cross_encoder_run_inference(cross_encoder_path):
         assert_that(out, equal_to([(p, round(s, 5)) for p, s in zip(pairs, expected)]))
 
 
+def test_a_handler_that_served_a_model_pickles_without_it():
+    import pickle
+    handler = handlers.EncoderModelHandler(output="mean")
+    empty = len(pickle.dumps(handler))
+    handler.predictor(handler.load_model()).predict(["a man"])
+    shipped = pickle.loads(pickle.dumps(handler))
+    assert len(pickle.dumps(handler)) == empty  # not the weights (tens of MB)
+    assert shipped._host is None and shipped._host_model is None
+    assert handler._host is not None  # the launcher's copy keeps serving
+
+
 def test_token_embeddings_through_run_inference_keep_their_layer():
     handler = handlers.EncoderModelHandler(output="tokens", layer=2)
     direct, _ = handler.predictor(handler.load_model()).predict(["a man in the video"])

@@ -91,6 +91,15 @@ class TransformerModelHandler(ModelHandler[Hashable, PredictionResult, Any]):
         self._host: predictors.Predictor | None = None
         self._host_model: Any = None
 
+    def __getstate__(self) -> dict[str, Any]:
+        # The host side and the model it wraps belong to one process: a handler that has
+        # served a model (in the launcher, as tests and benchmarks do) is pickled into
+        # the pipeline without them, not with the model's weights (90 MB for MiniLM,
+        # minutes of compression).
+        state = dict(self.__dict__)
+        state["_host"] = state["_host_model"] = None
+        return state
+
     @property
     def use(self) -> ModelUse:
         return self._use
