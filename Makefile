@@ -10,6 +10,10 @@ STAMP := $(VENV)/.installed
 LEXICON_STAMP := $(VENV)/.lexicon
 DEMO_OUT ?= demo_out
 DEMO_ARGS ?=
+# Test processes (pytest-xdist), each test file kept in one: 2 fits the 2-core CI machine
+# (about 3 GB peak each); `make test TEST_WORKERS=0` runs in one process.
+TEST_WORKERS ?= 2
+XDIST := $(if $(filter 0,$(TEST_WORKERS)),-p no:xdist,-n $(TEST_WORKERS) --dist loadfile)
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
@@ -36,11 +40,11 @@ $(LEXICON_STAMP): $(STAMP) transforms/wes/lexicon.py
 	touch $@
 
 test: setup
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q $(XDIST) tests
 
 # The suite without the tests marked slow (pipelines, models, JVMs): 1 to 3 minutes on 2 cores.
 test-fast: setup
-	$(PY) -m pytest -q -m "not slow" tests
+	$(PY) -m pytest -q $(XDIST) -m "not slow" tests
 
 demo: setup
 	$(PY) -m pipelines.demo --output $(DEMO_OUT) $(DEMO_ARGS)
