@@ -12,10 +12,11 @@
    - lane A: the WES cross-encoder on wes-k2 (one epoch, at most 45% of the budget),
      then the SAS cross-encoder on STS-B, initialised from it (whatever is left);
    - lane B: the KPQA keyphrase predictor on SQuAD dev (40 articles; 8 held out);
-   then the answer-correctness judge: the SAS cross-encoder fine-tuned on EVOUNA-TQ's
-   train split for `--judge_steps` batches of 32 (default 100, about 3 minutes on one
-   core; `--judge_minutes` caps it, default 6), its decision threshold chosen on the dev
-   split.
+   then the answer-correctness judge: the SAS cross-encoder fine-tuned for
+   `--judge_steps` batches of 32 (default 100, about 3 minutes on one core;
+   `--judge_minutes` caps it, default 6) on short-answer equivalence pairs (SQuAD dev's
+   answers, the mined WES pairs; `transforms.training.short_answers`) mixed with
+   EVOUNA-TQ's train split, its decision threshold chosen on the mixed dev split.
    A model given with `--<metric>_model` is used as it is and not trained.
 3. Scores the KPQA release's AVSD answers (6 references, 1-5 ratings) and the SAS
    release's SQuAD answer pairs (0/1/2 labels) with every metric that has a model:
@@ -26,7 +27,9 @@
    best-matching gold, chosen without the label as in the judge's training) to choose
    each one's accuracy threshold, and the test split with those and the `judge` metric
    (which picks the best-matching gold itself, at its own calibrated threshold), overall
-   and per answering system.
+   and per answering system; and the short-answer test split (held-out SQuAD articles)
+   the same way: em, f1, contains, token_recall and sas at thresholds chosen on its dev
+   split, the judge at its own.
 4. Prints what each model reached, the meta-evaluation tables (SQuAD-SAS beside the SAS
    paper's Table 2, EVOUNA-TQ's accuracy and AUROC per metric) and where every output
    went.
@@ -47,22 +50,26 @@ from pipelines import mine_wes, score_predictions
 from transforms.demo.scoring import (
     EVOUNA_LEXICAL,
     EVOUNA_MODEL,
+    SHORT_METRICS,
     dev_thresholds,
     evouna_job,
     evouna_rows,
     judge_table,
     sas_table,
     scoring_jobs,
+    short_rows,
 )
 from transforms.demo.training import (
     DEFAULT_JUDGE_MINUTES,
     DEFAULT_JUDGE_STEPS,
     GIVEN_ONLY,
     REPO,
+    SHORT_TRAIN_MIX,
     TRAINED,
     describe_training,
     judge_plan,
     run_lanes,
+    short_answer_data,
     training_plan,
 )
 from transforms.io import cli
@@ -100,8 +107,9 @@ def build_parser() -> cli.ArgumentParser:
                              f"default {DEFAULT_TRAIN_MINUTES}); 12 or more trains the "
                              "README recipe's epochs")
     g.add_argument("--judge_steps", type=int, default=DEFAULT_JUDGE_STEPS,
-                   help="optimizer steps of the judge's training on EVOUNA-TQ, after the "
-                        f"other models (default {DEFAULT_JUDGE_STEPS}; 218 is one epoch)")
+                   help="optimizer steps of the judge's training on the short-answer pairs "
+                        "and EVOUNA-TQ, after the other models (default "
+                        f"{DEFAULT_JUDGE_STEPS}; 435 is one epoch)")
     g.add_argument("--judge_minutes", type=float, default=DEFAULT_JUDGE_MINUTES,
                    help="wall-clock cap of the judge's training (default "
                         f"{DEFAULT_JUDGE_MINUTES:g})")
@@ -158,8 +166,17 @@ def _demo(argv: list[str]) -> None:
     lanes = training_plan(data, wes_dir / "wes-k2", models_dir, args.train_minutes, given,
                           args.max_steps)
     evouna_file = data / "judgments" / "evouna" / "TQ.json"
+    squad_file = data / "squad" / "dev-v1.1.json.gz"
     if not evouna_file.is_file():
         print(f"      (no {evouna_file}: the judge is neither trained nor scored)")
+    short = None
+    if evouna_file.is_file() and squad_file.is_file():
+        short = short_answer_data(data, wes_dir / "wes-k2", out / "short")
+        train = short["counts"]["train"]
+        print("      short-answer pairs for the judge (SQuAD articles and WES titles split "
+              "apart): train " + ", ".join(f"{s} {c['pairs']:,}" for s, c in train.items())
+              + f" (mix {SHORT_TRAIN_MIX}); test split: "
+              f"{short['counts']['test']['squad']['pairs']:,} SQuAD pairs")
     trained = [name for lane in lanes for name, _ in lane]
     print(f"[2/3] training {', '.join(trained) or 'nothing (every checkpoint given)'} "
           f"on CPU, budget {args.train_minutes:g} min (two lanes: "
@@ -170,10 +187,12 @@ def _demo(argv: list[str]) -> None:
                "kpqa": models_dir / "keyphrase", "judge": models_dir / "judge"}
     sas_model = given["sas"] or str(folders["sas"])
     if evouna_file.is_file() and not given["judge"]:
-        print(f"      judge: training on EVOUNA-TQ from {sas_model}, {args.judge_steps} "
+        what = "short-answer pairs and EVOUNA-TQ" if short else "EVOUNA-TQ"
+        print(f"      judge: training on {what} from {sas_model}, {args.judge_steps} "
               f"steps (at most {args.judge_minutes:g} min) ...", flush=True)
         run_lanes([judge_plan(data, models_dir, sas_model, args.judge_steps,
-                              args.judge_minutes, args.max_steps)], models_dir / "logs",
+                              args.judge_minutes, args.max_steps,
+                              out / "short" if short else None)], models_dir / "logs",
                   args.judge_minutes, lambda line: print(line, flush=True))
         trained.append("judge")
     models = dict(given)
@@ -187,7 +206,7 @@ def _demo(argv: list[str]) -> None:
     print("[3/3] scoring QA predictions against human judgments ...", flush=True)
     reports = {}
     for name, job in scoring_jobs(data, out / "scores", models, args.max_rows).items():
-        score_predictions.run([*job, *RUNNER], save_main_session=False)
+        _qa_score(job)
         reports[name] = out / "scores" / f"{name}.report.md"
         print(f"\n--- {name}: {reports[name]}\n")
         print(reports[name].read_text())
@@ -196,6 +215,8 @@ def _demo(argv: list[str]) -> None:
     if evouna_file.is_file():
         for report in _score_evouna(data, out, models, args.max_rows):
             reports[report.name.split(".")[0]] = report
+    if short:
+        reports.update(_score_short(short["scoring_files"], out, models, args.max_rows))
     if not (given["bem"] or given["square"]):
         print("\n(bem and square are not scored on AVSD and SQuAD-SAS: the bundled data has "
               "no BEM- or SQuArE-style training rows; pass --bem_model / --square_model to "
@@ -223,17 +244,14 @@ def _score_evouna(data: Path, out: Path, models: dict[str, str | None],
     thresholds: dict[str, float] = {}
     for name, metrics in (("all", list(EVOUNA_LEXICAL)), ("best", list(EVOUNA_MODEL))):
         dev_out = scores / f"evouna_dev_{name}"
-        score_predictions.run([*evouna_job(rows[name]["dev"], dev_out, metrics,
-                                           {"sas": models.get("sas")}), *RUNNER],
-                              save_main_session=False)
+        _qa_score(evouna_job(rows[name]["dev"], dev_out, metrics, {"sas": models.get("sas")}))
         thresholds.update(dev_thresholds(Path(f"{dev_out}.scores.parquet"), metrics))
     reports = []
     for name, metrics, judge in (("all", EVOUNA_LEXICAL, models.get("judge")),
                                  ("best", EVOUNA_MODEL, None)):
         test_out = scores / f"evouna_tq_{name}"
-        score_predictions.run([*evouna_job(rows[name]["test"], test_out, list(metrics),
-                                           {"sas": models.get("sas"), "judge": judge},
-                                           thresholds), *RUNNER], save_main_session=False)
+        _qa_score(evouna_job(rows[name]["test"], test_out, list(metrics),
+                             {"sas": models.get("sas"), "judge": judge}, thresholds))
         report = Path(f"{test_out}.report.md")
         print(f"\n--- evouna_tq_{name} (EVOUNA-TQ test split, "
               f"{'every gold answer' if name == 'all' else 'the best-matching gold'}; "
@@ -244,6 +262,33 @@ def _score_evouna(data: Path, out: Path, models: dict[str, str | None],
           "one saved with its checkpoint) and AUROC, overall and per answering system\n")
     print(judge_table([r.with_suffix(".json") for r in reports]))
     return reports
+
+
+def _score_short(scoring: dict[str, str], out: Path, models: dict[str, str | None],
+                 max_rows: int | None) -> dict[str, Path]:
+    """The short-answer split (issue 28): dev scored to choose every metric's threshold,
+    then test scored with them and the judge; prints the report and the table."""
+    rows = short_rows(scoring, out, max_rows)
+    dev_out, test_out = out / "scores" / "short_dev", out / "scores" / "short_test"
+    metrics = list(SHORT_METRICS)
+    _qa_score(evouna_job(rows["dev"], dev_out, metrics, {"sas": models.get("sas")}))
+    thresholds = dev_thresholds(Path(f"{dev_out}.scores.parquet"), metrics)
+    _qa_score(evouna_job(rows["test"], test_out, metrics,
+                         {"sas": models.get("sas"), "judge": models.get("judge")}, thresholds))
+    report = Path(f"{test_out}.report.md")
+    print(f"\n--- short_test (short answers: held-out SQuAD articles, the annotators' "
+          f"overlapping answers against same-kind spans and other questions' answers; "
+          f"thresholds chosen on dev): {report}\n")
+    print(report.read_text())
+    print("--- Short-answer test split: accuracy at the dev-chosen threshold (the judge: "
+          "the one saved with its checkpoint) and AUROC\n")
+    print(judge_table([report.with_suffix(".json")]))
+    return {"short_test": report}
+
+
+def _qa_score(job: list[str]) -> None:
+    """One `qa-score` run in this process, on the demo's runner."""
+    score_predictions.run([*job, *RUNNER], save_main_session=False)
 
 
 if __name__ == "__main__":

@@ -18,6 +18,8 @@ BENCHMARKS = {
     "report": "tests.bench.bench_report",
     "scale": "tests.bench.bench_scale",
     "rescoring": "tests.bench.bench_rescoring",
+    "model_host": "tests.bench.bench_model_host",  # issue 25's CPU proxy
+    "gpu": "tests.bench.bench_gpu",  # skipped (exit 0) without CUDA
 }
 
 

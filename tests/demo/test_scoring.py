@@ -117,3 +117,28 @@ def test_judge_table_has_a_line_per_metric_and_a_column_per_system(tmp_path):
     assert lines[4] == "| f1 | n/a | 0.500 | n/a | 0.400 | n/a |"
     assert lines[2] == "| judge | 0.6000 (checkpoint) | 0.920 | 0.950 | 0.820 | 0.970 |"
     assert lines[3] == "| contains | 0.5000 (flag) | 0.900 | 0.900 | 0.800 | 0.950 |"
+
+
+def test_short_rows_keep_the_first_rows_of_each_split_when_capped(tmp_path):
+    for split, n in (("dev", 5), ("test", 9)):
+        (tmp_path / f"{split}.jsonl").write_text(
+            "".join(f'{{"id": "{split}-{i}"}}\n' for i in range(n)))
+    scoring = {s: str(tmp_path / f"{s}.jsonl") for s in ("dev", "test")}
+    assert demo.short_rows(scoring, tmp_path / "out") == {
+        s: tmp_path / f"{s}.jsonl" for s in ("dev", "test")}
+    capped = demo.short_rows(scoring, tmp_path / "out", max_rows=3)
+    assert capped["test"].parent == tmp_path / "out" / "inputs" / "short"
+    assert capped["test"].read_text().splitlines() == [
+        '{"id": "test-0"}', '{"id": "test-1"}', '{"id": "test-2"}']
+    assert len(capped["dev"].read_text().splitlines()) == 3
+
+
+def test_judge_table_of_a_report_without_systems_has_no_empty_column(tmp_path):
+    import json
+    path = tmp_path / "short.json"
+    path.write_text(json.dumps({"scopes": [{"subset": None, "system": None, "rows": [
+        {"metric": "judge", "accuracy": 0.937, "threshold": 0.6672,
+         "threshold_source": "checkpoint", "auroc": 0.983}]}]}))
+    assert demo.judge_table([path]).splitlines() == [
+        "| metric | threshold | accuracy | AUROC |", "|---|---:|---:|---:|",
+        "| judge | 0.6672 (checkpoint) | 0.937 | 0.983 |"]

@@ -46,6 +46,14 @@ def test_judge_plan_continues_from_sas_on_evouna(tmp_path):
     assert "--max_steps=2" in capped
 
 
+def test_judge_plan_trains_on_the_short_answer_mix_when_given(tmp_path):
+    (_, args), = demo.judge_plan(SHARED_DATA, tmp_path / "m", "/ck/sas", 100, 6.0,
+                                 short=tmp_path / "short")
+    assert "--format=judge" in args and f"--input={tmp_path / 'short'}" in args
+    assert "--format=evouna" not in args and not any("judgments" in a for a in args)
+    assert "--gold_layout=marked" in args and "--init_checkpoint=/ck/sas" in args
+
+
 def test_judge_line_reports_the_calibrated_dev_accuracy(tmp_path):
     import json
     (tmp_path / "metrics.json").write_text(json.dumps({

@@ -58,3 +58,12 @@ def test_demo_end_to_end_tiny(tmp_path, capsys):
     assert str(out / "models" / "judge") in judge_signature and "|refs:best" in judge_signature
     assert "EVOUNA-TQ test split: accuracy at the dev-chosen threshold" in printed
     assert "| judge |" in printed and "(checkpoint)" in printed
+    # The judge trained on the short-answer pairs with EVOUNA-TQ; the short-answer test
+    # split scored beside EVOUNA-TQ's, every metric at its dev threshold.
+    assert json.loads((out / "models" / "judge" / "metrics.json").read_text())[
+        "data"]["format"] == "judge"
+    short = pq.read_table(out / "scores" / "short_test.scores.parquet").to_pandas()
+    assert len(short) == 40 and set(short["system"]) == {"squad"}
+    assert {"f1", "contains", "sas", "judge"} <= set(short.columns)
+    assert "Short-answer test split: accuracy at the dev-chosen threshold" in printed
+    assert (out / "short" / "counts.json").is_file()

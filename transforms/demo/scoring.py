@@ -88,9 +88,35 @@ def evouna_rows(data: Path, out: Path, max_rows: int | None = None
             for name, select in (("all", rows), ("best", best))}
 
 
+# The short-answer test split (issue 28: held-out SQuAD articles, their answers' overlapping
+# variants and same-kind negatives): the lexical metrics and sas against every gold.
+SHORT_METRICS = ("em", "f1", "contains", "token_recall", "sas")
+
+
+def short_rows(scoring: dict[str, str], out: Path, max_rows: int | None = None
+               ) -> dict[str, Path]:
+    """The short-answer pairs' dev and test `qa-score` rows (`short_answer_data`'s
+    scoring files); `max_rows` keeps the first rows of each (quick runs, in out/inputs).
+
+    Returns:
+        split -> the JSONL file.
+    """
+    paths = {split: Path(scoring[split]) for split in ("dev", "test")}
+    if max_rows is None:
+        return paths
+    folder = out / "inputs" / "short"
+    folder.mkdir(parents=True, exist_ok=True)
+    for split, path in paths.items():
+        with open(path, encoding="utf-8") as f:
+            head = [line for _, line in zip(range(max_rows), f)]
+        paths[split] = folder / path.name
+        paths[split].write_text("".join(head), encoding="utf-8")
+    return paths
+
+
 def evouna_job(rows: Path, output: Path, metrics: list[str], models: dict[str, str | None],
                thresholds: dict[str, float] | None = None) -> list[str]:
-    """qa-score arguments for one EVOUNA-TQ file: `metrics` (sas only when its model is
+    """qa-score arguments for one EVOUNA-TQ (or short-answer) file: `metrics` (sas only when its model is
     there) and, when a judge is given, the `judge` metric (at the threshold its checkpoint
     saved); `thresholds` (metric -> value, chosen on dev) become `--accuracy_threshold`."""
     metrics = [m for m in metrics if m != "sas" or models.get("sas")]
@@ -139,16 +165,16 @@ def judge_table(report_jsons: list[Path]) -> str:
                 by_system.setdefault(scope["system"], {}).update(
                     {r["metric"]: r for r in scope["rows"]})
     systems = sorted(s for s in by_system if s is not None)
-    lines = ["| metric | threshold | accuracy | AUROC | " +
-             " | ".join(f"acc. {s}" for s in systems) + " |",
+    lines = ["| metric | threshold | accuracy | AUROC |" +
+             "".join(f" acc. {s} |" for s in systems),
              "|---|---:|---:|---:|" + "---:|" * len(systems)]
     for row in sorted(by_system[None].values(), key=lambda r: -(r.get("accuracy") or 0.0)):
         name = row["metric"]
         source = f" ({row['threshold_source']})" if row.get("threshold_source") else ""
         cells = [_fmt((by_system[s].get(row["metric"]) or {}).get("accuracy")) for s in systems]
         lines.append(f"| {name} | {_fmt(row.get('threshold'), 4)}{source} | "
-                     f"{_fmt(row.get('accuracy'))} | {_fmt(row.get('auroc'))} | "
-                     + " | ".join(cells) + " |")
+                     f"{_fmt(row.get('accuracy'))} | {_fmt(row.get('auroc'))} |"
+                     + "".join(f" {c} |" for c in cells))
     return "\n".join(lines)
 
 

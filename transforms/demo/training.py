@@ -80,15 +80,39 @@ DEFAULT_JUDGE_MINUTES = 6.0
 # The judge's recipe (docs/benchmarks.md, "Judge runs"): the marked layout (run I); for the
 # short schedule a learning rate of 1e-4 (run F: dev AUROC 0.920, accuracy 0.926 at its
 # threshold, against 0.919 and 0.919 at 5e-5, run E).
-JUDGE_ARGS = ("--format=evouna", "--gold_layout=marked", "--max_length=192", "--lr=1e-4")
+JUDGE_ARGS = ("--gold_layout=marked", "--max_length=192", "--lr=1e-4")
+# The short-answer pairs (issue 28): SQuAD and WES in the train split beside EVOUNA-TQ,
+# mixed in this proportion (docs/benchmarks.md, "Short answers").
+SHORT_TRAIN_MIX = "squad=1,wes=1,evouna=2"
+
+
+def short_answer_data(data: Path, wes_corpus: Path, output: Path,
+                      train_mix: str = SHORT_TRAIN_MIX) -> dict:
+    """The judge's training pairs: SQuAD dev's answer-equivalence pairs, the mined WES
+    pairs and EVOUNA-TQ (`transforms.training.short_answers`), written to `output`
+    ({train,dev,test}.jsonl, scoring/{dev,test}.jsonl, counts.json).
+
+    Returns:
+        What counts.json holds.
+    """
+    from transforms.training import short_answers as sa
+
+    sources = {"squad": str(data / "squad" / "dev-v1.1.json.gz"), "wes": str(wes_corpus),
+               "evouna": str(data / "judgments" / "evouna" / "TQ.json")}
+    pairs, skipped = sa.build_pairs(sources["squad"], sources["wes"], sources["evouna"],
+                                    train_mix=sa.parse_mix(train_mix))
+    return sa.write_dataset(pairs, skipped, str(output), {**sources, "train_mix": train_mix})
 
 
 def judge_plan(data: Path, models: Path, init_checkpoint: str, steps: int, minutes: float,
-               max_steps: int | None = None) -> list[tuple[str, list[str]]]:
+               max_steps: int | None = None, short: Path | None = None
+               ) -> list[tuple[str, list[str]]]:
     """The judge's training run, a lane of its own after the other lanes.
 
     Args:
         data: the shared data folder (EVOUNA-TQ in judgments/evouna/TQ.json).
+        short: the folder `short_answer_data` wrote: the judge trains on its mixture
+            (`--format judge`); None: on EVOUNA-TQ alone (`--format evouna`).
         models: where the checkpoint goes (models/judge).
         init_checkpoint: the SAS cross-encoder it continues from (the curriculum WES ->
             STS -> EVOUNA).
@@ -105,7 +129,9 @@ def judge_plan(data: Path, models: Path, init_checkpoint: str, steps: int, minut
         steps = min(steps, max_steps)
     return [("judge", [
         "pipelines.train_cross_encoder", *JUDGE_ARGS,
-        f"--input={data / 'judgments' / 'evouna'}", f"--init_checkpoint={init_checkpoint}",
+        *(["--format=judge", f"--input={short}"] if short is not None else
+          ["--format=evouna", f"--input={data / 'judgments' / 'evouna'}"]),
+        f"--init_checkpoint={init_checkpoint}",
         f"--output={models / 'judge'}", f"--max_steps={steps}", f"--max_minutes={minutes:.2f}",
         "--skip_test", "--num_threads=1", "--no_progress", "--overwrite", "--seed=13"])]
 
@@ -166,7 +192,8 @@ def describe_training(metric: str, folder: Path) -> str:
                 f"train); {done}")
     if metric == "judge":
         calibration = info.get("calibration") or {}
-        return (f"EVOUNA-TQ dev split: AUROC {row['auroc']:.3f}, accuracy "
+        mixed = info.get("data", {}).get("format") == "judge"
+        return (f"{'dev split (SQuAD, WES, EVOUNA-TQ)' if mixed else 'EVOUNA-TQ dev split'}: AUROC {row['auroc']:.3f}, accuracy "
                 f"{calibration.get('value', float('nan')):.3f} at its threshold "
                 f"{calibration.get('threshold', float('nan')):.3f} (chosen there; "
                 f"{row['accuracy']:.3f} at 0.5); {done}")
