@@ -43,7 +43,8 @@ def test_judge_plan_continues_from_sas_on_evouna(tmp_path):
     assert "--skip_test" in args and "--num_threads=1" in args
     assert "--gold_layout=marked" in args and "--lr=1e-4" in args
     (_, capped), = demo.judge_plan(SHARED_DATA, tmp_path, "/ck/sas", 100, 6.0, max_steps=2)
-    assert "--max_steps=2" in capped
+    assert "--max_steps=2" in capped and f"--max_dev_rows={demo.QUICK_DEV_ROWS}" in capped
+    assert not any(a.startswith("--max_dev_rows") for a in args)
 
 
 def test_judge_plan_trains_on_the_short_answer_mix_when_given(tmp_path):

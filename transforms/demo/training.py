@@ -84,6 +84,9 @@ JUDGE_ARGS = ("--gold_layout=marked", "--max_length=192", "--lr=1e-4")
 # The short-answer pairs (issue 28): SQuAD and WES in the train split beside EVOUNA-TQ,
 # mixed in this proportion (docs/benchmarks.md, "Short answers").
 SHORT_TRAIN_MIX = "squad=1,wes=1,evouna=2"
+# Dev pairs a quick run (`--max_steps`) evaluates and calibrates on (the mixed dev split
+# has 4,606: about two minutes on one thread).
+QUICK_DEV_ROWS = 400
 
 
 def short_answer_data(data: Path, wes_corpus: Path, output: Path,
@@ -119,21 +122,25 @@ def judge_plan(data: Path, models: Path, init_checkpoint: str, steps: int, minut
         steps: optimizer steps, the length of its schedule (the learning rate decays to
             0 at the last one).
         minutes: a wall-clock cap (the run stops there, calibrated, on a slow machine).
-        max_steps: cap the run at this many steps (quick runs and tests).
+        max_steps: cap the run at this many steps (quick runs and tests); the dev split
+            is then sampled too (`QUICK_DEV_ROWS`).
 
     Returns:
         One lane: [("judge", command-line arguments of `python -m ...`)]. The test split
         is not evaluated by the trainer: the demo scores it with qa-score.
     """
-    if max_steps is not None:
+    quick = []
+    if max_steps is not None:  # a quick run: a seeded sample of the dev split too
         steps = min(steps, max_steps)
+        quick = [f"--max_dev_rows={QUICK_DEV_ROWS}"]
     return [("judge", [
         "pipelines.train_cross_encoder", *JUDGE_ARGS,
         *(["--format=judge", f"--input={short}"] if short is not None else
           ["--format=evouna", f"--input={data / 'judgments' / 'evouna'}"]),
         f"--init_checkpoint={init_checkpoint}",
         f"--output={models / 'judge'}", f"--max_steps={steps}", f"--max_minutes={minutes:.2f}",
-        "--skip_test", "--num_threads=1", "--no_progress", "--overwrite", "--seed=13"])]
+        "--skip_test", "--num_threads=1", "--no_progress", "--overwrite", "--seed=13",
+        *quick])]
 
 
 def run_lanes(lanes: list[list[tuple[str, list[str]]]], logs: Path, minutes: float,
