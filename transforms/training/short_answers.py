@@ -362,8 +362,10 @@ def _shared_first(tiers: Sequence[Sequence[str]], golds: Sequence[str]) -> list[
     words = frozenset().union(*(_content_words(g) for g in golds))
     out = []
     for tier in tiers:
-        out.append([c for c in tier if _content_words(c) & words])
-        out.append([c for c in tier if not _content_words(c) & words])
+        shared, rest = [], []
+        for c in tier:
+            (shared if _content_words(c) & words else rest).append(c)
+        out += [shared, rest]
     return out
 
 
