@@ -114,8 +114,6 @@ def judge_plan(data: Path, models: Path, init_checkpoint: str, steps: int, minut
 
     Args:
         data: the shared data folder (EVOUNA-TQ in judgments/evouna/TQ.json).
-        short: the folder `short_answer_data` wrote: the judge trains on its mixture
-            (`--format judge`); None: on EVOUNA-TQ alone (`--format evouna`).
         models: where the checkpoint goes (models/judge).
         init_checkpoint: the SAS cross-encoder it continues from (the curriculum WES ->
             STS -> EVOUNA).
@@ -124,6 +122,8 @@ def judge_plan(data: Path, models: Path, init_checkpoint: str, steps: int, minut
         minutes: a wall-clock cap (the run stops there, calibrated, on a slow machine).
         max_steps: cap the run at this many steps (quick runs and tests); the dev split
             is then sampled too (`QUICK_DEV_ROWS`).
+        short: the folder `short_answer_data` wrote: the judge trains on its mixture
+            (`--format judge`); None: on EVOUNA-TQ alone (`--format evouna`).
 
     Returns:
         One lane: [("judge", command-line arguments of `python -m ...`)]. The test split
@@ -199,8 +199,9 @@ def describe_training(metric: str, folder: Path) -> str:
                 f"train); {done}")
     if metric == "judge":
         calibration = info.get("calibration") or {}
-        mixed = info.get("data", {}).get("format") == "judge"
-        return (f"{'dev split (SQuAD, WES, EVOUNA-TQ)' if mixed else 'EVOUNA-TQ dev split'}: AUROC {row['auroc']:.3f}, accuracy "
+        split = ("dev split (SQuAD, WES, EVOUNA-TQ)"
+                 if info.get("data", {}).get("format") == "judge" else "EVOUNA-TQ dev split")
+        return (f"{split}: AUROC {row['auroc']:.3f}, accuracy "
                 f"{calibration.get('value', float('nan')):.3f} at its threshold "
                 f"{calibration.get('threshold', float('nan')):.3f} (chosen there; "
                 f"{row['accuracy']:.3f} at 0.5); {done}")
