@@ -131,3 +131,24 @@ def test_predictor_rejects_wrong_input_types(spec):
     predictor = predictors.load_predictor(uses.encoder_use(spec, 1))
     with pytest.raises(ValueError, match="must be strings"):
         predictor.predict([("a", "b")])
+
+
+def test_a_window_reaches_the_device_as_one_buffer_viewed_per_pass(spec):
+    """Every pass of a window comes out of the one staging copy as its own int64 arrays,
+    equal to the host's: with and without segment ids, passes of different shapes."""
+    device = predictors.DeviceModel(uses.encoder_use(spec, None, pooled=True))
+    rng = np.random.default_rng(0)
+    passes = []
+    for rows, longest, with_types in ((3, 7, True), (1, 1, False), (5, 2, True)):
+        ids = rng.integers(0, 30_000, size=(rows, longest))
+        mask = (np.arange(longest)[None, :] < rng.integers(1, longest + 1, rows)[:, None])
+        types = rng.integers(0, 3, size=(rows, longest)) if with_types else None
+        passes.append(predictors.batching.Padded(ids, mask.astype(np.int64), types))
+    window = device._window(passes)
+    assert len(window) == len(passes)
+    for padded, tensors in zip(passes, window):
+        expected = {k: v for k, v in padded._asdict().items() if v is not None}
+        assert set(tensors) == set(expected)
+        for name, array in expected.items():
+            assert tensors[name].dtype == torch.int64
+            np.testing.assert_array_equal(tensors[name].numpy(), array)

@@ -78,6 +78,7 @@ class DeviceModel:
         self.use = use
         self.model = loading.load_model(use.spec, _AUTO_CLASS[use.task])
         self.device = next(self.model.parameters()).device
+        self._local = threading.local()  # per calling thread: its staging buffer
         config = self.model.config
         self._layer_index = None
         if use.task in ENCODER_TASKS:
@@ -109,8 +110,8 @@ class DeviceModel:
         import torch
         outputs = []
         with torch.inference_mode():
-            for padded in passes:
-                outputs.append(self._forward(self._tensors(padded)))
+            for kwargs in self._window(passes):
+                outputs.append(self._forward(kwargs))
             if self.use.task == "sequence_score" and outputs:
                 # one copy back for the whole window; the passes ran in the meantime
                 scores = torch.cat(outputs).cpu().numpy()
@@ -135,8 +136,7 @@ class DeviceModel:
         import torch
         with torch.inference_mode():
             tables = []
-            for padded in passes:
-                kwargs = self._tensors(padded)
+            for kwargs in self._window(passes):
                 hidden = self._forward(kwargs)
                 hidden = hidden / hidden.norm(dim=-1, keepdim=True)
                 tables.append(hidden[kwargs["attention_mask"].bool()])
@@ -144,19 +144,45 @@ class DeviceModel:
             table = torch.cat([*tables, torch.zeros(1, dim, device=self.device)])
             return _greedy_match(table, starts, lengths, pairs)
 
-    def _tensors(self, padded: batching.Padded) -> dict[str, Any]:
+    def _window(self, passes: Sequence[batching.Padded]) -> list[dict[str, Any]]:
+        """Every pass's model inputs on the device, from one host-to-device copy.
+
+        The passes' arrays are laid end to end, as int32, in one staging buffer (on a GPU
+        page-locked and kept per thread, so the copy runs asynchronously and nothing waits
+        for it), copied once, then viewed per pass and widened to int64 on the device.
+        Copying each array of each pass from ordinary memory instead stalled the host
+        until the device had caught up, three times a pass (docs/decisions.md)."""
         import torch
+        arrays = [(k, name, array) for k, padded in enumerate(passes)
+                  for name, array in zip(batching.Padded._fields, padded) if array is not None]
+        total = sum(array.size for _, _, array in arrays)
+        staging = self._staging(total)
+        flat = staging.numpy()
+        at = 0
+        for _, _, array in arrays:
+            flat[at:at + array.size] = array.ravel()
+            at += array.size
+        on_device = staging[:total].to(self.device, non_blocking=True)
+        window: list[dict[str, Any]] = [{} for _ in passes]
+        at = 0
+        for k, name, array in arrays:
+            window[k][name] = on_device[at:at + array.size].view(array.shape).long()
+            at += array.size
+        return window
 
-        def move(array: np.ndarray) -> Any:
-            # A plain copy: a pass's ids are a few MB, and pinning a fresh buffer per pass
-            # (then freeing it, which synchronises the device) cost more than it saved.
-            return torch.from_numpy(array).to(self.device)
-
-        kwargs = {"input_ids": move(padded.input_ids),
-                  "attention_mask": move(padded.attention_mask)}
-        if padded.token_type_ids is not None:
-            kwargs["token_type_ids"] = move(padded.token_type_ids)
-        return kwargs
+    def _staging(self, size: int) -> Any:
+        """An int32 host buffer of at least `size` elements: on a GPU page-locked and
+        reused by this thread's next windows (a window's copy has finished by the time
+        `run` returns: its outputs were copied back after it); elsewhere a fresh one."""
+        import torch
+        if self.device.type != "cuda":
+            return torch.empty(size, dtype=torch.int32)
+        buffer = getattr(self._local, "staging", None)
+        if buffer is None or buffer.numel() < size:
+            buffer = torch.empty(max(size, 1 << 20) * 3 // 2, dtype=torch.int32,
+                                 pin_memory=True)
+            self._local.staging = buffer
+        return buffer
 
     def _forward(self, kwargs: dict[str, Any]) -> Any:
         import torch
