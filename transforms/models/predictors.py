@@ -152,7 +152,6 @@ class DeviceModel:
         for it), copied once, then viewed per pass and widened to int64 on the device.
         Copying each array of each pass from ordinary memory instead stalled the host
         until the device had caught up, three times a pass (docs/decisions.md)."""
-        import torch
         arrays = [(k, name, array) for k, padded in enumerate(passes)
                   for name, array in zip(batching.Padded._fields, padded) if array is not None]
         total = sum(array.size for _, _, array in arrays)
