@@ -1,5 +1,6 @@
-"""Short-answer equivalence pairs (issue 28): kinds, pairs, splits without leaks, the
-files `--format bem` and `--format judge` read, qa-score rows, the train mix."""
+"""Short-answer equivalence pairs (issue 28): the WES pairs, splits without leaks, the
+files `--format bem` and `--format judge` read, qa-score rows, the train mix (the SQuAD
+pairs themselves: test_squad_pairs)."""
 
 from __future__ import annotations
 
@@ -10,109 +11,16 @@ import math
 import pytest
 
 from tests.training.conftest import FAST, SQUAD
+from tests.training.test_squad_pairs import squad_article
 from transforms.metrics.judge import judge_reference
 from transforms.training import pair_data
 from transforms.training import short_answers as sa
-
-
-@pytest.mark.parametrize("text, kind", [
-    ("1884", "date"), ("the 1990s", "date"), ("24 March 1879", "date"),
-    ("20th century", "date"), ("February 7, 2016", "date"), ("300 BC", "date"),
-    ("Sebastian Vettel", "name"), ("the Moscone Center", "name"),
-    ("University of Chicago", "name"), ("Super Bowl 50", "name"),
-    ("26", "number"), ("304,016", "number"), ("$5 million", "number"), ("six", "number"),
-    ("One", "number"), ("six quadrangles", "number"),
-    ("labor inputs", "other"), ("deflate", "other"), ("", "other"),
-])
-def test_answer_kind(text, kind):
-    assert sa.answer_kind(text) == kind
-
-
-def test_passage_spans_find_dates_numbers_and_names():
-    context = ("However, Tesla moved to New York City in June 1884 with four letters. "
-               "He earned $2.50 a day at the Edison Machine Works.")
-    spans = {(context[s:e], k) for s, e, k in sa.passage_spans(context)}
-    assert {("Tesla", "name"), ("New York City", "name"), ("June 1884", "date"),
-            ("four", "number"), ("Edison Machine Works", "name")} <= spans
-    assert not any(text.startswith("However") for text, _ in spans)
-
-
-def test_names_keep_initials_and_stop_at_a_sentence_end():
-    context = ("Tesla was born in Smiljan. He worked for Glenn L. Martin and the U.S. Army. "
-               "In 1884 Super Bowl 50 was held.")
-    names = {context[s:e] for s, e, k in sa.passage_spans(context) if k == "name"}
-    assert names == {"Tesla", "Smiljan", "Glenn L. Martin", "U.S. Army", "Super Bowl 50"}
-
-
-@pytest.mark.parametrize("a, b, expected", [
-    ("Vettel", "Sebastian Vettel", True), ("the Broncos", "Broncos", True),
-    ("George Washington", "George Bush", False), ("1994", "the 1990s", False),
-    ("The", "anything", True),  # normalises to nothing: never a safe negative
-])
-def test_related(a, b, expected):
-    assert sa.related(a, b) is expected and sa.related(b, a) is expected
-
-
-def _article(title="Nikola_Tesla"):
-    context = ("Tesla was born on 10 July 1856 in Smiljan. He moved to New York City in "
-               "1884 and worked for Thomas Edison. Tesla died in 1943 at the New Yorker "
-               "Hotel.")
-    at = context.index
-    return {"title": title, "paragraphs": [{"context": context, "qas": [
-        {"id": "q1", "question": "When did Tesla move to New York?", "answers": [
-            {"text": "1884", "answer_start": at("1884")},
-            {"text": "in 1884", "answer_start": at("in 1884")}]},
-        {"id": "q2", "question": "Who did Tesla work for?", "answers": [
-            {"text": "Thomas Edison", "answer_start": at("Thomas Edison")},
-            {"text": "Edison", "answer_start": at("Edison")},
-            {"text": "Thomas Edison", "answer_start": at("Thomas Edison")}]},
-        {"id": "q3", "question": "Where did Tesla die?", "answers": [
-            {"text": "New Yorker Hotel", "answer_start": at("New Yorker Hotel")},
-            {"text": "the New Yorker Hotel", "answer_start": at("the New Yorker Hotel")}]},
-        {"id": "q4", "question": "What did Tesla do in New York?", "answers": [
-            {"text": "worked for Thomas Edison", "answer_start": at("worked")},
-            {"text": "Smiljan", "answer_start": at("Smiljan")}]},
-    ]}]}
-
-
-def test_squad_pairs_on_a_hand_made_article():
-    pairs, skipped = sa.squad_pairs([_article()], identical_share=1.0)
-    by = collections.defaultdict(list)
-    for p in pairs:
-        by[(p.id.split("-")[1], p.kind)].append(p)
-        assert p.group == "Nikola_Tesla" and p.source == "squad"
-    # q1: two distinct forms that overlap: two positives, each against the other.
-    assert sorted((p.candidate, p.golds) for p in by[("q1", "positive")]) == [
-        ("1884", ("in 1884",)), ("in 1884", ("1884",))]
-    # Span negatives are dates of the same passage, away from the answers' spans.
-    (neg,) = by[("q1", "span_negative")]
-    assert neg.candidate in ("10 July 1856", "1943") and neg.label == 0
-    assert neg.golds == ("1884", "in 1884")
-    # q2's answers are names: another name of the passage, never one with "Edison".
-    (neg,) = by[("q2", "span_negative")]
-    assert neg.candidate in ("Tesla", "New York City", "Smiljan", "New Yorker Hotel")
-    # q3 normalises to one form: an identical pair (share 1.0).
-    (same,) = by[("q3", "identical")]
-    assert (same.candidate, same.golds, same.label) == ("New Yorker Hotel",
-                                                        ("the New Yorker Hotel",), 1)
-    # q4's answers are disjoint spans: no positive; the first answer's kind is "other".
-    assert not by[("q4", "positive")]
-    assert skipped["positive:disjoint_answers"] == 2
-    assert skipped["span_negative:answer_kind_other"] == 1
-    # Other questions' answers: never one related to a gold of the question.
-    for (_qid, kind), got in by.items():
-        if kind.endswith("negative"):
-            for p in got:
-                assert not any(sa.related(p.candidate, g) for g in p.golds), p
-    assert all(p.label == 0 for (_, k), ps in by.items() if "negative" in k for p in ps)
-    # Deterministic; and the identical share 0 keeps none.
-    assert sa.squad_pairs([_article()], identical_share=1.0)[0] == pairs
-    assert not [p for p in sa.squad_pairs([_article()], identical_share=0.0)[0]
-                if p.kind == "identical"]
+from transforms.training.answer_pair import AnswerPair
+from transforms.training.squad_pairs import squad_pairs
 
 
 def test_records_carry_the_judges_marked_layout():
-    pairs, _ = sa.squad_pairs([_article()], identical_share=1.0)
+    pairs, _ = squad_pairs([squad_article()], identical_share=1.0)
     for p in pairs:
         rec = sa.to_record(p)
         assert rec["reference"] == judge_reference(p.candidate, p.golds, "marked")
@@ -158,8 +66,8 @@ def test_wes_pairs():
 
 def test_mix_train_keeps_the_proportion_and_every_dev_and_test_pair():
     def pair(i, source, split):
-        return sa.AnswerPair(f"{source}-{i}", source, f"g{i}", split, "positive", "q", "a",
-                             ("a",), 1)
+        return AnswerPair(f"{source}-{i}", source, f"g{i}", split, "positive", "q", "a",
+                          ("a",), 1)
 
     pairs = ([pair(i, "squad", "train") for i in range(100)]
              + [pair(i, "evouna", "train") for i in range(30)]
@@ -179,7 +87,7 @@ def test_mix_train_keeps_the_proportion_and_every_dev_and_test_pair():
 def test_real_data_splits_leak_no_article_or_title(squad_articles, wes_corpus):
     """No SQuAD article and no WES title is in two splits, and a WES negative's text
     comes from a title of its own split; every split has both labels."""
-    squad, _ = sa.squad_pairs(squad_articles)
+    squad, _ = squad_pairs(squad_articles)
     wes_rows = sa.read_wes_rows(str(wes_corpus))
     wes, _ = sa.wes_pairs(wes_rows)
     split_of = collections.defaultdict(set)
@@ -250,8 +158,8 @@ def test_judge_format_trains_a_judge_the_metric_reads_in_its_layout(tmp_path):
     from transforms.metrics.corpus import score_corpus
     from transforms.metrics.judge import JudgeMetric
 
-    pairs, _ = sa.squad_pairs([_article(f"Article {i}") for i in range(40)],
-                              identical_share=1.0)
+    pairs, _ = squad_pairs([squad_article(f"Article {i}") for i in range(40)],
+                           identical_share=1.0)
     src = tmp_path / "short"
     sa.write_pairs(pairs, str(src))
     out = tmp_path / "judge"
@@ -266,14 +174,3 @@ def test_judge_format_trains_a_judge_the_metric_reads_in_its_layout(tmp_path):
     (row,) = score_corpus([judge], [QAExample("1884", ("in 1884",),
                                               question="When did Tesla move?")])
     assert 0 < row["judge"] < 1
-
-
-def test_negatives_sharing_a_word_with_the_gold_are_drawn_first():
-    tiers = sa._shared_first([["Edison Machine Works", "Tesla", "New York City"],
-                              ["Thomas Paine", "Smiljan"]], ["Thomas Edison"])
-    assert tiers == [["Edison Machine Works"], ["Tesla", "New York City"], ["Thomas Paine"],
-                     ["Smiljan"]]
-    picked = sa._pick(sa._rng(1, "x"), tiers, ["Thomas Edison"], 2)
-    assert picked[0] == "Edison Machine Works" and picked[1] in ("Tesla", "New York City")
-    # "Thomas Edison" itself, or a part of it, is never a negative.
-    assert sa._pick(sa._rng(1, "x"), [["Edison", "Thomas Edison"]], ["Thomas Edison"], 2) == []

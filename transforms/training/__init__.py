@@ -10,6 +10,9 @@
 | `checkpoint` | output-folder policy, atomic checkpoint writes, trainer state |
 | `card` | `model_card.md` and `metrics.json` |
 | `options` | the command-line flags shared by the entry points -> `TrainConfig` |
+| `short_answers` | the judge's pair data (command): WES and EVOUNA pairs, the train mix, the files |
+| `squad_pairs` | SQuAD pairs for the judge: answer kinds, passage spans, positives, hard negatives |
+| `answer_pair` | `AnswerPair`, the record every short-answer source makes, and its seeded draws |
 | `cross_encoder`, `keyphrase` | the two training runs the entry points in `pipelines/` call |
 
 Model inputs are built with `transforms.models.layouts`, the functions the scorer uses,
