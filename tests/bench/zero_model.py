@@ -6,6 +6,13 @@ the real shapes (`logits` (rows, labels), `last_hidden_state` (rows, longest, hi
 the model branch costs is then all that is measured. `zero_cost_models()` is a context
 manager under which `transforms.models.loading.load_model` gives such models (the
 in-process runner loads models in this process, so the pipeline picks them up).
+
+`python -m tests.bench.zero_model QA-SCORE-FLAGS` runs `qa-score` with them; with
+`--direct_running_mode=multi_processing` the SDK worker processes (and the process that
+serves a shared model) are fresh interpreters, so they get them through a
+`sitecustomize.py` put first on their PYTHONPATH (`ZERO_COST_MODELS=1`): without it they
+would load and run the real model, and a multi-process run would measure the CPU's
+forward passes instead of the host work.
 """
 
 from __future__ import annotations
@@ -63,14 +70,51 @@ def zero_cost_models() -> Iterator[None]:
         loading.load_model = real
 
 
+_SITECUSTOMIZE = """\
+import os
+if os.environ.get("ZERO_COST_MODELS") == "1":
+    from tests.bench.zero_model import zero_cost_models
+    # kept: the context restores the real loader when it is collected
+    ZERO_COST = zero_cost_models()
+    ZERO_COST.__enter__()  # for the life of this process
+"""
+
+
+@contextlib.contextmanager
+def zero_cost_subprocesses() -> Iterator[None]:
+    """Python processes started while the context is open (with this environment) load
+    zero-cost models too: a `sitecustomize.py` first on their PYTHONPATH applies
+    `zero_cost_models` at their start."""
+    import os
+    import tempfile
+    from pathlib import Path
+
+    repo = str(Path(__file__).resolve().parents[2])
+    saved = {k: os.environ.get(k) for k in ("PYTHONPATH", "ZERO_COST_MODELS")}
+    with tempfile.TemporaryDirectory(prefix="zero_cost_") as site:
+        Path(site, "sitecustomize.py").write_text(_SITECUSTOMIZE)
+        os.environ["PYTHONPATH"] = os.pathsep.join(
+            p for p in (site, repo, saved["PYTHONPATH"]) if p)
+        os.environ["ZERO_COST_MODELS"] = "1"
+        try:
+            yield
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+
+
 def main(argv: list[str] | None = None) -> int:
     """`python -m tests.bench.zero_model QA-SCORE-FLAGS`: `qa-score` with zero-cost
-    models, in this process (the in-process runner), for memory and host-speed runs."""
+    models, in this process and any worker processes it starts, for memory and
+    host-speed runs."""
     import sys
 
     from pipelines import score_predictions
 
-    with zero_cost_models():
+    with zero_cost_models(), zero_cost_subprocesses():
         return score_predictions.main(sys.argv[1:] if argv is None else argv)
 
 
