@@ -102,3 +102,16 @@ def test_metric_rejects_bad_columns(columns: list[str]) -> None:
 def test_metric_input_error_without_references() -> None:
     with pytest.raises(MetricInputError):
         SquadMetric().score_batch([QAExample("x", ())], {})
+
+
+def test_punctuation_is_removed_as_the_script_removes_it():
+    """The script: `''.join(ch for ch in s if ch not in set(string.punctuation))`."""
+    import string
+
+    from transforms.metrics.squad import normalize_answer
+
+    every = "".join(chr(c) for c in range(0x20, 0x7F)) + "«»—–…¿¡“”‘’·"
+    exclude = set(string.punctuation)
+    script = " ".join("".join(ch for ch in every.lower() if ch not in exclude).split())
+    assert normalize_answer(every) == script
+    assert normalize_answer("A [b]-c\\d^e") == "bcde"

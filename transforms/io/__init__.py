@@ -6,6 +6,8 @@
 - progress.py: progress lines of a local run.
 - counting.py: `CountingDoFn`, the one way a stage counts what passed and why a record
   was filtered (Beam counters plus counts carried as data).
+- worker_gc.py: the garbage collector of a process running our DoFns, set for
+  throughput (once per process, from `CountingDoFn.start_bundle`).
 - publish.py: temp-then-rename publishing of a run's files (the summary last), so a
   killed run never leaves output that looks complete.
 - ownership.py: one owner per output (a lock beside it, with a heartbeat): a second run

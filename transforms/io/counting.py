@@ -17,6 +17,7 @@ from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
 from transforms.io import progress
+from transforms.io.worker_gc import tune_gc
 
 STATS_TAG = "stats"
 
@@ -35,7 +36,8 @@ def in_global_window(value) -> WindowedValue:
 class CountingDoFn(beam.DoFn):
     """A DoFn whose counts go to Beam counters and to the `stats` tagged output.
 
-    Subclasses call `self.count(name, n)`; `name` must be one of the names declared at
+    Its first bundle in a process sets the garbage collector for throughput
+    (`worker_gc.tune_gc`). Subclasses call `self.count(name, n)`; `name` must be one of the names declared at
     construction (counters are created once, here): a name in `namespace`, or a whole
     `(namespace, name)` key for a count that belongs to another stage's namespace.
     Subclasses that override `start_bundle` or `finish_bundle` must call (and, for
@@ -55,6 +57,7 @@ class CountingDoFn(beam.DoFn):
         return list(self._keys.values())
 
     def start_bundle(self):
+        tune_gc()  # once per process: the collector set for throughput (worker_gc.py)
         self._bundle_counts = collections.Counter()
 
     def count(self, name: str | StatKey, n: int = 1) -> None:

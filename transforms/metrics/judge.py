@@ -92,14 +92,24 @@ class _Answer:
         return float(self.contains(norm)), self.recall(counts, n)
 
 
+@functools.lru_cache(maxsize=_GOLD_MEMO_SIZE // 8)
+def _golds(golds: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[tuple, ...]]:
+    """The normalised texts and the profiles of a row's golds: every answer to a question
+    has the same golds, so the list is memoised whole as well as gold by gold."""
+    profiles = tuple(_gold_profile(g) for g in golds)
+    return tuple(p[0] for p in profiles), profiles
+
+
 def _best(answer: _Answer, golds: Sequence[str]) -> tuple[str, bool]:
     """The first gold with the highest (containment, token recall), and whether it is
     contained. Recall is computed only to choose among several golds with the best
     containment (the contained ones, when any is): the same choice as ranking every gold
     by both, with far less work."""
-    profiles = [_gold_profile(g) for g in golds]
-    contained = [answer.contains(norm) for norm, _, _ in profiles]
-    top = any(contained)
+    norms, profiles = _golds(golds if isinstance(golds, tuple) else tuple(golds))
+    text = answer.norm
+    # `_Answer.contains` inline: an empty gold matches an empty answer only
+    contained = [(n in text) if n else not text for n in norms]
+    top = True in contained
     candidates = [i for i, c in enumerate(contained) if c is top]
     if len(candidates) == 1:
         return golds[candidates[0]], top

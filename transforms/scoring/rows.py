@@ -35,7 +35,7 @@ import json
 import math
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from transforms.metrics.base import QAExample
 
@@ -247,31 +247,42 @@ def printable(value: str) -> str:
     return value.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-def _cell_references(value: Any, column: str, text_cells: bool
-                     ) -> list[tuple[str, int | None, str | None]]:
-    """One reference column's values as (column, position in a list or None, value); None
-    values are missing. (The field's name for a dead letter is made only when one is
-    written: `_field`.)"""
+class _Cell(NamedTuple):
+    """One reference column's values (None: missing), and whether they came from a list
+    (a dead letter then names a value by its position: `'references'[2]`)."""
+
+    column: str
+    values: list
+    listed: bool
+
+
+_TEXT_OR_NONE = frozenset({str, type(None)})
+
+
+def _cell_references(value: Any, column: str, text_cells: bool) -> _Cell:
+    """One reference column's values. Per value, only C-level calls: an EVOUNA-style row
+    has a dozen references on average and up to 185, read at every row of every run."""
     if _is_missing(value, text_cells):
-        return [(column, None, None)]
+        return _Cell(column, [None], False)
     if isinstance(value, str):
         if text_cells and value.lstrip().startswith("["):
             try:
                 parsed = json.loads(value)
             except json.JSONDecodeError:
-                return [(column, None, value)]
+                return _Cell(column, [value], False)
             if isinstance(parsed, list) and all(isinstance(v, str) for v in parsed):
-                return [(column, i, v) for i, v in enumerate(parsed)]
-        return [(column, None, value)]
+                return _Cell(column, parsed, True)
+        return _Cell(column, [value], False)
     if hasattr(value, "tolist"):  # a numpy array, when rows come through pandas
         value = value.tolist()
     if isinstance(value, list | tuple):
         items = list(value)
-        for item in items:
-            if item is not None and not isinstance(item, str):
-                raise RowError("non_string_reference",
-                               f"{column!r} holds a {type(item).__name__}")
-        return [(column, i, v) for i, v in enumerate(items)]
+        if not set(map(type, items)) <= _TEXT_OR_NONE:  # else: a str subclass, or not text
+            for item in items:
+                if item is not None and not isinstance(item, str):
+                    raise RowError("non_string_reference",
+                                   f"{column!r} holds a {type(item).__name__}")
+        return _Cell(column, items, True)
     raise RowError("non_string_reference", f"{column!r} holds a {type(value).__name__}")
 
 
@@ -280,15 +291,25 @@ def _field(column: str, index: int | None) -> str:
     return repr(column) if index is None else f"{column!r}[{index}]"
 
 
-def _checked_texts(values: Sequence[tuple[str, int | None, str | None]],
-                   max_chars: int | None) -> tuple[str, ...]:
-    texts = [(c, i, v) for c, i, v in values if v is not None and v.strip()]
-    joined = "".join(v for _, _, v in texts)
-    # one scan of them all; item by item only to name the field of a bad one
-    if _SURROGATE.search(joined) is None and (
-            max_chars is None or all(len(v) <= max_chars for _, _, v in texts)):
-        return tuple(v for _, _, v in texts)
-    return tuple(check_text(v, _field(c, i), max_chars) for c, i, v in texts)
+def _checked_texts(cells: Sequence[_Cell], max_chars: int | None,
+                   max_references: int | None = None) -> tuple[str, ...]:
+    """The non-blank texts of `cells` (the first `max_references` values), checked: one
+    scan of them all, and value by value only to name the field of a bad one."""
+    values = [v for cell in cells for v in cell.values] if len(cells) != 1 else cells[0].values
+    if max_references is not None:
+        values = values[:max_references]
+    texts = list(filter(None, values))  # None and "" out
+    if any(map(str.isspace, texts)):
+        texts = [v for v in texts if not v.isspace()]
+    if _SURROGATE.search("".join(texts)) is None and (
+            max_chars is None or not texts or max(map(len, texts)) <= max_chars):
+        return tuple(texts)
+    fields = [(cell.column, i if cell.listed else None, v)
+              for cell in cells for i, v in enumerate(cell.values)]
+    if max_references is not None:
+        fields = fields[:max_references]
+    return tuple(check_text(v, _field(c, i), max_chars) for c, i, v in fields
+                 if v and not v.isspace())
 
 
 def _references(record: Mapping[str, Any], columns: Sequence[str], max_references: int | None,
@@ -296,12 +317,8 @@ def _references(record: Mapping[str, Any], columns: Sequence[str], max_reference
     present = [c for c in columns if c in record]
     if not present:
         raise RowError("missing_references", f"none of the columns {list(columns)} present")
-    values: list[tuple[str, int | None, str | None]] = []
-    for column in present:
-        values.extend(_cell_references(record[column], column, text_cells))
-    if max_references is not None:
-        values = values[:max_references]
-    return _checked_texts(values, max_chars)
+    cells = [_cell_references(record[column], column, text_cells) for column in present]
+    return _checked_texts(cells, max_chars, max_references)
 
 
 def _optional_str(value: Any, text_cells: bool) -> str | None:
@@ -371,8 +388,8 @@ def to_scoring_row(record: Mapping[str, Any], mapping: ColumnMapping, source: Ro
             check_text(question, repr(mapping.question), max_text_chars)
     negatives: tuple[str, ...] = ()
     if mapping.negative_references is not None and mapping.negative_references in record:
-        negatives = _checked_texts(_cell_references(
-            record[mapping.negative_references], mapping.negative_references, text_cells),
+        negatives = _checked_texts([_cell_references(
+            record[mapping.negative_references], mapping.negative_references, text_cells)],
             max_text_chars)
     row_id, system = (_optional_text(record, column, text_cells)
                       for column in (mapping.id, mapping.system))
