@@ -220,6 +220,24 @@ def is_local_runner(options) -> bool:
     return (options.view_as(PortableOptions).environment_type or "").upper() == "LOOPBACK"
 
 
+_IN_PROCESS_RUNNERS = ("DirectRunner", "SwitchingDirectRunner", "BundleBasedDirectRunner",
+                       "FnApiRunner")
+
+
+def runs_in_one_thread(options) -> bool:
+    """Whether `options` run every stage in this process, one bundle at a time: a direct
+    runner in its default `--direct_running_mode=in_memory` with one worker. There a
+    `Reshuffle` spreads nothing; it only materialises its input (docs/decisions.md)."""
+    from apache_beam.options.pipeline_options import DirectOptions, StandardOptions
+
+    runner = options.view_as(StandardOptions).runner
+    name = runner if isinstance(runner, str) or runner is None else type(runner).__name__
+    direct = options.view_as(DirectOptions)
+    return ((name or "DirectRunner").rsplit(".", 1)[-1] in _IN_PROCESS_RUNNERS
+            and direct.direct_running_mode == "in_memory"
+            and (direct.direct_num_workers or 1) == 1)
+
+
 # Memory of a local run: glibc's malloc, tuned for a run that holds many small elements
 # for its whole length (the FnApiRunner keeps every collection that crosses a stage)
 # while numpy and Arrow allocate and free large temporaries (docs/decisions.md).

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import apache_beam as beam
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
 
+from transforms.io.progress import runs_in_one_thread
 from transforms.metrics.base import Metric
 from transforms.metrics.bertscore import ReferenceIdf
 from transforms.metrics.corpus import unique_statistics
@@ -190,20 +191,24 @@ class ScorePredictions(beam.PTransform):
         config = self._config
         in_process = [m for m in config.metrics if not is_model_backed(m)]
         models = [m for m in config.metrics if is_model_backed(m)]
+        # Spread over the workers, except where one thread runs every stage: there a
+        # reshuffle only holds every batch, packed, until the reading is done.
+        spread = not runs_in_one_thread(batches.pipeline.options)
         if models:
             # imported here: RunInference's module imports torch (seconds, 300 MB), which
             # a run of text metrics alone never needs
             from transforms.scoring.run_model_metrics import ScoreModelBatches
 
+            if spread:
+                batches = batches | "SpreadBatchesOverWorkers" >> beam.Reshuffle()
             batches = (batches
-                       | "SpreadBatchesOverWorkers" >> beam.Reshuffle()
                        | "ScoreModelMetrics" >> ScoreModelBatches(
                            models, corpus_stats=corpus_stats,
                            handler_factory=self._handler_factory,
                            handler_kwargs=config.handler_kwargs))
         return batches | "ScoreInProcessMetrics" >> ScoreBatches(
             in_process, corpus_stats, config.df_shards, self._frozen,
-            self._statistics_sink(in_process), emit=RECORDS, spread=not models)
+            self._statistics_sink(in_process), emit=RECORDS, spread=spread and not models)
 
     def _branches(self, rows: beam.PCollection, metrics: Sequence[Metric], corpus_stats: Any,
                   label: str = "") -> dict[str, beam.PCollection]:
