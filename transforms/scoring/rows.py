@@ -113,14 +113,17 @@ class RowSource:
 CONTENT_KEY_VERSION = "ck1"
 
 
+# json.dumps(..., ensure_ascii=False, separators=(",", ":")) without a new encoder per call
+_KEY_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
 def content_key(example: QAExample) -> str:
     """A hash of everything a row's scores depend on: the prediction, the references in
     order, the question and the negative references (128-bit BLAKE2b, hex). Two rows with
     equal content keys get equal scores from every metric (given the same corpus
     statistics), wherever they sit in which file."""
-    payload = json.dumps([example.prediction, list(example.references), example.question,
-                          list(example.negative_references)],
-                         ensure_ascii=False, separators=(",", ":"))
+    payload = _KEY_JSON.encode([example.prediction, example.references, example.question,
+                                example.negative_references])  # tuples as JSON lists
     return hashlib.blake2b(payload.encode("utf-8"), digest_size=16).hexdigest()
 
 
