@@ -152,3 +152,43 @@ def test_a_window_reaches_the_device_as_one_buffer_viewed_per_pass(spec):
         for name, array in expected.items():
             assert tensors[name].dtype == torch.int64
             np.testing.assert_array_equal(tensors[name].numpy(), array)
+
+
+def _passes(rows: int = 5, longest: int = 9, seed: int = 1):
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(1000, 20_000, size=(rows, longest))
+    ids[:, 0] = 101
+    lengths = rng.integers(1, longest + 1, rows)
+    lengths[0] = longest
+    mask = (np.arange(longest)[None, :] < lengths[:, None]).astype(np.int64)
+    return [predictors.batching.Padded(ids * mask, mask, np.zeros_like(ids))]
+
+
+@pytest.mark.parametrize("implementation, form", [("sdpa", "bool"), ("eager", "additive")])
+def test_a_prepared_mask_gives_the_outputs_of_the_plain_one(spec, implementation, form):
+    """The 4-D mask that spares transformers' per-pass `.all()` is used only where the
+    probe found it equal; and it is: per token and pooled, on padded passes."""
+    for use in (uses.encoder_use(spec, None, pooled=True), uses.encoder_use(spec, 4)):
+        device = predictors.DeviceModel(use)
+        device.model.set_attn_implementation(implementation)
+        device._mask_form = device._probe_mask_form()
+        assert device._mask_form == form
+        prepared = device.run(_passes())
+        device._mask_form = None
+        plain = device.run(_passes())
+        mask = _passes()[0].attention_mask.astype(bool)
+        for a, b in zip(prepared, plain):
+            if a.ndim == 3:
+                a, b = a[mask], b[mask]
+            np.testing.assert_allclose(a, b, atol=2e-5)
+
+
+def test_a_model_that_reads_the_prepared_mask_differently_keeps_the_plain_one(spec):
+    class Inverted(predictors.DeviceModel):
+        def _model_kwargs(self, kwargs):
+            if self._mask_form is None:
+                return kwargs
+            return {**kwargs, "attention_mask": ~kwargs["attention_mask"][:, None, None, :].bool()}
+
+    device = Inverted(uses.encoder_use(spec, None, pooled=True))
+    assert device._mask_form is None

@@ -97,6 +97,70 @@ class DeviceModel:
                 raise ValueError(f"label {use.label} out of range for {n} classes")
         elif use.label >= config.num_labels:
             raise ValueError(f"label {use.label} out of range for {config.num_labels} classes")
+        self._mask_form: str | None = None  # the attention mask's form for the model
+        self._mask_form = self._probe_mask_form()
+
+    def _probe_mask_form(self) -> str | None:
+        """The form in which this model takes a prepared 4-D attention mask, or None to
+        give it the 2-D one.
+
+        transformers builds the 4-D mask itself from a 2-D one, and to do so tests
+        `padding_mask.all()`: on a GPU that waits for every pass launched before, once a
+        pass, so the host cannot launch a window's passes ahead of the device. A 4-D mask
+        is used as given: a boolean one for SDPA attention, an additive one for eager.
+        Whether this model takes it, and gives the same outputs, is checked here on a
+        small padded batch (any other attention implementation, an error or a different
+        output: the 2-D mask)."""
+        import torch
+        form = {"sdpa": "bool", "eager": "additive"}.get(
+            getattr(self.model.config, "_attn_implementation", None))
+        if form is None:
+            return None
+        config = self.model.config
+        vocab = int(getattr(config, "vocab_size", 0) or 0)
+        if vocab < 8:
+            return None
+        generator = torch.Generator().manual_seed(0)
+        ids = torch.randint(4, min(vocab, 1000), (3, 7), generator=generator)
+        mask = (torch.arange(7)[None, :] < torch.tensor([[7], [4], [1]])).long()
+        kwargs = {"input_ids": ids.to(self.device), "attention_mask": mask.to(self.device)}
+        if int(getattr(config, "type_vocab_size", 0) or 0) > 1:
+            kwargs["token_type_ids"] = (torch.arange(7)[None, :].expand(3, 7) >= 3).long().to(
+                self.device)
+        try:
+            with torch.inference_mode():
+                self._mask_form = None
+                plain = self._forward(kwargs)
+                self._mask_form = form
+                prepared = self._forward(kwargs)
+        except Exception as e:  # noqa: BLE001 (any failure: the model keeps the 2-D mask)
+            logger.info("%s: no prepared attention mask (%s)", self.use.spec.model, e)
+            return None
+        finally:
+            self._mask_form = None
+        if plain.shape != prepared.shape:
+            return None
+        if plain.dim() > 1 and plain.shape[:2] == mask.shape:  # per token: real tokens only
+            keep = mask.to(self.device).bool()
+            plain, prepared = plain[keep], prepared[keep]
+        dtype = next(self.model.parameters()).dtype
+        tolerance = 1e-4 if dtype == torch.float32 else 2e-2
+        same = torch.allclose(plain.float(), prepared.float(), atol=tolerance, rtol=tolerance)
+        return form if bool(same) else None
+
+    def _model_kwargs(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """The model's arguments: `kwargs` with the attention mask in the probed form."""
+        if self._mask_form is None:
+            return kwargs
+        import torch
+        keep = kwargs["attention_mask"][:, None, None, :].bool()
+        if self._mask_form == "bool":
+            mask = keep
+        else:
+            dtype = next(self.model.parameters()).dtype
+            mask = torch.zeros(keep.shape, dtype=dtype, device=keep.device).masked_fill(
+                ~keep, torch.finfo(dtype).min)
+        return {**kwargs, "attention_mask": mask}
 
     def info(self) -> dict[str, Any]:
         """What the host side needs to know of the model (plain values)."""
@@ -186,18 +250,19 @@ class DeviceModel:
     def _forward(self, kwargs: dict[str, Any]) -> Any:
         import torch
         task = self.use.task
+        inputs = self._model_kwargs(kwargs)
         if task in ENCODER_TASKS:
             if self._layer_index is None:
-                hidden = self.model(**kwargs).last_hidden_state
+                hidden = self.model(**inputs).last_hidden_state
             else:
-                hidden = self.model(**kwargs, output_hidden_states=True
+                hidden = self.model(**inputs, output_hidden_states=True
                                     ).hidden_states[self._layer_index]
             hidden = hidden.float()
             if task != "sentence_embedding":
                 return hidden
             mask = kwargs["attention_mask"].unsqueeze(-1).to(hidden.dtype)
             return (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
-        logits = self.model(**kwargs).logits.float()
+        logits = self.model(**inputs).logits.float()
         if task == "token_scores":
             return torch.softmax(logits, dim=-1)[..., self.use.label]
         if self.use.activation == "sigmoid":
