@@ -192,3 +192,21 @@ def test_a_model_that_reads_the_prepared_mask_differently_keeps_the_plain_one(sp
 
     device = Inverted(uses.encoder_use(spec, None, pooled=True))
     assert device._mask_form is None
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_on_a_gpu_the_staging_buffer_is_reused_and_windows_stay_whole():
+    """Page-locked, kept per thread and grown when a window needs more; each window's
+    tensors equal its host arrays even when the next window reuses the buffer at once."""
+    spec = loading.ModelSpec.of(None, device="cuda")
+    device = predictors.DeviceModel(uses.encoder_use(spec, None, pooled=True))
+    small, large = _passes(3, 5, seed=2), _passes(64, 300, seed=3)
+    first = device._window(small)
+    buffer = device._local.staging
+    assert buffer.is_pinned()
+    second = device._window(small)
+    assert device._local.staging.data_ptr() == buffer.data_ptr()  # reused
+    third = device._window(large)  # grown
+    for window, passes in ((first, small), (second, small), (third, large)):
+        for name, array in passes[0]._asdict().items():
+            np.testing.assert_array_equal(window[0][name].cpu().numpy(), array)

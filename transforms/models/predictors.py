@@ -216,6 +216,7 @@ class DeviceModel:
         for it), copied once, then viewed per pass and widened to int64 on the device.
         Copying each array of each pass from ordinary memory instead stalled the host
         until the device had caught up, three times a pass (docs/decisions.md)."""
+        import torch
         arrays = [(k, name, array) for k, padded in enumerate(passes)
                   for name, array in zip(batching.Padded._fields, padded) if array is not None]
         total = sum(array.size for _, _, array in arrays)
@@ -226,6 +227,9 @@ class DeviceModel:
             flat[at:at + array.size] = array.ravel()
             at += array.size
         on_device = staging[:total].to(self.device, non_blocking=True)
+        if self.device.type == "cuda":  # the buffer is reused once this copy is done
+            self._local.copied = torch.cuda.Event()
+            self._local.copied.record()
         window: list[dict[str, Any]] = [{} for _ in passes]
         at = 0
         for k, name, array in arrays:
@@ -235,11 +239,15 @@ class DeviceModel:
 
     def _staging(self, size: int) -> Any:
         """An int32 host buffer of at least `size` elements: on a GPU page-locked and
-        reused by this thread's next windows (a window's copy has finished by the time
-        `run` returns: its outputs were copied back after it); elsewhere a fresh one."""
+        reused by this thread's next windows, once the last copy out of it is done (it
+        normally is: `run` returns after copying the window's outputs back, but not when a
+        pass failed); elsewhere a fresh one."""
         import torch
         if self.device.type != "cuda":
             return torch.empty(size, dtype=torch.int32)
+        copied = getattr(self._local, "copied", None)
+        if copied is not None:
+            copied.synchronize()
         buffer = getattr(self._local, "staging", None)
         if buffer is None or buffer.numel() < size:
             buffer = torch.empty(max(size, 1 << 20) * 3 // 2, dtype=torch.int32,
