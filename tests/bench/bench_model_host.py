@@ -180,7 +180,7 @@ def branch_beam(metric, batches: list) -> int:
 
 
 def qa_score(path: str, out: str, judge: str, zero_cost: bool,
-             extra: tuple[str, ...] = ()) -> tuple[float, float | None]:
+             extra: tuple[str, ...] = (), mode: str = "in_memory") -> tuple[float, float | None]:
     """`qa-score --metrics judge` in its own process (with zero-cost models when asked);
     returns its wall time and its rate through the model branch after start-up (from
     its progress lines, `bench_gpu.steady_rate`)."""
@@ -192,7 +192,7 @@ def qa_score(path: str, out: str, judge: str, zero_cost: bool,
     done = subprocess.run(
         [sys.executable, "-m", module, f"--input={path}", f"--output={out}",
          "--metrics=judge", f"--judge_model={judge}", "--runner=FnApiRunner",
-         "--direct_running_mode=in_memory", "--overwrite", "--progress_interval=1", *extra],
+         f"--direct_running_mode={mode}", "--overwrite", "--progress_interval=1", *extra],
         env=env, capture_output=True, text=True)
     wall = time.perf_counter() - start
     if done.returncode != 0:
@@ -277,8 +277,8 @@ def main(argv: list[str] | None = None) -> int:
         record("qa_score_zero", len(rows), wall, steady_rows_per_s=steady)
         if args.workers:
             wall, steady = qa_score(path, str(Path(tmp) / "zero_mp" / "run"), judge, True, (
-                "--direct_running_mode=multi_processing",
-                f"--direct_num_workers={args.workers}", "--share_model_across_processes"))
+                f"--direct_num_workers={args.workers}", "--share_model_across_processes"),
+                mode="multi_processing")
             record("qa_score_zero_mp", len(rows), wall, steady_rows_per_s=steady,
                    workers=args.workers)
         if args.model_rows:

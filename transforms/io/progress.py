@@ -208,14 +208,22 @@ LOCAL_RUNNERS = ("DirectRunner", "SwitchingDirectRunner", "BundleBasedDirectRunn
                  "FnApiRunner", "PrismRunner")
 
 
-def is_local_runner(options) -> bool:
-    """Whether `options` (PipelineOptions) run the pipeline on this machine: a direct
-    runner (the default), or the PortableRunner with LOOPBACK workers."""
-    from apache_beam.options.pipeline_options import PortableOptions, StandardOptions
+def _runner_name(options) -> str | None:
+    """The runner's class name (a dotted path or an instance, as given), None if unset."""
+    from apache_beam.options.pipeline_options import StandardOptions
 
     runner = options.view_as(StandardOptions).runner
     name = runner if isinstance(runner, str) or runner is None else type(runner).__name__
-    if name is None or name.rsplit(".", 1)[-1] in LOCAL_RUNNERS:
+    return None if name is None else name.rsplit(".", 1)[-1]
+
+
+def is_local_runner(options) -> bool:
+    """Whether `options` (PipelineOptions) run the pipeline on this machine: a direct
+    runner (the default), or the PortableRunner with LOOPBACK workers."""
+    from apache_beam.options.pipeline_options import PortableOptions
+
+    name = _runner_name(options)
+    if name is None or name in LOCAL_RUNNERS:
         return True
     return (options.view_as(PortableOptions).environment_type or "").upper() == "LOOPBACK"
 
@@ -228,12 +236,10 @@ def runs_in_one_thread(options) -> bool:
     """Whether `options` run every stage in this process, one bundle at a time: a direct
     runner in its default `--direct_running_mode=in_memory` with one worker. There a
     `Reshuffle` spreads nothing; it only materialises its input (docs/decisions.md)."""
-    from apache_beam.options.pipeline_options import DirectOptions, StandardOptions
+    from apache_beam.options.pipeline_options import DirectOptions
 
-    runner = options.view_as(StandardOptions).runner
-    name = runner if isinstance(runner, str) or runner is None else type(runner).__name__
     direct = options.view_as(DirectOptions)
-    return ((name or "DirectRunner").rsplit(".", 1)[-1] in _IN_PROCESS_RUNNERS
+    return ((_runner_name(options) or "DirectRunner") in _IN_PROCESS_RUNNERS
             and direct.direct_running_mode == "in_memory"
             and (direct.direct_num_workers or 1) == 1)
 

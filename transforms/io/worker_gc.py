@@ -2,10 +2,9 @@
 
 CPython collects its young generation every 700 container allocations by default, and
 every tenth of those collections the middle one. A scoring worker allocates a handful of
-containers per text of every row (parsed JSON, references, requests, records), so with
-the defaults it spends about a tenth of its time in the collector, walking objects that
-reference counting frees anyway (measured on `qa-score --metrics judge`, 40,000 EVOUNA
-rows in process: 16.4-18.2 s with the defaults, 14.7-14.8 s with the thresholds below;
+containers per text of every row (parsed JSON, references, requests, records), and runs
+about a tenth faster with the thresholds below (`qa-score --metrics judge`, 40,000 EVOUNA
+rows in process: 16.4-18.2 s with the defaults, 14.7-14.8 s with these;
 docs/decisions.md). Raising the thresholds only delays the collection of reference
 cycles, which these stages do not make in numbers.
 """

@@ -78,6 +78,7 @@ class DeviceModel:
         self.use = use
         self.model = loading.load_model(use.spec, _AUTO_CLASS[use.task])
         self.device = next(self.model.parameters()).device
+        self.dtype = next(self.model.parameters()).dtype
         self._local = threading.local()  # per calling thread: its staging buffer
         config = self.model.config
         self._layer_index = None
@@ -143,8 +144,7 @@ class DeviceModel:
         if plain.dim() > 1 and plain.shape[:2] == mask.shape:  # per token: real tokens only
             keep = mask.to(self.device).bool()
             plain, prepared = plain[keep], prepared[keep]
-        dtype = next(self.model.parameters()).dtype
-        tolerance = 1e-4 if dtype == torch.float32 else 2e-2
+        tolerance = 1e-4 if self.dtype == torch.float32 else 2e-2
         same = torch.allclose(plain.float(), prepared.float(), atol=tolerance, rtol=tolerance)
         return form if bool(same) else None
 
@@ -157,9 +157,8 @@ class DeviceModel:
         if self._mask_form == "bool":
             mask = keep
         else:
-            dtype = next(self.model.parameters()).dtype
-            mask = torch.zeros(keep.shape, dtype=dtype, device=keep.device).masked_fill(
-                ~keep, torch.finfo(dtype).min)
+            mask = torch.zeros(keep.shape, dtype=self.dtype, device=keep.device).masked_fill(
+                ~keep, torch.finfo(self.dtype).min)
         return {**kwargs, "attention_mask": mask}
 
     def info(self) -> dict[str, Any]:
