@@ -7,7 +7,7 @@ normalised per sentence; F = 2PR/(P+R).
 
 The metric asks the model for one `TokenMatch` per (candidate, reference) pair (task
 `token_match`): the embeddings, the cosine matrices and their maxima are computed on the
-model's device, batched over pairs (transforms/models/predictors.py), and only each
+model's device, batched over pairs (transforms/models/device.py), and only each
 token's best cosine comes back; the weights are applied here (`weighted_match`).
 `greedy_match` is the same computation from token vectors, for the KPQA-weighted variant.
 

@@ -9,7 +9,9 @@
 - layouts.py: how texts become model inputs (pairs, BEM's three segments, SQuArE's one
   string, keyphrase inputs), shared by training and scoring.
 - batching.py: token-budgeted, length-sorted padding.
-- predictors.py: a loaded model that turns distinct inputs into outputs (torch, no Beam).
+- device.py: a model on its device, padded passes in, arrays out (torch, no Beam).
+- predictors.py: its host side: distinct inputs encoded, grouped into passes, outputs
+  per input (an LRU cache in front).
 - baselines.py: bert-score rescale baseline files.
 
 Above it: transforms/metrics declares `ModelUse`s and folds outputs; transforms/scoring

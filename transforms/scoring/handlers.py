@@ -6,7 +6,7 @@ Usable directly with `RunInference`, and with `KeyedModelHandler` to carry row i
     scores = (pairs                                   # PCollection[(key, (pred, ref))]
               | RunInference(KeyedModelHandler(handler)))  # -> (key, PredictionResult)
 
-Each handler's `load_model` loads the model on its device (`predictors.DeviceModel`);
+Each handler's `load_model` loads the model on its device (`device.DeviceModel`);
 `run_inference` prepares a batch on the host side (`predictors.Predictor`, built once per
 worker process around the loaded model): each distinct input of the batch computed once
 (and outputs still in the per-process LRU cache reused), the inputs encoded in one
@@ -31,6 +31,7 @@ from apache_beam.ml.inference.base import ModelHandler, PredictionResult
 
 from transforms.models import predictors
 from transforms.models import uses as model_uses
+from transforms.models.device import DeviceModel
 from transforms.models.loading import ModelSpec
 from transforms.models.uses import ModelUse
 
@@ -104,9 +105,9 @@ class TransformerModelHandler(ModelHandler[Hashable, PredictionResult, Any]):
     def use(self) -> ModelUse:
         return self._use
 
-    def load_model(self) -> predictors.DeviceModel:
+    def load_model(self) -> DeviceModel:
         """The model on its device (in the shared process when shared)."""
-        return predictors.DeviceModel(self._use)
+        return DeviceModel(self._use)
 
     def predictor(self, model: Any) -> predictors.Predictor:
         """The host side around a loaded model (or a proxy to it), made once per process
