@@ -245,3 +245,65 @@ def _splits_read(caplog, path: str) -> list[str]:
     prefix = f"reading {path} as parquet ("
     return sorted((m[len(prefix):-1] for m in (r.getMessage() for r in caplog.records)
                    if m.startswith(prefix)), key=lambda d: (len(d), d))
+
+
+def _sized(path, size):
+    """A file of `size` bytes (sparse: planning reads sizes only)."""
+    with open(path, "wb") as f:
+        f.truncate(size)
+    return str(path)
+
+
+def test_ranges_for_workers_give_each_worker_about_four(tmp_path):
+    from transforms.scoring.read import (
+        MIN_SPLIT_BYTES,
+        RANGES_PER_WORKER,
+        SPLIT_BYTES,
+        ranges_for_workers,
+    )
+
+    mib = 1 << 20
+    big = _sized(tmp_path / "big.jsonl", 100 * mib)
+    split_bytes, splits = ranges_for_workers([big], None, 2)
+    assert split_bytes == 100 * mib // (RANGES_PER_WORKER * 2) and splits == 8
+    assert ranges_for_workers([big], None, 8) == (-(-100 * mib // 32), 32)
+    # never above the usual range size, never below the smallest
+    huge = _sized(tmp_path / "huge.jsonl", 1000 * mib)
+    assert ranges_for_workers([huge], None, 2) == (SPLIT_BYTES, 1000 // 16 + 1)
+    small = _sized(tmp_path / "small.jsonl", 3 * mib)
+    assert ranges_for_workers([small], None, 8) == (MIN_SPLIT_BYTES, 3)
+    # compressed files and CSV are read whole: one split each, no JSONL to size ranges by
+    (tmp_path / "whole").mkdir()
+    gz = _sized(tmp_path / "whole" / "a.jsonl.gz", 50 * mib)
+    csv = _sized(tmp_path / "whole" / "b.csv", 50 * mib)
+    assert ranges_for_workers([gz, csv], None, 4) == (MIN_SPLIT_BYTES, 2)
+
+
+def _spread_in_graph(config, argv):
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from transforms.scoring.score_predictions import ScorePredictions
+
+    # built, not run: the options' runner is the one the graph is planned for
+    p = beam.Pipeline(runner="FnApiRunner", options=PipelineOptions(argv))
+    _ = p | ScorePredictions(config)
+    labels = {t.unique_name for t in p.to_runner_api().components.transforms.values()}
+    return any("SpreadBatchesOverWorkers" in label for label in labels)
+
+
+def test_batches_are_spread_only_where_the_splits_cannot_spread_them(tmp_path):
+    """In process: nothing to spread to. Local workers: each scores what it reads when
+    the splits are at least two per worker, else a reshuffle spreads the batches. A
+    runner whose workers cannot be counted: always spread."""
+    from transforms.scoring.config import build_config
+
+    rows = [json.dumps({"id": f"r{i}", "prediction": "an answer " * 40,
+                        "references": ["a reference " * 40]}) for i in range(9000)]
+    big = _jsonl(tmp_path, "big.jsonl", rows)  # about 8 MB: 8 ranges for 2 workers
+    small = _jsonl(tmp_path, "small.jsonl", rows[:100])  # one split
+    multi = ["--runner=FnApiRunner", "--direct_running_mode=multi_processing",
+             "--direct_num_workers=2"]
+    for path, argv, spread in ((big, ["--runner=FnApiRunner"], False), (big, multi, False),
+                               (small, multi, True), (big, ["--runner=DataflowRunner"], True)):
+        config = build_config(input=path, output=str(tmp_path / "out"), metrics="em,f1")
+        assert _spread_in_graph(config, argv) is spread, (path, argv)

@@ -232,16 +232,18 @@ _IN_PROCESS_RUNNERS = ("DirectRunner", "SwitchingDirectRunner", "BundleBasedDire
                        "FnApiRunner")
 
 
-def runs_in_one_thread(options) -> bool:
-    """Whether `options` run every stage in this process, one bundle at a time: a direct
-    runner in its default `--direct_running_mode=in_memory` with one worker. There a
-    `Reshuffle` spreads nothing; it only materialises its input (docs/decisions.md)."""
+def direct_workers(options) -> int | None:
+    """How many workers a direct runner splits each stage's input among (the FnApiRunner
+    hands each worker one part of it): `--direct_num_workers`, 0 meaning one per core;
+    None for any other runner, whose workers the pipeline cannot count."""
+    import multiprocessing
+
     from apache_beam.options.pipeline_options import DirectOptions
 
-    direct = options.view_as(DirectOptions)
-    return ((_runner_name(options) or "DirectRunner") in _IN_PROCESS_RUNNERS
-            and direct.direct_running_mode == "in_memory"
-            and (direct.direct_num_workers or 1) == 1)
+    if (_runner_name(options) or "DirectRunner") not in _IN_PROCESS_RUNNERS:
+        return None
+    workers = options.view_as(DirectOptions).direct_num_workers
+    return multiprocessing.cpu_count() if workers == 0 else (workers or 1)
 
 
 # Memory of a local run: glibc's malloc, tuned for a run that holds many small elements

@@ -4,8 +4,9 @@ Row flow (`ScorePredictions` in score_predictions.py; `pipelines/score_predictio
 runs it with the `ScoringConfig` of config.py). A run without a previous run is scored on
 the reader's batches, in one row flow, with no join::
 
-    ReadPredictions ──batches: RowBatch (consecutive rows of a split)──> Reshuffle
-         │ dead_letter        │ (model metrics only)
+    ReadPredictions ──batches: RowBatch (consecutive rows of a split)──> Reshuffle (only
+         │ dead_letter        │   where the splits cannot spread the work over the workers:
+         │                    │   `ScorePredictions._plan_spread`)
          │                    v
          │      ScoreModelBatches (run_model_metrics.py: one RunInference for every
          │        model; each batch comes back with each row's model scores attached)

@@ -26,7 +26,7 @@ import functools
 import itertools
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import IO, Any
 
 import apache_beam as beam
@@ -68,6 +68,10 @@ DEAD_LETTER = "dead_letter"
 # 16 MB is 15,000 to 40,000 rows, so a file of a few hundred thousand rows keeps the 8 to
 # 16 worker processes of one GPU machine reading.
 SPLIT_BYTES = 16 << 20
+# Where a local runner's workers are counted (`ranges_for_workers`), JSONL ranges shrink
+# (down to MIN_SPLIT_BYTES) so that each worker reads about RANGES_PER_WORKER of them.
+MIN_SPLIT_BYTES = 1 << 20
+RANGES_PER_WORKER = 4
 
 
 class FileChangedError(ValueError):
@@ -187,6 +191,23 @@ def plan_splits(path: str, size: int, input_format: str | None, split_bytes: int
             first += rows
         return splits or [ReadSplit(path, fmt)]
     return [ReadSplit(path, fmt)]
+
+
+def ranges_for_workers(files: Sequence[str], input_format: str | None,
+                       workers: int) -> tuple[int, int]:
+    """(split_bytes, splits): the JSONL range size that gives each of `workers` workers
+    about `RANGES_PER_WORKER` ranges of the files' uncompressed JSONL (between
+    `MIN_SPLIT_BYTES` and `SPLIT_BYTES`), and how many splits `plan_splits` then makes of
+    the files (Parquet: their row groups; compressed files and CSV: one each). Run on the
+    launcher, to decide whether the splits alone spread the work over the workers."""
+    matched = [m for result in FileSystems.match(list(files)) for m in result.metadata_list]
+    jsonl = sum(m.size_in_bytes for m in matched if compression_of(m.path) is None
+                and input_format_of(m.path, input_format) == "jsonl")
+    wanted = -(-jsonl // (RANGES_PER_WORKER * max(workers, 1)))
+    split_bytes = min(SPLIT_BYTES, max(MIN_SPLIT_BYTES, wanted))
+    splits = sum(len(plan_splits(m.path, m.size_in_bytes, input_format, split_bytes,
+                                 m.last_updated_in_seconds or None)) for m in matched)
+    return split_bytes, splits
 
 
 def count_newlines(split: ReadSplit) -> tuple[str, tuple[int, int]]:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import apache_beam as beam
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
 
-from transforms.io.progress import runs_in_one_thread
+from transforms.io.progress import direct_workers
 from transforms.metrics.base import Metric
 from transforms.metrics.bertscore import ReferenceIdf
 from transforms.metrics.corpus import unique_statistics
@@ -29,7 +29,7 @@ from transforms.scoring.incremental import (
     carried_result,
 )
 from transforms.scoring.join import ROWS, JoinScores
-from transforms.scoring.read import ReadPredictions
+from transforms.scoring.read import SPLIT_BYTES, ReadPredictions, ranges_for_workers
 from transforms.scoring.rows import content_key
 from transforms.scoring.score import RECORDS, ComputeCorpusStatistics, ScoreBatches, ScoreMetrics
 from transforms.scoring.statistics_file import (
@@ -104,9 +104,12 @@ class ScorePredictions(beam.PTransform):
         # No previous run: rows stay in the batches the reader forms, model metrics and
         # in-process ones scored on them in turn, with no join (`_score_batches`).
         batched = config.previous is None
+        split_bytes, self._spread = SPLIT_BYTES, True
+        if batched:
+            split_bytes, self._spread = self._plan_spread(p.pipeline.options)
         read = p | "ReadPredictions" >> ReadPredictions(
             config.input, config.mapping, config.input_format, config.max_text_chars,
-            batch_rows=config.max_batch_size if batched else None)
+            split_bytes=split_bytes, batch_rows=config.max_batch_size if batched else None)
         rows = read["batches" if batched else "rows"]
         statistics = unique_statistics(config.metrics)
         idf = [s for s in statistics if isinstance(s, ReferenceIdf)]
@@ -164,6 +167,30 @@ class ScorePredictions(beam.PTransform):
             paths, with_report=config.report is not None, overwrite=config.overwrite,
             statistics=statistics, owned=self._owned)
 
+    def _plan_spread(self, options: PipelineOptions) -> tuple[int, bool]:
+        """(JSONL range size, whether the reader's batches are spread over the workers
+        before they are scored).
+
+        A `Reshuffle` spreads them on runners whose workers the pipeline cannot count, and
+        on a direct runner whose splits are too few for its workers. Where a direct
+        runner's workers can be counted, the ranges are sized to give each about four
+        (`read.ranges_for_workers`), and with at least two splits a worker each reads and
+        scores its own: on the FnApiRunner a reshuffle is a barrier at which every batch
+        is packed and held until the last row is read, while the model waits. One
+        worker (in process): never spread, there is nowhere to spread to."""
+        workers = direct_workers(options)
+        if workers is None:
+            return SPLIT_BYTES, True
+        if workers == 1:
+            return SPLIT_BYTES, False
+        split_bytes, splits = ranges_for_workers(self._config.files,
+                                                 self._config.input_format, workers)
+        spread = splits < 2 * workers
+        logger.info("%d workers, %d splits (JSONL in ranges of %.1f MiB): batches %s",
+                    workers, splits, split_bytes / 2**20,
+                    "spread over the workers" if spread else "scored where they are read")
+        return split_bytes, spread
+
     def _new_sink(self, *args: Any) -> WriteCorpusStatistics:
         """The run's one writer of --save_corpus_statistics (`WriteCorpusStatistics(path,
         *args)`), writing under a temporary name that `FinalizeOutputs` moves in with the
@@ -191,9 +218,7 @@ class ScorePredictions(beam.PTransform):
         config = self._config
         in_process = [m for m in config.metrics if not is_model_backed(m)]
         models = [m for m in config.metrics if is_model_backed(m)]
-        # Spread over the workers, except where one thread runs every stage: there a
-        # reshuffle only holds every batch, packed, until the reading is done.
-        spread = not runs_in_one_thread(batches.pipeline.options)
+        spread = self._spread  # `_plan_spread`
         if models:
             # imported here: RunInference's module imports torch (seconds, 300 MB), which
             # a run of text metrics alone never needs
