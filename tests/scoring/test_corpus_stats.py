@@ -16,24 +16,21 @@ from apache_beam.testing.util import assert_that, equal_to
 from tests.runners import RUNNER_ARGS
 from transforms.metrics.base import QAExample
 from transforms.metrics.cider import CiderMetric, cider_d, corpus_of, needed_ngrams
-from transforms.metrics.lexical import text_ngrams, tokenize_examples
+from transforms.metrics.lexical import tokenize_examples
 from transforms.metrics.registry import build_metrics
 from transforms.scoring.corpus_stats import (
     DF,
     DOCS,
     REQUESTS,
     TEXT_DF,
-    BatchNgrams,
     CiderBatchFn,
     ShardedCiderStatistics,
     SumDocumentFrequencies,
     answer_requests,
     batch_corpora,
-    gram_hash,
-    hashed_table,
-    ngram_shard,
     shards_for_input,
 )
+from transforms.scoring.ngram_hashes import gram_hash, hashed_table, ngram_shard
 from transforms.scoring.row_batch import RowBatch
 from transforms.scoring.rows import RowSource, ScoringRow
 from transforms.scoring.score import ComputeCorpusStatistics, ScoreMetrics, ScoreResult
@@ -102,28 +99,6 @@ def test_sum_document_frequencies_folds_many_parts():
     expected = {gram_hash("x"): 200, **{gram_hash(f"w{i}"): 29 for i in range(4)},
                 **{gram_hash(f"w{i}"): 28 for i in range(4, 7)}}
     assert got == expected and list(hashes) == sorted(hashes)
-
-
-def test_batch_ngrams_hash_every_ngram_as_gram_hash_does():
-    texts = ["a man rides a horse", "", "one", "a man rides a bike a man rides"]
-    ngrams = BatchNgrams(texts)
-    expected = Counter()
-    for number, text in enumerate(texts):
-        for order in text_ngrams(text):
-            for gram, tf in order.items():
-                expected[(number, gram_hash(gram))] += tf
-    assert Counter(zip(ngrams.texts.tolist(), ngrams.hashes.tolist())) == expected
-    grams, hashes = ngrams.grams()
-    assert [gram_hash(g) for g in grams] == hashes.tolist()
-    assert sorted(grams, key=str) == sorted({g for t in texts for o in text_ngrams(t)
-                                             for g in o}, key=str)
-    # documents count a text once per n-gram; distinct() reads the texts asked for
-    counted, docs = ngrams.documents(np.array([0, -1, -1, 1]))
-    got = dict(zip(counted.tolist(), docs.tolist(), strict=True))
-    assert got[gram_hash(("a", "man"))] == 2 and got[gram_hash("bike")] == 1
-    assert gram_hash("one") not in got
-    assert ngrams.distinct(np.array([False, False, True, False])).tolist() == [
-        gram_hash("one")]
 
 
 def test_answer_requests_and_batch_corpora():
@@ -219,14 +194,6 @@ def test_packed_rows_come_back_equal_with_every_field():
     plain = ScoringRow(RowSource("f.parquet", 3), QAExample("p", ("r",)))
     rows = [("content-key-1", odd), (plain.source.key, plain)]
     assert unpack_rows(pack_rows(rows)) == rows
-
-
-def test_gram_text_round_trips_unigrams_and_tuples():
-    from transforms.scoring.corpus_stats import gram_text, text_gram
-
-    for gram in ("mid", ("a", "man"), ("x", "y", "z", "w")):
-        assert text_gram(gram_text(gram)) == gram
-    assert gram_text("mid") == "mid"
 
 
 def test_shards_follow_the_input_size(tmp_path):

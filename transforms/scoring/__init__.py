@@ -52,7 +52,8 @@ branches (incremental.py)::
   `CombineGlobally` over all rows, handed to every batch as a singleton side input.
   CIDEr-D's document frequencies grow with the corpus: they are summed per n-gram shard
   and each batch of rows is joined with the frequencies of its own n-grams
-  (corpus_stats.py, inside `ScoreMetrics`).
+  (corpus_stats.py, inside `ScoreMetrics`; the n-grams' hashes, shards and tables, also
+  read by statistics_file.py, are ngram_hashes.py).
 - Build-time modules, imported by config.py without the writers or the plotting:
   outputs.py (the output names at the prefix), report_spec.py (`--report_subsets`,
   `--accuracy_threshold`, `--report_min_n`, thresholds saved with checkpoints); the

@@ -1,4 +1,5 @@
-"""CIDEr-D document frequencies computed and served per n-gram shard, never whole.
+"""The Beam stages that compute CIDEr-D document frequencies per n-gram shard and serve
+each batch the frequencies of its own n-grams: the table is never whole.
 
 The document-frequency table grows with the corpus, so no element and no side input holds
 it. Rows travel in batches (`RowBatch`, one element per batch: what the reader formed from
@@ -25,12 +26,10 @@ each corpus, in its order (0: df < 2; a byte or two each); the scoring step regr
 the batch against a `CiderCorpus` restricted to its n-grams (same values: see
 `cider.corpus_of`).
 
-N-grams travel as 64-bit hashes (`gram_hash`: BLAKE2b of each word, folded per n-gram),
-8 bytes instead of their text, in numpy arrays instead of Python objects: a million rows
-request about 50 million n-grams. Two different n-grams that share a hash would share a
-frequency: with 10 million distinct n-grams the chance that any two do is about 3 in a
-million (docs/decisions.md). The largest element is one shard's table: 12 bytes per
-n-gram with df >= 2, about the whole table / `shards`.
+N-grams travel as 64-bit hashes in numpy arrays, sharded and tabled as ngram_hashes.py
+makes them (`BatchNgrams`, `by_shard`, `fold_tables`; the chance of a hash collision is
+stated there). The largest element is one shard's table: 12 bytes per n-gram with
+df >= 2, about the whole table / `shards`.
 
 `frozen` statistics (`--corpus_statistics`) replace the run's own `docs` and `df` with the
 ones read from a file (`statistics_file.ReadCorpusStatistics`).
@@ -38,8 +37,6 @@ ones read from a file (`statistics_file.ReadCorpusStatistics`).
 
 from __future__ import annotations
 
-import hashlib
-import itertools
 import math
 import os
 import zlib
@@ -57,7 +54,15 @@ from transforms.metrics.cider import (
     corpus_of,
     document_ngrams,
 )
-from transforms.metrics.lexical import MAX_N, TokenizedExample, tokenize_examples
+from transforms.metrics.lexical import TokenizedExample, tokenize_examples
+from transforms.scoring.ngram_hashes import (
+    BatchNgrams,
+    by_shard,
+    fold_tables,
+    lookup,
+    ngram_shard,
+    smallest_uint,
+)
 from transforms.scoring.row_batch import RowBatch
 
 DOCS = "docs"
@@ -78,69 +83,10 @@ _COMPACT_PARTS = 64
 # How many joins the requests are answered in (`ShardedCiderStatistics`)
 REQUEST_JOINS = 8
 
-_MASK = (1 << 64) - 1
-_FOLD = 0x9E3779B97F4A7C15  # odd: multiplication by it is a bijection mod 2**64
-
 
 def is_distributed(statistic: Any) -> bool:
     """Whether a corpus statistic is computed per n-gram shard (CIDEr-D's frequencies)."""
     return isinstance(statistic, CiderDocumentFrequency)
-
-
-def gram_text(gram: str | tuple[str, ...]) -> str:
-    """An n-gram as text: its tokens joined by single spaces (unigrams are plain strings in
-    `bleu.ngram_counts`, longer n-grams tuples; tokens hold no whitespace)."""
-    return gram if isinstance(gram, str) else " ".join(gram)
-
-
-def text_gram(text: str) -> str | tuple[str, ...]:
-    """The n-gram key `gram_text` wrote: a unigram as a str, longer ones as tuples."""
-    tokens = text.split(" ")
-    return tokens[0] if len(tokens) == 1 else tuple(tokens)
-
-
-_WORD_HASH: dict[str, int] = {}
-_WORD_HASH_MAX = 1 << 20
-
-
-def word_hash(word: str) -> int:
-    """A word's 64-bit hash (BLAKE2b), memoised; stable across processes and runs (Python's
-    own hash of a str is not)."""
-    value = _WORD_HASH.get(word)
-    if value is None:
-        if len(_WORD_HASH) >= _WORD_HASH_MAX:
-            _WORD_HASH.clear()
-        digest = hashlib.blake2b(word.encode("utf-8", "surrogatepass"), digest_size=8)
-        value = _WORD_HASH[word] = int.from_bytes(digest.digest(), "little")
-    return value
-
-
-def gram_hash(gram: str | tuple[str, ...]) -> int:
-    """An n-gram's 64-bit hash: a unigram's is its word's; a longer n-gram folds its
-    words' hashes, seeded with its length."""
-    if isinstance(gram, str):
-        return word_hash(gram)
-    value = len(gram)
-    for word in gram:
-        value = (value * _FOLD + word_hash(word)) & _MASK
-    return value
-
-
-def ngram_shard(gram: str | tuple[str, ...], shards: int) -> int:
-    """The shard of an n-gram: its hash modulo `shards`."""
-    return gram_hash(gram) % shards
-
-
-def _by_shard(hashes: np.ndarray, shards: int, *values: np.ndarray
-              ) -> Iterator[tuple[int, np.ndarray, tuple[np.ndarray, ...]]]:
-    """(shard, its hashes, its values...) of sorted `hashes`; each part stays sorted."""
-    shard_of = (hashes % np.uint64(shards)).astype(np.int64)
-    order = np.argsort(shard_of, kind="stable")
-    ordered = shard_of[order]
-    cuts = np.flatnonzero(ordered[1:] != ordered[:-1]) + 1
-    for part in np.split(order, cuts):
-        if len(part):
-            yield int(shard_of[part[0]]), hashes[part], tuple(v[part] for v in values)
 
 
 def shards_for_input(files: Sequence[str]) -> int:
@@ -227,75 +173,6 @@ def tokenized_batch(stat: CiderDocumentFrequency, examples: Sequence[Any]
         return out
 
 
-class BatchNgrams:
-    """The n-grams (orders 1 to `MAX_N`) of a batch's token strings, hashed at once.
-
-    Words are hashed one by one (`word_hash`, memoised); n-gram hashes are folded from
-    them with numpy over the whole batch (`gram_hash`'s arithmetic, modulo 2**64), so no
-    Python object is made per n-gram. Texts are numbered in the order given.
-
-    Attributes:
-        hashes: the hash of every n-gram occurrence, order by order, text by text.
-        texts: the text number of each occurrence.
-    """
-
-    def __init__(self, texts: Sequence[str]) -> None:
-        split = [t.split() for t in texts]
-        lengths = np.fromiter(map(len, split), dtype=np.int64, count=len(split))
-        self._words = [w for words in split for w in words]
-        get = _WORD_HASH.get
-        words = np.array([h if (h := get(w)) is not None else word_hash(w)
-                          for w in self._words], dtype=np.uint64)
-        text_of = np.repeat(np.arange(len(split), dtype=np.int64), lengths)
-        end_of = np.repeat(np.cumsum(lengths), lengths)  # where each word's text ends
-        start = np.arange(len(words), dtype=np.int64)
-        self._valid: list[np.ndarray] = []
-        hashes, numbers = [], []
-        fold = np.uint64(_FOLD)
-        for k in range(1, MAX_N + 1):
-            n = max(len(words) - k + 1, 0)
-            if k == 1:
-                value = words
-            else:
-                value = np.full(n, k, dtype=np.uint64)
-                for i in range(k):
-                    value = value * fold + words[i: i + n]
-            valid = start[:n] + k <= end_of[:n]
-            self._valid.append(valid)
-            hashes.append(value[valid])
-            numbers.append(text_of[:n][valid])
-        self.hashes = np.concatenate(hashes)
-        self.texts = np.concatenate(numbers)
-
-    def documents(self, document_of_text: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(hashes, documents holding each), hashes sorted, for the documents that
-        `document_of_text` maps the texts to (-1: a text in no document); a document
-        counts an n-gram once, however often its texts hold it."""
-        document = document_of_text[self.texts]
-        kept = document >= 0
-        hashes, document = self.hashes[kept], document[kept]
-        order = np.lexsort((document, hashes))
-        hashes, document = hashes[order], document[order]
-        first = np.ones(len(hashes), dtype=bool)
-        first[1:] = (hashes[1:] != hashes[:-1]) | (document[1:] != document[:-1])
-        return np.unique(hashes[first], return_counts=True)
-
-    def distinct(self, in_text: np.ndarray) -> np.ndarray:
-        """The sorted distinct hashes of the texts where `in_text` (a mask) is True."""
-        return np.unique(self.hashes[in_text[self.texts]])
-
-    def grams(self) -> tuple[list, np.ndarray]:
-        """(n-grams, their hashes): every distinct n-gram of the batch once, as
-        `lexical.text_ngrams` keys them (unigrams str, longer ones tuples), hashes sorted."""
-        words = self._words
-        grams: list = []
-        for k, valid in enumerate(self._valid, start=1):
-            at_every_word = words if k == 1 else zip(*(words[i:] for i in range(k)))
-            grams.extend(itertools.compress(at_every_word, valid))
-        hashes, first = np.unique(self.hashes, return_index=True)
-        return [grams[i] for i in first.tolist()], hashes
-
-
 class _BatchTexts:
     """A tokenised batch's texts numbered for `BatchNgrams`: per example its prediction,
     then its references (examples the tokenizer rejected have none)."""
@@ -369,11 +246,11 @@ class CiderBatchFn(beam.DoFn):
                 if self._count_documents:
                     yield beam.pvalue.TaggedOutput(DOCS, ((index, key), documents))
                     hashes, counts = texts.ngrams.documents(document)
-                    for shard, part, (part_counts,) in _by_shard(hashes, shards, counts):
+                    for shard, part, (part_counts,) in by_shard(hashes, shards, counts):
                         yield beam.pvalue.TaggedOutput(DF, ((index, key, shard),
                                                             (part, part_counts)))
             # one request for every corpus: a prediction's n-grams are read in each
-            for shard, part, _ in _by_shard(texts.ngrams.distinct(read_any), shards):
+            for shard, part, _ in by_shard(texts.ngrams.distinct(read_any), shards):
                 yield beam.pvalue.TaggedOutput(REQUESTS, ((index, shard),
                                                           (batch.batch_id, part)))
             if self._text:
@@ -395,21 +272,6 @@ class CiderBatchFn(beam.DoFn):
                 yield beam.pvalue.TaggedOutput(TEXT_DF, ((index, key, shard), part))
 
 
-def _fold(parts: list[tuple[np.ndarray, np.ndarray]]) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Partial (hashes, counts) arrays -> one pair, hashes sorted and distinct, counts
-    summed."""
-    if len(parts) == 1:
-        return parts
-    hashes = np.concatenate([h for h, _ in parts])
-    counts = np.concatenate([c for _, c in parts]).astype(np.int64, copy=False)
-    if not len(hashes):
-        return [(hashes, counts)]
-    order = np.argsort(hashes, kind="stable")
-    hashes, counts = hashes[order], counts[order]
-    starts = np.flatnonzero(np.concatenate(([True], hashes[1:] != hashes[:-1])))
-    return [(hashes[starts], np.add.reduceat(counts, starts))]
-
-
 class SumDocumentFrequencies(beam.CombineFn):
     """Partial (hashes, counts) of one shard -> (hashes, dfs) of the n-grams with
     df >= 2, hashes sorted (numpy arrays)."""
@@ -420,17 +282,17 @@ class SumDocumentFrequencies(beam.CombineFn):
     def add_input(self, accumulator: list, part: tuple[np.ndarray, np.ndarray]) -> list:
         accumulator.append(part)
         if len(accumulator) > _COMPACT_PARTS:
-            accumulator[:] = _fold(accumulator)
+            accumulator[:] = fold_tables(accumulator)
         return accumulator
 
     def merge_accumulators(self, accumulators: Iterable[list]) -> list:
         merged = [part for acc in accumulators for part in acc]
-        return _fold(merged) if len(merged) > 1 else merged
+        return fold_tables(merged) if len(merged) > 1 else merged
 
     def extract_output(self, accumulator: list) -> tuple[np.ndarray, np.ndarray]:
         if not accumulator:
             return np.empty(0, np.uint64), np.empty(0, np.int64)
-        ((hashes, counts),) = _fold(accumulator)
+        ((hashes, counts),) = fold_tables(accumulator)
         keep = counts >= 2
         return hashes[keep], counts[keep]
 
@@ -457,31 +319,6 @@ class SumTextFrequencies(beam.CombineFn):
         return {g: d for g, d in accumulator.items() if d >= 2}
 
 
-def hashed_table(table: dict) -> tuple[np.ndarray, np.ndarray]:
-    """{n-gram: df} -> (hashes, dfs), hashes sorted: a shard's table as the join takes it."""
-    hashes = np.fromiter((gram_hash(g) for g in table), dtype=np.uint64, count=len(table))
-    dfs = np.fromiter(table.values(), dtype=np.int64, count=len(table))
-    order = np.argsort(hashes)
-    return hashes[order], dfs[order]
-
-
-def _lookup(table: np.ndarray, hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(mask of `hashes` found in sorted `table`, their positions there)."""
-    if not len(table):
-        return np.zeros(len(hashes), dtype=bool), np.zeros(len(hashes), dtype=np.int64)
-    at = np.minimum(np.searchsorted(table, hashes), len(table) - 1)
-    return table[at] == hashes, at
-
-
-def _smallest_uint(values: np.ndarray) -> np.ndarray:
-    """`values` (>= 0) in the narrowest unsigned dtype that holds them."""
-    top = int(values.max()) if len(values) else 0
-    for dtype in (np.uint8, np.uint16, np.uint32):
-        if top <= np.iinfo(dtype).max:
-            return values.astype(dtype)
-    return values.astype(np.uint64)
-
-
 def answer_requests(element: tuple[Any, dict[str, Iterable[Any]]]) -> Iterator[Any]:
     """((statistic, shard), {df: [(corpus key, (hashes, dfs))], requests: [(batch id,
     hashes)]}) -> (batch id, (statistic, shard, {corpus key: dfs})): each requested
@@ -492,13 +329,13 @@ def answer_requests(element: tuple[Any, dict[str, Iterable[Any]]]) -> Iterator[A
     parts: dict[int, list] = {}
     for key, table in grouped[DF]:  # one table per corpus key (none without a reference)
         parts.setdefault(key, []).append(table)
-    tables = {key: _fold(tables)[0] for key, tables in parts.items()}
+    tables = {key: fold_tables(tables)[0] for key, tables in parts.items()}
     for batch_id, hashes in grouped[REQUESTS]:
         answer = {}
         for key, (table, dfs) in tables.items():
-            found, at = _lookup(table, hashes)
+            found, at = lookup(table, hashes)
             if found.any():
-                answer[key] = _smallest_uint(np.where(found, dfs[at], 0))
+                answer[key] = smallest_uint(np.where(found, dfs[at], 0))
         yield batch_id, (index, shard, answer)
 
 
@@ -519,7 +356,7 @@ def batch_corpora(statistics: Sequence[CiderDocumentFrequency], examples: Sequen
         for _, _, read, _ in texts.corpora(stat.df_mode):
             read_any |= read
         known: dict[int, list] = {}
-        for shard, part, _ in _by_shard(texts.ngrams.distinct(read_any), shards):
+        for shard, part, _ in by_shard(texts.ngrams.distinct(read_any), shards):
             answer = answered.get((index, shard))
             if answer is None:
                 raise RuntimeError(f"no frequencies came back for the batch's n-grams of "

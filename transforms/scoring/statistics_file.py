@@ -37,17 +37,9 @@ import apache_beam as beam
 from transforms.metrics.base import CorpusStatistic
 from transforms.metrics.bertscore import IdfTable, ReferenceIdf
 from transforms.metrics.cider import CiderDocumentFrequency
-from transforms.scoring.corpus_stats import (
-    DF,
-    DOCS,
-    TEXT_DF,
-    SumDocumentFrequencies,
-    gram_text,
-    hashed_table,
-    ngram_shard,
-    text_gram,
-)
+from transforms.scoring.corpus_stats import DF, DOCS, TEXT_DF, SumDocumentFrequencies
 from transforms.scoring.inputs import READ_ERRORS
+from transforms.scoring.ngram_hashes import gram_text, hashed_table, ngram_shard, text_gram
 from transforms.scoring.parquet_parts import ReadParquetBatches, source_of
 
 COLUMNS = ("statistic", "tokenizer", "corpus", "ngram", "df")

@@ -1,0 +1,198 @@
+"""N-grams as 64-bit hashes, and the sorted (hashes, counts) tables made of them: the
+representation CIDEr-D's frequencies travel in between the stages of corpus_stats.py, and
+that the text n-grams of a statistics file (statistics_file.py) are turned into.
+
+An n-gram's hash (`gram_hash`) is BLAKE2b of each word (`word_hash`, memoised), folded
+per n-gram with its length as seed; `BatchNgrams` folds a whole batch's n-grams at once
+with numpy, the same arithmetic modulo 2**64, so no Python object is made per n-gram. 8
+bytes instead of their text, in numpy arrays instead of Python objects: a million rows
+request about 50 million n-grams. Two different n-grams that share a hash would share a
+frequency: with 10 million distinct n-grams the chance that any two do is about 3 in a
+million (docs/decisions.md). Hashes are stable across processes and runs; a statistics
+file keeps n-grams as text (`gram_text`, `text_gram`), so no hash outlives a run.
+
+An n-gram's shard is its hash modulo the number of shards (`ngram_shard`, `by_shard`). A
+table is two numpy arrays, the hashes sorted and distinct and their counts
+(`hashed_table`, `fold_tables`), read with `searchsorted` (`lookup`); answers are sent in
+the narrowest unsigned dtype that holds them (`smallest_uint`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+
+from transforms.metrics.lexical import MAX_N
+
+_MASK = (1 << 64) - 1
+_FOLD = 0x9E3779B97F4A7C15  # odd: multiplication by it is a bijection mod 2**64
+
+
+def gram_text(gram: str | tuple[str, ...]) -> str:
+    """An n-gram as text: its tokens joined by single spaces (unigrams are plain strings in
+    `bleu.ngram_counts`, longer n-grams tuples; tokens hold no whitespace)."""
+    return gram if isinstance(gram, str) else " ".join(gram)
+
+
+def text_gram(text: str) -> str | tuple[str, ...]:
+    """The n-gram key `gram_text` wrote: a unigram as a str, longer ones as tuples."""
+    tokens = text.split(" ")
+    return tokens[0] if len(tokens) == 1 else tuple(tokens)
+
+
+_WORD_HASH: dict[str, int] = {}
+_WORD_HASH_MAX = 1 << 20
+
+
+def word_hash(word: str) -> int:
+    """A word's 64-bit hash (BLAKE2b), memoised; stable across processes and runs (Python's
+    own hash of a str is not)."""
+    value = _WORD_HASH.get(word)
+    if value is None:
+        if len(_WORD_HASH) >= _WORD_HASH_MAX:
+            _WORD_HASH.clear()
+        digest = hashlib.blake2b(word.encode("utf-8", "surrogatepass"), digest_size=8)
+        value = _WORD_HASH[word] = int.from_bytes(digest.digest(), "little")
+    return value
+
+
+def gram_hash(gram: str | tuple[str, ...]) -> int:
+    """An n-gram's 64-bit hash: a unigram's is its word's; a longer n-gram folds its
+    words' hashes, seeded with its length."""
+    if isinstance(gram, str):
+        return word_hash(gram)
+    value = len(gram)
+    for word in gram:
+        value = (value * _FOLD + word_hash(word)) & _MASK
+    return value
+
+
+def ngram_shard(gram: str | tuple[str, ...], shards: int) -> int:
+    """The shard of an n-gram: its hash modulo `shards`."""
+    return gram_hash(gram) % shards
+
+
+def by_shard(hashes: np.ndarray, shards: int, *values: np.ndarray
+              ) -> Iterator[tuple[int, np.ndarray, tuple[np.ndarray, ...]]]:
+    """(shard, its hashes, its values...) of sorted `hashes`; each part stays sorted."""
+    shard_of = (hashes % np.uint64(shards)).astype(np.int64)
+    order = np.argsort(shard_of, kind="stable")
+    ordered = shard_of[order]
+    cuts = np.flatnonzero(ordered[1:] != ordered[:-1]) + 1
+    for part in np.split(order, cuts):
+        if len(part):
+            yield int(shard_of[part[0]]), hashes[part], tuple(v[part] for v in values)
+
+
+class BatchNgrams:
+    """The n-grams (orders 1 to `MAX_N`) of a batch's token strings, hashed at once.
+
+    Words are hashed one by one (`word_hash`, memoised); n-gram hashes are folded from
+    them with numpy over the whole batch (`gram_hash`'s arithmetic, modulo 2**64), so no
+    Python object is made per n-gram. Texts are numbered in the order given.
+
+    Attributes:
+        hashes: the hash of every n-gram occurrence, order by order, text by text.
+        texts: the text number of each occurrence.
+    """
+
+    def __init__(self, texts: Sequence[str]) -> None:
+        split = [t.split() for t in texts]
+        lengths = np.fromiter(map(len, split), dtype=np.int64, count=len(split))
+        self._words = [w for words in split for w in words]
+        get = _WORD_HASH.get
+        words = np.array([h if (h := get(w)) is not None else word_hash(w)
+                          for w in self._words], dtype=np.uint64)
+        text_of = np.repeat(np.arange(len(split), dtype=np.int64), lengths)
+        end_of = np.repeat(np.cumsum(lengths), lengths)  # where each word's text ends
+        start = np.arange(len(words), dtype=np.int64)
+        self._valid: list[np.ndarray] = []
+        hashes, numbers = [], []
+        fold = np.uint64(_FOLD)
+        for k in range(1, MAX_N + 1):
+            n = max(len(words) - k + 1, 0)
+            if k == 1:
+                value = words
+            else:
+                value = np.full(n, k, dtype=np.uint64)
+                for i in range(k):
+                    value = value * fold + words[i: i + n]
+            valid = start[:n] + k <= end_of[:n]
+            self._valid.append(valid)
+            hashes.append(value[valid])
+            numbers.append(text_of[:n][valid])
+        self.hashes = np.concatenate(hashes)
+        self.texts = np.concatenate(numbers)
+
+    def documents(self, document_of_text: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(hashes, documents holding each), hashes sorted, for the documents that
+        `document_of_text` maps the texts to (-1: a text in no document); a document
+        counts an n-gram once, however often its texts hold it."""
+        document = document_of_text[self.texts]
+        kept = document >= 0
+        hashes, document = self.hashes[kept], document[kept]
+        order = np.lexsort((document, hashes))
+        hashes, document = hashes[order], document[order]
+        first = np.ones(len(hashes), dtype=bool)
+        first[1:] = (hashes[1:] != hashes[:-1]) | (document[1:] != document[:-1])
+        return np.unique(hashes[first], return_counts=True)
+
+    def distinct(self, in_text: np.ndarray) -> np.ndarray:
+        """The sorted distinct hashes of the texts where `in_text` (a mask) is True."""
+        return np.unique(self.hashes[in_text[self.texts]])
+
+    def grams(self) -> tuple[list, np.ndarray]:
+        """(n-grams, their hashes): every distinct n-gram of the batch once, as
+        `lexical.text_ngrams` keys them (unigrams str, longer ones tuples), hashes sorted."""
+        words = self._words
+        grams: list = []
+        for k, valid in enumerate(self._valid, start=1):
+            at_every_word = words if k == 1 else zip(*(words[i:] for i in range(k)))
+            grams.extend(itertools.compress(at_every_word, valid))
+        hashes, first = np.unique(self.hashes, return_index=True)
+        return [grams[i] for i in first.tolist()], hashes
+
+
+def hashed_table(table: dict) -> tuple[np.ndarray, np.ndarray]:
+    """{n-gram: df} -> (hashes, dfs), hashes sorted: a shard's table as the join takes it."""
+    hashes = np.fromiter((gram_hash(g) for g in table), dtype=np.uint64, count=len(table))
+    dfs = np.fromiter(table.values(), dtype=np.int64, count=len(table))
+    order = np.argsort(hashes)
+    return hashes[order], dfs[order]
+
+
+def fold_tables(parts: list[tuple[np.ndarray, np.ndarray]]
+                ) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Partial (hashes, counts) arrays -> one pair, hashes sorted and distinct, counts
+    summed."""
+    if len(parts) == 1:
+        return parts
+    hashes = np.concatenate([h for h, _ in parts])
+    counts = np.concatenate([c for _, c in parts]).astype(np.int64, copy=False)
+    if not len(hashes):
+        return [(hashes, counts)]
+    order = np.argsort(hashes, kind="stable")
+    hashes, counts = hashes[order], counts[order]
+    starts = np.flatnonzero(np.concatenate(([True], hashes[1:] != hashes[:-1])))
+    return [(hashes[starts], np.add.reduceat(counts, starts))]
+
+
+def lookup(table: np.ndarray, hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(mask of `hashes` found in sorted `table`, their positions there)."""
+    if not len(table):
+        return np.zeros(len(hashes), dtype=bool), np.zeros(len(hashes), dtype=np.int64)
+    at = np.minimum(np.searchsorted(table, hashes), len(table) - 1)
+    return table[at] == hashes, at
+
+
+def smallest_uint(values: np.ndarray) -> np.ndarray:
+    """`values` (>= 0) in the narrowest unsigned dtype that holds them."""
+    top = int(values.max()) if len(values) else 0
+    for dtype in (np.uint8, np.uint16, np.uint32):
+        if top <= np.iinfo(dtype).max:
+            return values.astype(dtype)
+    return values.astype(np.uint64)
+
