@@ -17,7 +17,8 @@ def spec():
 
 def test_a_window_reaches_the_device_as_one_buffer_viewed_per_pass(spec):
     """Every pass of a window comes out of the one staging copy as its own int64 arrays,
-    equal to the host's: with and without segment ids, passes of different shapes."""
+    equal to the host's: with and without segment ids, passes of different shapes; extra
+    index arrays come out of the same copy as int32 views of their shapes."""
     model = device.DeviceModel(uses.encoder_use(spec, None, pooled=True))
     rng = np.random.default_rng(0)
     passes = []
@@ -26,14 +27,23 @@ def test_a_window_reaches_the_device_as_one_buffer_viewed_per_pass(spec):
         mask = (np.arange(longest)[None, :] < rng.integers(1, longest + 1, rows)[:, None])
         types = rng.integers(0, 3, size=(rows, longest)) if with_types else None
         passes.append(batching.Padded(ids, mask.astype(np.int64), types))
-    window = model._window(passes)
-    assert len(window) == len(passes)
-    for padded, tensors in zip(passes, window):
-        expected = {k: v for k, v in padded._asdict().items() if v is not None}
-        assert set(tensors) == set(expected)
-        for name, array in expected.items():
-            assert tensors[name].dtype == torch.int64
-            np.testing.assert_array_equal(tensors[name].numpy(), array)
+    extra = [np.arange(7, dtype=np.int64), np.zeros(0, dtype=np.int64),
+             rng.integers(0, 1 << 30, size=(3, 4))]
+    plain, none = model._window(passes)
+    assert none == []
+    with_extra, views = model._window(passes, extra)
+    for window in (plain, with_extra):
+        assert len(window) == len(passes)
+        for padded, tensors in zip(passes, window):
+            expected = {k: v for k, v in padded._asdict().items() if v is not None}
+            assert set(tensors) == set(expected)
+            for name, array in expected.items():
+                assert tensors[name].dtype == torch.int64
+                np.testing.assert_array_equal(tensors[name].numpy(), array)
+    assert len(views) == len(extra)
+    for view, array in zip(views, extra):
+        assert view.dtype == torch.int32 and view.shape == array.shape
+        np.testing.assert_array_equal(view.numpy(), array)
 
 
 def _passes(rows: int = 5, longest: int = 9, seed: int = 1):
@@ -83,12 +93,12 @@ def test_on_a_gpu_the_staging_buffer_is_reused_and_windows_stay_whole():
     spec = loading.ModelSpec.of(None, device="cuda")
     model = device.DeviceModel(uses.encoder_use(spec, None, pooled=True))
     small, large = _passes(3, 5, seed=2), _passes(64, 300, seed=3)
-    first = model._window(small)
+    first, _ = model._window(small)
     buffer = model._local.staging
     assert buffer.is_pinned()
-    second = model._window(small)
+    second, _ = model._window(small)
     assert model._local.staging.data_ptr() == buffer.data_ptr()  # reused
-    third = model._window(large)  # grown
+    third, _ = model._window(large)  # grown
     for window, passes in ((first, small), (second, small), (third, large)):
         for name, array in passes[0]._asdict().items():
             np.testing.assert_array_equal(window[0][name].cpu().numpy(), array)
@@ -235,3 +245,69 @@ def test_a_match_of_no_pairs_is_empty(match_model):
     passes, starts, lengths, _ = _synthetic_match_arguments()
     cand_max, ref_max = match_model.match(passes, starts, lengths, np.zeros((0, 2), np.int64))
     assert cand_max.shape == (0,) and ref_max.shape == (0,)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_on_a_gpu_the_match_never_makes_the_host_wait(match_model, monkeypatch):
+    """Everything of `match` but the copy of its two results back runs under CUDA's sync
+    debug mode "error", which raises at any host-device wait (a boolean mask, a copy from
+    ordinary memory, `.item()`): the passes, the index copy, every chunk. Same maxima as
+    on the CPU, up to the GPU's float rounding."""
+    spec = loading.ModelSpec.of(None, device="cuda")
+    model = device.DeviceModel(uses.encoder_use(spec, 4, task="token_match"))
+    assert model._mask_form is not None  # else transformers' mask helper waits per pass
+    monkeypatch.setattr(device, "MATCH_CHUNK_FLOATS", 384 * 40 * 3)  # several chunks
+    for args in (_predictor_match_arguments(match_model), _synthetic_match_arguments()):
+        expected = model.match(*args)  # warm: kernels, memory pool, staging buffer
+        torch.cuda.synchronize()
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            cand_max, ref_max = model._match_on_device(*args)
+        finally:
+            torch.cuda.set_sync_debug_mode(0)
+        assert cand_max.is_cuda and ref_max.is_cuda
+        np.testing.assert_array_equal(cand_max.cpu().numpy(), expected[0])
+        np.testing.assert_array_equal(ref_max.cpu().numpy(), expected[1])
+        on_cpu = match_model.match(*args)
+        np.testing.assert_allclose(expected[0], on_cpu[0], atol=1e-4)
+        np.testing.assert_allclose(expected[1], on_cpu[1], atol=1e-4)
+
+
+def test_the_match_calls_no_operator_that_waits_for_the_device(match_model):
+    """The CPU's view of the GPU test above: no operator that makes the host wait on a
+    GPU (a boolean mask's `nonzero`, `.item()`, `masked_select`, an index or a scatter by
+    a boolean mask) runs before the results are copied back, model passes included."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    waiting = {torch.ops.aten.nonzero.default, torch.ops.aten._local_scalar_dense.default,
+               torch.ops.aten.masked_select.default}
+
+    class Record(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.seen = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            indices = args[1] if func in (torch.ops.aten.index.Tensor,
+                                          torch.ops.aten.index_put_.default,
+                                          torch.ops.aten.index_put.default) else ()
+            if func in waiting or any(isinstance(i, torch.Tensor) and i.dtype == torch.bool
+                                      for i in indices):
+                self.seen.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    for args in (_predictor_match_arguments(match_model), _synthetic_match_arguments()):
+        with Record() as record:
+            match_model._match_on_device(*args)
+        assert record.seen == []
+        with Record() as record:  # the check sees them: the old match
+            _old_match(match_model, *args)
+        assert "aten.index.Tensor" in record.seen
+
+
+def test_a_window_too_large_for_int32_indices_is_refused(monkeypatch):
+    passes, starts, lengths, pairs = _synthetic_match_arguments()
+    device._plan_match(passes, starts, lengths, pairs, 384)
+    monkeypatch.setattr(device, "_INT32_MAX", sum(p.attention_mask.size for p in passes))
+    with pytest.raises(ValueError, match="int32"):
+        device._plan_match(passes, starts, lengths, pairs, 384)
