@@ -190,6 +190,7 @@ class DeviceModel:
         zeros; each chunk's maxima go to a buffer in chunk layout, and one gather at the
         end puts the real tokens' maxima in pair order."""
         import torch
+        # the chunks are planned before any pass has run: the width from the config (checked)
         dim = int(self.model.config.hidden_size)
         plan = _plan_match(passes, starts, lengths, pairs, dim)
         with torch.inference_mode():
@@ -201,6 +202,7 @@ class DeviceModel:
                 if hidden.shape[-1] != dim:
                     raise ValueError(f"hidden states of width {hidden.shape[-1]}, the config "
                                      f"says {dim}")
+                # padding rows too (never gathered): one write, no mask to select with
                 rows = table[at:at + hidden.shape[0] * hidden.shape[1]].view(hidden.shape)
                 torch.div(hidden, hidden.norm(dim=-1, keepdim=True), out=rows)
             return _greedy_match(table, plan, indices)
