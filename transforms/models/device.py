@@ -5,7 +5,9 @@ into passes, is `predictors.Predictor`). `DeviceModel.run(passes)` takes padded 
 (numpy arrays, `batching.Padded`) and returns one numpy array per pass, in one call:
 every pass is copied and launched before any result is read back, so on a GPU the device
 works through the window while the host is still launching, and the host waits once.
-`DeviceModel.match` is BERTScore's greedy match, on the device. Its methods take and
+`DeviceModel.match` is BERTScore's greedy match, on the device, planned on the host (every
+index computed with numpy and copied with the window's inputs) so that the host waits
+only for the maxima it reads back. Its methods take and
 return plain picklable values, so it can live in another process behind Beam's
 `MultiProcessShared` proxy, serving several host processes from its threads.
 """
@@ -15,7 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -31,6 +33,8 @@ _AUTO_CLASS = {"token_embeddings": "AutoModel", "token_match": "AutoModel",
 # Greedy matching (token_match) gathers each pair's candidate and reference vectors;
 # pairs are matched in chunks of at most this many gathered floats (128 MB as float32).
 MATCH_CHUNK_FLOATS = 1 << 25
+# Indices travel to the device as int32 (the staging buffer's type).
+_INT32_MAX = (1 << 31) - 1
 
 
 class DeviceModel:
@@ -146,7 +150,8 @@ class DeviceModel:
         import torch
         outputs = []
         with torch.inference_mode():
-            for kwargs in self._window(passes):
+            window, _ = self._window(passes)
+            for kwargs in window:
                 outputs.append(self._forward(kwargs))
             if self.use.task == "sequence_score" and outputs:
                 # one copy back for the whole window; the passes ran in the meantime
@@ -169,45 +174,88 @@ class DeviceModel:
             pair order (candidate tokens of pair 0, of pair 1, ...; the same for the
             references).
         """
+        cand_max, ref_max = self._match_on_device(passes, starts, lengths, pairs)
+        return cand_max.cpu().numpy(), ref_max.cpu().numpy()  # the host's one wait
+
+    def _match_on_device(self, passes: Sequence[batching.Padded], starts: np.ndarray,
+                         lengths: np.ndarray, pairs: np.ndarray) -> tuple[Any, Any]:
+        """`match`'s maxima as device tensors, launched without the host waiting once.
+
+        A boolean mask on a device tensor, or a copy from ordinary host memory, makes the
+        host wait for the device (`cudaStreamSynchronize`): the match did both, once per
+        pass and several times per chunk of pairs. The host knows every length, so
+        `_plan_match` computes every index with numpy; the indices travel in the window's
+        one copy (`_window`); the device only gathers with integer indices. The passes'
+        unit vectors are written, padding included, into one table whose last row is
+        zeros; each chunk's maxima go to a buffer in chunk layout, and one gather at the
+        end puts the real tokens' maxima in pair order."""
         import torch
+        # the chunks are planned before any pass has run: the width from the config (checked)
+        dim = int(self.model.config.hidden_size)
+        plan = _plan_match(passes, starts, lengths, pairs, dim)
         with torch.inference_mode():
-            tables = []
-            for kwargs in self._window(passes):
+            window, indices = self._window(passes, plan.indices)
+            table = torch.empty(plan.blank + 1, dim, device=self.device)
+            table[plan.blank].zero_()
+            for kwargs, at in zip(window, plan.pass_at):
                 hidden = self._forward(kwargs)
-                hidden = hidden / hidden.norm(dim=-1, keepdim=True)
-                tables.append(hidden[kwargs["attention_mask"].bool()])
-            dim = tables[0].shape[-1] if tables else 1
-            table = torch.cat([*tables, torch.zeros(1, dim, device=self.device)])
-            return _greedy_match(table, starts, lengths, pairs)
+                if hidden.shape[-1] != dim:
+                    raise ValueError(f"hidden states of width {hidden.shape[-1]}, the config "
+                                     f"says {dim}")
+                # padding rows too (never gathered): one write, no mask to select with
+                rows = table[at:at + hidden.shape[0] * hidden.shape[1]].view(hidden.shape)
+                torch.div(hidden, hidden.norm(dim=-1, keepdim=True), out=rows)
+            return _greedy_match(table, plan, indices)
 
-    def _window(self, passes: Sequence[batching.Padded]) -> list[dict[str, Any]]:
-        """Every pass's model inputs on the device, from one host-to-device copy.
+    def _window(self, passes: Sequence[batching.Padded], extra: Sequence[np.ndarray] = ()
+                ) -> tuple[list[dict[str, Any]], list[Any]]:
+        """Every pass's model inputs on the device, and `extra`'s integer arrays, from one
+        host-to-device copy.
 
-        The passes' arrays are laid end to end, as int32, in one staging buffer (on a GPU
+        The arrays are laid end to end, as int32, in one staging buffer (on a GPU
         page-locked and kept per thread, so the copy runs asynchronously and nothing waits
-        for it), copied once, then viewed per pass and widened to int64 on the device.
-        Copying each array of each pass from ordinary memory instead stalled the host
-        until the device had caught up, three times a pass (docs/decisions.md)."""
-        import torch
-        arrays = [(k, name, array) for k, padded in enumerate(passes)
+        for it), copied once, then viewed per array: the passes' arrays widened to int64
+        on the device, `extra`'s left int32 (the greedy match's indices: `torch`'s
+        gathers take them as they are). Copying each array of each pass from ordinary
+        memory instead stalled the host until the device had caught up, three times a
+        pass (docs/decisions.md).
+
+        Returns:
+            (per pass, its inputs by name; per `extra` array, its int32 device view of the
+            array's shape).
+        """
+        inputs = [(k, name, array) for k, padded in enumerate(passes)
                   for name, array in zip(batching.Padded._fields, padded) if array is not None]
-        total = sum(array.size for _, _, array in arrays)
+        views = self._copy([array for _, _, array in inputs] + list(extra))
+        window: list[dict[str, Any]] = [{} for _ in passes]
+        for (k, name, _), view in zip(inputs, views):
+            window[k][name] = view.long()
+        return window, views[len(inputs):]
+
+    def _copy(self, arrays: Sequence[np.ndarray]) -> list[Any]:
+        """int32 device views of `arrays` (each of its array's shape), from one copy of a
+        staging buffer that holds them end to end. The values must fit int32 (token ids,
+        masks, segment ids, the match's indices: the caller's to guarantee)."""
+        import torch
+        total = sum(array.size for array in arrays)
+        if total > _INT32_MAX:
+            raise ValueError(f"{total} integers in one window: more than int32 can index")
         staging = self._staging(total)
         flat = staging.numpy()
         at = 0
-        for _, _, array in arrays:
+        for array in arrays:
             flat[at:at + array.size] = array.ravel()
             at += array.size
         on_device = staging[:total].to(self.device, non_blocking=True)
         if self.device.type == "cuda":  # the buffer is reused once this copy is done
             self._local.copied = torch.cuda.Event()
             self._local.copied.record()
-        window: list[dict[str, Any]] = [{} for _ in passes]
+        views = []
         at = 0
-        for k, name, array in arrays:
-            window[k][name] = on_device[at:at + array.size].view(array.shape).long()
+        for array in arrays:
+            views.append(on_device[at:at + array.size].view(array.shape))
             at += array.size
-        return window
+        return views
 
     def _staging(self, size: int) -> Any:
         """An int32 host buffer of at least `size` elements: on a GPU page-locked and
@@ -252,45 +300,103 @@ class DeviceModel:
         return logits[:, self.use.label]
 
 
-def _greedy_match(table: Any, starts: np.ndarray, lengths: np.ndarray,
-                  pairs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per pair, each candidate token's best cosine with a reference token and each
-    reference token's with a candidate token, from unit vectors `table` (its last row
-    zeros, for padding). Pairs go longest first, in chunks of at most
-    `MATCH_CHUNK_FLOATS` gathered floats: one batched matrix product per chunk."""
-    import torch
-    device, dim, blank = table.device, table.shape[1], table.shape[0] - 1
+class _MatchPlan(NamedTuple):
+    """The greedy match of a window, planned on the host (`_plan_match`).
+
+    The device's table of unit vectors holds every pass's (rows x longest) hidden states
+    end to end, pass k's from row `pass_at[k]`, then the zero row `blank`. Chunk j
+    (`chunks[j]` = (pairs, candidate width, reference width, where its candidate maxima
+    start, where its reference maxima start)) gathers the table rows `indices[2j]`
+    (candidates) and `indices[2j + 1]` (references), padded with `blank`; its maxima go,
+    in its (pairs x width) layout, to a buffer of `cand_size` (`ref_size`) floats, and
+    `indices[-2]` (`indices[-1]`) picks each real token's maximum out of that buffer, in
+    pair order."""
+
+    pass_at: np.ndarray
+    blank: int
+    chunks: list[tuple[int, int, int, int, int]]
+    cand_size: int
+    ref_size: int
+    indices: list[np.ndarray]
+
+
+def _plan_match(passes: Sequence[batching.Padded], starts: np.ndarray, lengths: np.ndarray,
+                pairs: np.ndarray, dim: int) -> _MatchPlan:
+    """Every index of the greedy match (see `_MatchPlan`), with numpy: pairs go longest
+    first, in chunks of at most `MATCH_CHUNK_FLOATS` gathered floats (one batched matrix
+    product per chunk).
+
+    Raises:
+        ValueError: more table rows or maxima than int32 indices reach.
+    """
+    sizes = [padded.attention_mask.size for padded in passes]
+    pass_at = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
+    blank = int(pass_at[-1])
+    # the table row of each real token, in the order `starts` counts them
+    real = np.concatenate([np.zeros(0, dtype=np.int64)] + [
+        at + np.flatnonzero(padded.attention_mask.ravel())
+        for at, padded in zip(pass_at, passes)])
     cand_len, ref_len = lengths[pairs[:, 0]], lengths[pairs[:, 1]]
-    cand_at = np.concatenate([[0], np.cumsum(cand_len)])
-    ref_at = np.concatenate([[0], np.cumsum(ref_len)])
-    cand_out = torch.empty(int(cand_at[-1]), device=device)
-    ref_out = torch.empty(int(ref_at[-1]), device=device)
+    cand_at = np.concatenate([[0], np.cumsum(cand_len, dtype=np.int64)])
+    ref_at = np.concatenate([[0], np.cumsum(ref_len, dtype=np.int64)])
+    cand_src = np.zeros(int(cand_at[-1]), dtype=np.int64)
+    ref_src = np.zeros(int(ref_at[-1]), dtype=np.int64)
     order = np.lexsort((-ref_len, -cand_len))
+    chunks: list[tuple[int, int, int, int, int]] = []
+    indices: list[np.ndarray] = []
+    cand_size = ref_size = 0
     at = 0
     while at < len(order):
         width = int(cand_len[order[at]]) + int(ref_len[order[at:]].max())
         size = max(1, MATCH_CHUNK_FLOATS // (width * dim))
         chunk = order[at:at + size]
         at += len(chunk)
-        cand, cand_valid = _gather(table, starts, pairs[chunk, 0], cand_len[chunk], blank)
-        ref, ref_valid = _gather(table, starts, pairs[chunk, 1], ref_len[chunk], blank)
-        sim = torch.bmm(cand, ref.transpose(1, 2))
-        sim.masked_fill_(~(cand_valid[:, :, None] & ref_valid[:, None, :]), -2.0)
-        for out, best, valid, start in (
-                (cand_out, sim.amax(dim=2), cand_valid, cand_at),
-                (ref_out, sim.amax(dim=1), ref_valid, ref_at)):
-            where = start[chunk][:, None] + np.arange(valid.shape[1])[None, :]
-            out[torch.from_numpy(where).to(device)[valid]] = best[valid]
-    return cand_out.cpu().numpy(), ref_out.cpu().numpy()
+        cand_rows, cand_valid = _rows(real, starts, pairs[chunk, 0], cand_len[chunk], blank)
+        ref_rows, ref_valid = _rows(real, starts, pairs[chunk, 1], ref_len[chunk], blank)
+        chunks.append((len(chunk), cand_rows.shape[1], ref_rows.shape[1], cand_size, ref_size))
+        indices += [cand_rows.ravel(), ref_rows.ravel()]
+        for src, valid, first, offset in ((cand_src, cand_valid, cand_at, cand_size),
+                                          (ref_src, ref_valid, ref_at, ref_size)):
+            out = first[chunk][:, None] + np.arange(valid.shape[1])[None, :]
+            src[out[valid]] = offset + np.flatnonzero(valid.ravel())
+        cand_size += cand_rows.size
+        ref_size += ref_rows.size
+    if max(blank, cand_size, ref_size) >= _INT32_MAX:
+        raise ValueError(f"a window of {blank} padded tokens and {cand_size} + {ref_size} "
+                         f"maxima: more than int32 indices reach; use smaller windows")
+    return _MatchPlan(pass_at[:-1], blank, chunks, cand_size, ref_size,
+                      [*indices, cand_src, ref_src])
 
 
-def _gather(table: Any, starts: np.ndarray, texts: np.ndarray, lengths: np.ndarray,
-            blank: int) -> tuple[Any, Any]:
-    """The token vectors of `texts`, padded with the zero row `blank`: (n, longest, dim),
-    and where they are real tokens: (n, longest) bool."""
-    import torch
+def _rows(real: np.ndarray, starts: np.ndarray, texts: np.ndarray, lengths: np.ndarray,
+          blank: int) -> tuple[np.ndarray, np.ndarray]:
+    """The table rows of `texts`' tokens, (n, longest), padded with `blank`, and where
+    they are real tokens (bool)."""
     columns = np.arange(int(lengths.max()))
     valid = columns[None, :] < lengths[:, None]
-    index = np.where(valid, starts[texts][:, None] + columns[None, :], blank)
-    return (table[torch.from_numpy(index).to(table.device)],
-            torch.from_numpy(valid).to(table.device))
+    token = np.where(valid, starts[texts][:, None] + columns[None, :], 0)
+    return np.where(valid, real[token], blank), valid
+
+
+def _greedy_match(table: Any, plan: _MatchPlan, indices: Sequence[Any]) -> tuple[Any, Any]:
+    """Per pair, each candidate token's best cosine with a reference token and each
+    reference token's with a candidate token (device tensors in pair order), from the
+    unit vectors `table` and the plan's `indices` on the device: integer gathers, one
+    batched matrix product per chunk, nothing the host waits for. Padding scores -2, so
+    it never wins (where it is padding is read from the indices: the `blank` row)."""
+    import torch
+    dim, blank = table.shape[1], plan.blank
+    cand_best = torch.empty(plan.cand_size, device=table.device)
+    ref_best = torch.empty(plan.ref_size, device=table.device)
+    for j, (n, cand_width, ref_width, cand_at, ref_at) in enumerate(plan.chunks):
+        cand_rows, ref_rows = indices[2 * j], indices[2 * j + 1]
+        cand = table.index_select(0, cand_rows).view(n, cand_width, dim)
+        ref = table.index_select(0, ref_rows).view(n, ref_width, dim)
+        sim = torch.bmm(cand, ref.transpose(1, 2))
+        real = ((cand_rows != blank).view(n, cand_width, 1)
+                & (ref_rows != blank).view(n, 1, ref_width))
+        sim.masked_fill_(~real, -2.0)
+        torch.amax(sim, dim=2, out=cand_best[cand_at:cand_at + n * cand_width].view(
+            n, cand_width))
+        torch.amax(sim, dim=1, out=ref_best[ref_at:ref_at + n * ref_width].view(n, ref_width))
+    return cand_best.index_select(0, indices[-2]), ref_best.index_select(0, indices[-1])
