@@ -150,7 +150,10 @@ class TokenBatch(NamedTuple):
 def pad_tokens(batch: TokenBatch, positions: Sequence[int] | np.ndarray, pad_id: int,
                with_types: bool = True) -> Padded:
     """Right-pads the inputs at `positions` of a `TokenBatch` to the longest of them, with
-    numpy gathers only (ids with `pad_id`, segment ids with 0)."""
+    numpy gathers only (ids with `pad_id`, segment ids with 0). Ids and segment ids are
+    int32 and the mask int8: what a pass costs to pickle to a model shared by several
+    processes, and what the device model's one copy carries (int32), widened on the
+    device."""
     positions = np.asarray(positions, dtype=np.int64)
     starts = batch.offsets[positions]
     lengths = batch.offsets[positions + 1] - starts
@@ -158,10 +161,10 @@ def pad_tokens(batch: TokenBatch, positions: Sequence[int] | np.ndarray, pad_id:
     columns = np.arange(longest, dtype=np.int64)
     mask = columns[None, :] < lengths[:, None]
     source = (starts[:, None] + columns[None, :])[mask]
-    ids = np.full((len(positions), longest), pad_id, dtype=np.int64)
+    ids = np.full((len(positions), longest), pad_id, dtype=np.int32)
     ids[mask] = batch.ids[source]
     type_ids = None
     if with_types:
-        type_ids = np.zeros((len(positions), longest), dtype=np.int64)
+        type_ids = np.zeros((len(positions), longest), dtype=np.int32)
         type_ids[mask] = batch.types[source]
-    return Padded(ids, mask.astype(np.int64), type_ids)
+    return Padded(ids, mask.astype(np.int8), type_ids)
