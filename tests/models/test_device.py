@@ -311,3 +311,13 @@ def test_a_window_too_large_for_int32_indices_is_refused(monkeypatch):
     monkeypatch.setattr(device, "_INT32_MAX", sum(p.attention_mask.size for p in passes))
     with pytest.raises(ValueError, match="int32"):
         device._plan_match(passes, starts, lengths, pairs, 384)
+
+
+def test_a_copy_of_more_integers_than_int32_indexes_is_refused(spec, monkeypatch):
+    model = device.DeviceModel(uses.encoder_use(spec, None, pooled=True))
+    arrays = [np.arange(6, dtype=np.int32).reshape(2, 3), np.ones(4, dtype=np.int8)]
+    views = model._copy(arrays)
+    assert [v.tolist() for v in views] == [a.tolist() for a in arrays]
+    monkeypatch.setattr(device, "_INT32_MAX", 9)
+    with pytest.raises(ValueError, match="more than int32 can index"):
+        model._copy(arrays)

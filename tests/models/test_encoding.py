@@ -130,6 +130,9 @@ def test_token_batch_padding_and_merge():
     assert padded.input_ids.tolist() == [[5, 6, 9], [1, 2, 3]]
     assert padded.attention_mask.tolist() == [[1, 1, 0], [1, 1, 1]]
     assert padded.token_type_ids.tolist() == [[0, 1, 0], [0, 1, 1]]
+    # what a shared model's proxy pickles: 4 + 1 + 4 bytes a token, widened on the device
+    assert (padded.input_ids.dtype, padded.attention_mask.dtype,
+            padded.token_type_ids.dtype) == (np.int32, np.int8, np.int32)
     assert batching.pad_tokens(batch, [1], 0, with_types=False).token_type_ids is None
     other = batching.TokenBatch.from_pieces([np.array([7, 7, 7, 7])], np.array([2] * 4),
                                             np.array([4]))

@@ -259,24 +259,56 @@ def test_ranges_for_workers_give_each_worker_about_four(tmp_path):
         MIN_SPLIT_BYTES,
         RANGES_PER_WORKER,
         SPLIT_BYTES,
-        ranges_for_workers,
+        plan_for_workers,
     )
 
     mib = 1 << 20
-    big = _sized(tmp_path / "big.jsonl", 100 * mib)
-    split_bytes, splits = ranges_for_workers([big], None, 2)
-    assert split_bytes == 100 * mib // (RANGES_PER_WORKER * 2) and splits == 8
-    assert ranges_for_workers([big], None, 8) == (-(-100 * mib // 32), 32)
+
+    def plan(*files, workers):
+        folder = tmp_path / f"case{len(list(tmp_path.iterdir()))}"
+        folder.mkdir()
+        for name, size in files:
+            _sized(folder / name, size)
+        return plan_for_workers(str(folder / "*"), None, workers)
+
+    two = plan(("big.jsonl", 100 * mib), workers=2)
+    assert two.split_bytes == 100 * mib // (RANGES_PER_WORKER * 2) and two.splits == 8
+    assert two.spreads(2) and not two.spreads(8)
+    eight = plan(("big.jsonl", 100 * mib), workers=8)
+    assert (eight.split_bytes, eight.splits) == (-(-100 * mib // 32), 32) and eight.spreads(8)
     # never above the usual range size, never below the smallest
-    huge = _sized(tmp_path / "huge.jsonl", 1000 * mib)
-    assert ranges_for_workers([huge], None, 2) == (SPLIT_BYTES, 1000 // 16 + 1)
-    small = _sized(tmp_path / "small.jsonl", 3 * mib)
-    assert ranges_for_workers([small], None, 8) == (MIN_SPLIT_BYTES, 3)
-    # compressed files and CSV are read whole: one split each, no JSONL to size ranges by
-    (tmp_path / "whole").mkdir()
-    gz = _sized(tmp_path / "whole" / "a.jsonl.gz", 50 * mib)
-    csv = _sized(tmp_path / "whole" / "b.csv", 50 * mib)
-    assert ranges_for_workers([gz, csv], None, 4) == (MIN_SPLIT_BYTES, 2)
+    huge = plan(("huge.jsonl", 1000 * mib), workers=2)
+    assert (huge.split_bytes, huge.splits) == (SPLIT_BYTES, 1000 // 16 + 1)
+    small = plan(("small.jsonl", 3 * mib), workers=8)
+    assert (small.split_bytes, small.splits) == (MIN_SPLIT_BYTES, 3) and not small.spreads(8)
+    # compressed files and CSV are read whole: one split each, weighed by their size
+    whole = plan(("a.jsonl.gz", 50 * mib), ("b.csv", 50 * mib), workers=4)
+    assert (whole.split_bytes, whole.splits, whole.largest) == (MIN_SPLIT_BYTES, 2, 50 * mib)
+    # enough splits, but one whole file would be one worker's alone: not spread by them
+    uneven = plan(("big.jsonl.gz", 200 * mib), *((f"s{i}.jsonl.gz", mib) for i in range(7)),
+                  workers=2)
+    assert uneven.splits == 8 and uneven.largest == 200 * mib and not uneven.spreads(2)
+    even = plan(*((f"s{i}.jsonl.gz", mib) for i in range(8)), workers=2)
+    assert even.splits == 8 and even.spreads(2)
+
+
+def test_direct_workers_are_counted_where_the_fnapirunner_runs():
+    import multiprocessing
+
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from transforms.io.progress import direct_workers
+
+    def workers(*flags):
+        return direct_workers(PipelineOptions(list(flags)))
+
+    assert workers() == 1 and workers("--runner=FnApiRunner") == 1
+    assert workers("--direct_running_mode=multi_processing", "--direct_num_workers=4") == 4
+    assert workers("--runner=DirectRunner", "--direct_num_workers=0") == (
+        multiprocessing.cpu_count())
+    assert workers("--runner=BundleBasedDirectRunner", "--direct_num_workers=4") == 1
+    assert workers("--runner=DataflowRunner", "--direct_num_workers=4") is None
+    assert workers("--runner=PortableRunner") is None
 
 
 def _spread_in_graph(config, argv):

@@ -125,18 +125,29 @@ def test_model_metrics_alone(tmp_path, cross_encoder_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("runner, extra", [
-    ("direct_in_process", []),
-    # one copy of each model, in one of the two worker processes, fed by both
-    ("direct_multi_processing", ["--share_model_across_processes"]),
+@pytest.mark.parametrize("runner, extra, fmt", [
+    ("direct_in_process", [], "csv"),
+    # one copy of each model, in one of the two worker processes, fed by both; a CSV is
+    # one split, so the batches are reshuffled over the workers
+    ("direct_multi_processing", ["--share_model_across_processes"], "csv"),
+    # JSONL in ranges of a few rows: each worker scores the splits it reads
+    ("direct_multi_processing", ["--share_model_across_processes"], "jsonl"),
 ])
-def test_real_minilm_end_to_end(tmp_path, cross_encoder_path, keyphrase_path, runner, extra):
+def test_real_minilm_end_to_end(tmp_path, cross_encoder_path, keyphrase_path, runner, extra,
+                                fmt, monkeypatch, caplog):
     """A small run with the real handlers: values equal the metrics run in plain Python,
     in process and with worker processes sharing one copy of each model."""
+    from transforms.scoring import read
+
     frame = pd.read_csv(AVSD).head(12)
-    path = tmp_path / "avsd.csv"
-    frame.to_csv(path, index=False)
+    path = tmp_path / f"avsd.{fmt}"
+    if fmt == "csv":
+        frame.to_csv(path, index=False)
+    else:
+        frame.to_json(path, orient="records", lines=True)
+        monkeypatch.setattr(read, "MIN_SPLIT_BYTES", 64)  # 12 rows: a dozen splits
     prefix = str(tmp_path / "out")
+    caplog.set_level(logging.INFO, logger="transforms.scoring.score_predictions")
     run(["--input", str(path), "--output", prefix,
          "--metrics", "bleu1,bertscore,bertscore_recall,bi_encoder,sas,kpqa_bleu1,"
                       "kpqa_rougeL,kpqa_bertscore",
@@ -147,6 +158,9 @@ def test_real_minilm_end_to_end(tmp_path, cross_encoder_path, keyphrase_path, ru
          *RUNNER_ARGS[runner], *extra], save_main_session=False)
     scores = pq.read_table(prefix + ".scores.parquet").to_pandas().sort_values("row")
     assert len(scores) == 12
+    if runner != "direct_in_process":
+        where = "scored where they are read" if fmt == "jsonl" else "spread over the workers"
+        assert f"batches {where}" in caplog.text
 
     config = build_config(
         input=str(path), output=str(tmp_path / "x"),

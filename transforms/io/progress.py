@@ -228,19 +228,26 @@ def is_local_runner(options) -> bool:
     return (options.view_as(PortableOptions).environment_type or "").upper() == "LOOPBACK"
 
 
-_IN_PROCESS_RUNNERS = ("DirectRunner", "SwitchingDirectRunner", "BundleBasedDirectRunner",
-                       "FnApiRunner")
+# Runners that run the pipeline on the FnApiRunner here (the DirectRunner's default
+# choice when Prism is not available), whose workers `--direct_num_workers` counts.
+_DIRECT_RUNNERS = ("DirectRunner", "SwitchingDirectRunner", "FnApiRunner")
 
 
 def direct_workers(options) -> int | None:
-    """How many workers a direct runner splits each stage's input among (the FnApiRunner
-    hands each worker one part of it): `--direct_num_workers`, 0 meaning one per core;
-    None for any other runner, whose workers the pipeline cannot count."""
+    """How many workers a direct runner hands each stage's input to, in parts (the
+    FnApiRunner: `--direct_num_workers`, 0 meaning one per core, in threads or processes
+    by `--direct_running_mode`); 1 for the BundleBasedDirectRunner (one thread); None
+    for any other runner, whose workers the pipeline cannot count. The DirectRunner may
+    run on Prism where Prism can be fetched: the count then describes nothing, and a
+    pipeline planned by it stays correct, its parallelism that of its splits."""
     import multiprocessing
 
     from apache_beam.options.pipeline_options import DirectOptions
 
-    if (_runner_name(options) or "DirectRunner") not in _IN_PROCESS_RUNNERS:
+    name = _runner_name(options) or "DirectRunner"
+    if name == "BundleBasedDirectRunner":
+        return 1
+    if name not in _DIRECT_RUNNERS:
         return None
     workers = options.view_as(DirectOptions).direct_num_workers
     return multiprocessing.cpu_count() if workers == 0 else (workers or 1)

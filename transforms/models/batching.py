@@ -55,7 +55,9 @@ def plan_batches(lengths: Sequence[int], max_rows: int, max_tokens: int) -> list
 
 
 class Padded(NamedTuple):
-    """A padded pass: (rows, longest) arrays; token_type_ids None when the model has none."""
+    """A padded pass: (rows, longest) arrays; token_type_ids None when the model has none.
+    `pad_tokens` (scoring) gives int32 ids and segment ids and an int8 mask, which the
+    device model widens; `pad` (training) gives int64 arrays."""
 
     input_ids: np.ndarray
     attention_mask: np.ndarray

@@ -75,6 +75,7 @@ class DeviceModel:
                 raise ValueError(f"label {use.label} out of range for {n} classes")
         elif use.label >= config.num_labels:
             raise ValueError(f"label {use.label} out of range for {config.num_labels} classes")
+        self._width: int | None = None  # token_match: the hidden states' width
         self._mask_form: str | None = None  # the attention mask's form for the model
         self._mask_form = self._probe_mask_form()
 
@@ -190,8 +191,7 @@ class DeviceModel:
         zeros; each chunk's maxima go to a buffer in chunk layout, and one gather at the
         end puts the real tokens' maxima in pair order."""
         import torch
-        # the chunks are planned before any pass has run: the width from the config (checked)
-        dim = int(self.model.config.hidden_size)
+        dim = self._hidden_width()  # the chunks are planned before any pass has run
         plan = _plan_match(passes, starts, lengths, pairs, dim)
         with torch.inference_mode():
             window, indices = self._window(passes, plan.indices)
@@ -200,12 +200,23 @@ class DeviceModel:
             for kwargs, at in zip(window, plan.pass_at):
                 hidden = self._forward(kwargs)
                 if hidden.shape[-1] != dim:
-                    raise ValueError(f"hidden states of width {hidden.shape[-1]}, the config "
-                                     f"says {dim}")
+                    raise ValueError(f"hidden states of width {hidden.shape[-1]}, a "
+                                     f"one-token pass gave {dim}")
                 # padding rows too (never gathered): one write, no mask to select with
                 rows = table[at:at + hidden.shape[0] * hidden.shape[1]].view(hidden.shape)
                 torch.div(hidden, hidden.norm(dim=-1, keepdim=True), out=rows)
             return _greedy_match(table, plan, indices)
+
+    def _hidden_width(self) -> int:
+        """The width of the hidden states `match` compares, from a one-token pass on the
+        first call (a config's `hidden_size` is not always the output's width)."""
+        if self._width is None:
+            import torch
+            one = torch.ones(1, 1, dtype=torch.long, device=self.device)
+            with torch.inference_mode():
+                hidden = self._forward({"input_ids": one, "attention_mask": one})
+            self._width = int(hidden.shape[-1])
+        return self._width
 
     def _window(self, passes: Sequence[batching.Padded], extra: Sequence[np.ndarray] = ()
                 ) -> tuple[list[dict[str, Any]], list[Any]]:

@@ -26,8 +26,8 @@ import functools
 import itertools
 import logging
 import os
-from collections.abc import Iterator, Sequence
-from typing import IO, Any
+from collections.abc import Iterator
+from typing import IO, Any, NamedTuple
 
 import apache_beam as beam
 from apache_beam.io import fileio
@@ -68,7 +68,7 @@ DEAD_LETTER = "dead_letter"
 # 16 MB is 15,000 to 40,000 rows, so a file of a few hundred thousand rows keeps the 8 to
 # 16 worker processes of one GPU machine reading.
 SPLIT_BYTES = 16 << 20
-# Where a local runner's workers are counted (`ranges_for_workers`), JSONL ranges shrink
+# Where a local runner's workers are counted (`plan_for_workers`), JSONL ranges shrink
 # (down to MIN_SPLIT_BYTES) so that each worker reads about RANGES_PER_WORKER of them.
 MIN_SPLIT_BYTES = 1 << 20
 RANGES_PER_WORKER = 4
@@ -193,21 +193,46 @@ def plan_splits(path: str, size: int, input_format: str | None, split_bytes: int
     return [ReadSplit(path, fmt)]
 
 
-def ranges_for_workers(files: Sequence[str], input_format: str | None,
-                       workers: int) -> tuple[int, int]:
-    """(split_bytes, splits): the JSONL range size that gives each of `workers` workers
-    about `RANGES_PER_WORKER` ranges of the files' uncompressed JSONL (between
-    `MIN_SPLIT_BYTES` and `SPLIT_BYTES`), and how many splits `plan_splits` then makes of
-    the files (Parquet: their row groups; compressed files and CSV: one each). Run on the
-    launcher, to decide whether the splits alone spread the work over the workers."""
-    matched = [m for result in FileSystems.match(list(files)) for m in result.metadata_list]
+class SplitPlan(NamedTuple):
+    """How the input will be read by `workers` workers (`plan_for_workers`)."""
+
+    split_bytes: int  # the JSONL range size
+    splits: int  # how many splits `plan_splits` makes of the files
+    largest: int  # the largest split's bytes (a whole file's, compressed or not)
+    total: int  # every file's bytes
+
+    def spreads(self, workers: int) -> bool:
+        """Whether the splits alone give `workers` workers a fair share each: at least
+        two splits a worker, and none more than half a worker's share of the bytes (a
+        whole compressed file or CSV among small ones would otherwise be one worker's
+        alone)."""
+        return (self.splits >= 2 * workers
+                and self.largest * 2 * workers <= max(self.total, 1))
+
+
+def plan_for_workers(file_pattern: str, input_format: str | None,
+                     workers: int) -> SplitPlan:
+    """The JSONL range size that gives each of `workers` workers about
+    `RANGES_PER_WORKER` ranges of the input's uncompressed JSONL (between
+    `MIN_SPLIT_BYTES` and `SPLIT_BYTES`), and the splits `plan_splits` then makes of the
+    matched files (Parquet: one per row group, weighed as an equal share of the file;
+    compressed files and CSV: one each, weighed by their size on disk, which understates
+    a compressed file). Run on the launcher, to decide whether the splits alone spread
+    the work over the workers."""
+    matched = [m for result in FileSystems.match([file_pattern])
+               for m in result.metadata_list]
     jsonl = sum(m.size_in_bytes for m in matched if compression_of(m.path) is None
                 and input_format_of(m.path, input_format) == "jsonl")
     wanted = -(-jsonl // (RANGES_PER_WORKER * max(workers, 1)))
     split_bytes = min(SPLIT_BYTES, max(MIN_SPLIT_BYTES, wanted))
-    splits = sum(len(plan_splits(m.path, m.size_in_bytes, input_format, split_bytes,
-                                 m.last_updated_in_seconds or None)) for m in matched)
-    return split_bytes, splits
+    splits = largest = 0
+    for m in matched:
+        planned = plan_splits(m.path, m.size_in_bytes, input_format, split_bytes,
+                              m.last_updated_in_seconds or None)
+        splits += len(planned)
+        largest = max([largest] + [(s.end - s.start) if s.end is not None
+                                   else -(-m.size_in_bytes // len(planned)) for s in planned])
+    return SplitPlan(split_bytes, splits, largest, sum(m.size_in_bytes for m in matched))
 
 
 def count_newlines(split: ReadSplit) -> tuple[str, tuple[int, int]]:

@@ -29,7 +29,7 @@ from transforms.scoring.incremental import (
     carried_result,
 )
 from transforms.scoring.join import ROWS, JoinScores
-from transforms.scoring.read import SPLIT_BYTES, ReadPredictions, ranges_for_workers
+from transforms.scoring.read import SPLIT_BYTES, ReadPredictions, plan_for_workers
 from transforms.scoring.rows import content_key
 from transforms.scoring.score import RECORDS, ComputeCorpusStatistics, ScoreBatches, ScoreMetrics
 from transforms.scoring.statistics_file import (
@@ -171,25 +171,26 @@ class ScorePredictions(beam.PTransform):
         """(JSONL range size, whether the reader's batches are spread over the workers
         before they are scored).
 
-        A `Reshuffle` spreads them on runners whose workers the pipeline cannot count, and
-        on a direct runner whose splits are too few for its workers. Where a direct
-        runner's workers can be counted, the ranges are sized to give each about four
-        (`read.ranges_for_workers`), and with at least two splits a worker each reads and
-        scores its own: on the FnApiRunner a reshuffle is a barrier at which every batch
-        is packed and held until the last row is read, while the model waits. One
-        worker (in process): never spread, there is nowhere to spread to."""
+        A `Reshuffle` spreads them on runners whose workers the pipeline cannot count,
+        and on a direct runner whose splits would not give each worker a fair share. Where
+        a direct runner's workers can be counted, the ranges are sized to give each about
+        four (`read.plan_for_workers`), and when the splits spread the work
+        (`SplitPlan.spreads`) each worker reads and scores its own: on the FnApiRunner a
+        reshuffle is a barrier at which every batch is packed and held until the last row
+        is read, while the model waits. One worker: never spread, there is nowhere to
+        spread to."""
         workers = direct_workers(options)
         if workers is None:
             return SPLIT_BYTES, True
         if workers == 1:
             return SPLIT_BYTES, False
-        split_bytes, splits = ranges_for_workers(self._config.files,
-                                                 self._config.input_format, workers)
-        spread = splits < 2 * workers
-        logger.info("%d workers, %d splits (JSONL in ranges of %.1f MiB): batches %s",
-                    workers, splits, split_bytes / 2**20,
+        plan = plan_for_workers(self._config.input, self._config.input_format, workers)
+        spread = not plan.spreads(workers)
+        logger.info("%d workers, %d splits (JSONL in ranges of %.1f MiB, the largest split "
+                    "%.1f MiB of %.1f): batches %s", workers, plan.splits,
+                    plan.split_bytes / 2**20, plan.largest / 2**20, plan.total / 2**20,
                     "spread over the workers" if spread else "scored where they are read")
-        return split_bytes, spread
+        return plan.split_bytes, spread
 
     def _new_sink(self, *args: Any) -> WriteCorpusStatistics:
         """The run's one writer of --save_corpus_statistics (`WriteCorpusStatistics(path,
