@@ -160,8 +160,10 @@ def qa_score(bench: Bench, name: str, rows_path: str, n: int, metrics: str,
     logs = bench.out / "logs"
     logs.mkdir(exist_ok=True)
     (logs / (re.sub(r"[^\w.-]+", "_", name) + ".log")).write_text(done.stderr[-200_000:])
+    # the launcher's plan: whether the workers score what they read (no reshuffle)
+    plan = [x.split(": ", 1)[-1] for x in lines if " splits (JSONL in ranges of " in x][-1:]
     return bench.record(name, n, start, end, steady_rows_per_s=steady_rate(lines),
-                        last_lines=[x for x in lines if "done in" in x][-1:])
+                        last_lines=[x for x in lines if "done in" in x][-1:], plan=plan)
 
 
 def forward_only(bench: Bench, judge: str, rows: list[dict]) -> None:
