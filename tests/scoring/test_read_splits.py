@@ -254,7 +254,7 @@ def _sized(path, size):
     return str(path)
 
 
-def test_ranges_for_workers_give_each_worker_about_four(tmp_path):
+def test_plan_for_workers_gives_each_worker_about_four_ranges(tmp_path):
     from transforms.scoring.read import (
         MIN_SPLIT_BYTES,
         RANGES_PER_WORKER,

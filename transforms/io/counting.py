@@ -38,8 +38,9 @@ class CountingDoFn(beam.DoFn):
 
     Its first bundle in a process sets the garbage collector for throughput
     (`worker_gc.tune_gc`). Subclasses call `self.count(name, n)`; `name` must be one of
-    the names declared at construction (counters are created once, here): a name in `namespace`, or a whole
-    `(namespace, name)` key for a count that belongs to another stage's namespace.
+    the names declared at construction (counters are created once, here): a name in
+    `namespace`, or a whole `(namespace, name)` key for a count that belongs to another
+    stage's namespace.
     Subclasses that override `start_bundle` or `finish_bundle` must call (and, for
     `finish_bundle`, yield from) this class's.
     """

@@ -104,9 +104,9 @@ class ScorePredictions(beam.PTransform):
         # No previous run: rows stay in the batches the reader forms, model metrics and
         # in-process ones scored on them in turn, with no join (`_score_batches`).
         batched = config.previous is None
-        split_bytes, self._spread = SPLIT_BYTES, True
+        split_bytes, spread = SPLIT_BYTES, True
         if batched:
-            split_bytes, self._spread = self._plan_spread(p.pipeline.options)
+            split_bytes, spread = self._plan_spread(p.pipeline.options)
         read = p | "ReadPredictions" >> ReadPredictions(
             config.input, config.mapping, config.input_format, config.max_text_chars,
             split_bytes=split_bytes, batch_rows=config.max_batch_size if batched else None)
@@ -134,7 +134,7 @@ class ScorePredictions(beam.PTransform):
             self._frozen = p | "ReadCorpusStatistics" >> ReadCorpusStatistics(
                 config.corpus_statistics, distributed, config.df_shards)
         if batched:
-            joined = self._score_batches(rows, corpus_stats)
+            joined = self._score_batches(rows, corpus_stats, spread)
         elif config.previous is None:
             branches = {ROWS: rows, **self._branches(rows, config.metrics, corpus_stats)}
             joined = branches | "JoinScoresByRowKey" >> JoinScores()
@@ -210,16 +210,17 @@ class ScorePredictions(beam.PTransform):
             return None
         return self._new_sink(distributed, self._idf_records)
 
-    def _score_batches(self, batches: beam.PCollection, corpus_stats: Any) -> dict:
+    def _score_batches(self, batches: beam.PCollection, corpus_stats: Any,
+                       spread: bool) -> dict:
         """Every metric of a run without a previous run, scored on the reader's
         `RowBatch`es -> {`scored`, `dead_letter`} records: the model metrics first
         (`ScoreModelBatches` attaches each row's model scores to its batch), then the
         in-process ones, which finish each row's record; no per-row element is formed
-        before the output records, and no join is needed."""
+        before the output records, and no join is needed. `spread`: the batches are
+        reshuffled over the workers first (`_plan_spread`)."""
         config = self._config
         in_process = [m for m in config.metrics if not is_model_backed(m)]
         models = [m for m in config.metrics if is_model_backed(m)]
-        spread = self._spread  # `_plan_spread`
         if models:
             # imported here: RunInference's module imports torch (seconds, 300 MB), which
             # a run of text metrics alone never needs
