@@ -113,11 +113,11 @@ def branch_direct(metric, batches: list) -> tuple[int, dict]:
     from apache_beam.ml.inference.base import PredictionResult
 
     from transforms.scoring.handlers import build_handler
+    from transforms.scoring.multi_use import MultiUseModelHandler
     from transforms.scoring.run_model_metrics import (
         BatchModelHandler,
         ExpandModelRequestsFn,
         FoldModelMetricsFn,
-        MultiUseModelHandler,
         plan_uses,
         request_count,
     )

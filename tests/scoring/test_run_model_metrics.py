@@ -204,7 +204,7 @@ def test_distinct_families_required():
 
 
 def test_multi_use_handler_routes_by_tag_and_isolates_a_failing_input():
-    from transforms.scoring.run_model_metrics import InferenceFailure, MultiUseModelHandler
+    from transforms.scoring.multi_use import InferenceFailure, MultiUseModelHandler
 
     handler = MultiUseModelHandler({"use0": FakeHandler(PAIR_USE), "use1": FakeHandler(TEXT_USE)})
     assert handler.batch_elements_kwargs() == {"min_batch_size": 1, "max_batch_size": 2}
@@ -220,11 +220,10 @@ def test_multi_use_handler_routes_by_tag_and_isolates_a_failing_input():
 
 
 def test_batch_handler_cuts_outputs_back_per_row_and_accepts_empty_batches():
+    from transforms.scoring.multi_use import InferenceFailure, MultiUseModelHandler
     from transforms.scoring.run_model_metrics import (
         BatchModelHandler,
         ExpandModelRequestsFn,
-        InferenceFailure,
-        MultiUseModelHandler,
         request_count,
     )
 
@@ -311,12 +310,8 @@ def test_the_branch_is_one_fused_stage_on_the_fnapirunner():
 
 
 def test_a_window_that_fails_as_a_whole_dead_letters_its_rows():
-    from transforms.scoring.run_model_metrics import (
-        BatchModelHandler,
-        ExpandModelRequestsFn,
-        InferenceFailure,
-        MultiUseModelHandler,
-    )
+    from transforms.scoring.multi_use import InferenceFailure, MultiUseModelHandler
+    from transforms.scoring.run_model_metrics import BatchModelHandler, ExpandModelRequestsFn
 
     class Broken(MultiUseModelHandler):
         def run_inference(self, batch, model, inference_args=None):

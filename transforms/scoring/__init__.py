@@ -68,4 +68,8 @@ branches (incremental.py)::
   the run ends: rows cross stages only packed in `RowBatch`es (row_batch.py; rows.py
   makes each row from its record), and the scores file is
   written in parts per bundle and merged (write.py), never grouped.
+- The edges that carry batches (`RowBatch`, the model branch's `BatchRequests` and
+  `BatchResult`) are typed, so they get `batch_coder.BatchCoder`: encoded as pickle, as
+  before, but sized for the runner's size sampling from their texts, without being
+  packed or pickled.
 """

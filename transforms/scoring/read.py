@@ -34,6 +34,7 @@ from apache_beam.io import fileio
 from apache_beam.io.filesystems import FileSystems
 
 from transforms.io.counting import STATS_TAG, CountingDoFn
+from transforms.scoring.batch_coder import register
 from transforms.scoring.formats import (
     ITERATORS,
     Record,
@@ -424,9 +425,12 @@ class ReadPredictions(beam.PTransform):
             (planned | "WholeOrRowGroups" >> beam.Filter(lambda s: s.end is None), numbered)
             | "AllSplits" >> beam.Flatten()
             | "SpreadSplitsOverWorkers" >> beam.Reshuffle())
-        read = splits | "ReadAndValidateRows" >> beam.ParDo(
-            ReadRowsFn(self._mapping, self._input_format, self._max_text_chars,
-                       self._batch_rows)).with_outputs(DEAD_LETTER, STATS_TAG, main="rows")
+        read_rows = beam.ParDo(ReadRowsFn(self._mapping, self._input_format,
+                                          self._max_text_chars, self._batch_rows))
+        if self._batch_rows is not None:  # sized without packing them (batch_coder)
+            read_rows = read_rows.with_output_types(register(RowBatch))
+        read = splits | "ReadAndValidateRows" >> read_rows.with_outputs(
+            DEAD_LETTER, STATS_TAG, main="rows")
         out = {"dead_letter": read[DEAD_LETTER], "stats": read[STATS_TAG]}
         if self._batch_rows is not None:
             return {"batches": read.rows, **out}

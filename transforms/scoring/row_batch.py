@@ -51,6 +51,12 @@ class RowBatch:
             self._rows = unpack_rows(self._packed)
         return self._rows
 
+    @property
+    def packed(self) -> bytes | None:
+        """The rows' packed bytes (`pack_rows`) once made (pickled, or read back from a
+        pickle), else None."""
+        return self._packed
+
     def __reduce__(self):
         if self._packed is None:
             self._packed = pack_rows(self._rows)

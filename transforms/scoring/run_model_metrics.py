@@ -20,9 +20,10 @@ distinct `ModelUse`, so metrics with equal uses share a model). One
 `--model_batch_size` model inputs (the window in which inputs are de-duplicated and
 grouped by length), runs every model (each part of a window goes to its use's handler; a
 part that fails is retried input by input, and an input that still fails gets an
-`InferenceFailure`) and hands each row its outputs; each metric then folds them, with the
-corpus statistics as a side input. Windows that fail as a whole come back as rows whose
-every input failed (`BatchModelHandler` catches it).
+`InferenceFailure`) and hands each row its outputs (a `BatchResult` per element); each
+metric then folds them, with the corpus statistics as a side input. Windows that fail as a whole come back as rows whose
+every input failed (`BatchModelHandler` catches it). The edges are typed with these
+classes, so a runner sizes their elements without encoding them (batch_coder.py).
 
 Why batches of rows as elements: a row per element cost a Python object and a few Beam
 calls per row on the way to the model, which set the pace on a GPU; and an earlier graph
@@ -36,15 +37,11 @@ metrics with its model scores, with no join by row key.
 
 import dataclasses
 import logging
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import apache_beam as beam
-from apache_beam.ml.inference.base import (
-    ModelHandler,
-    PredictionResult,
-    RunInference,
-)
+from apache_beam.ml.inference.base import ModelHandler, PredictionResult, RunInference
 
 from transforms.io import progress
 from transforms.io.counting import STATS_TAG, CountingDoFn
@@ -52,14 +49,20 @@ from transforms.metrics.base import MetricInputError
 from transforms.metrics.corpus import unique_statistics
 from transforms.metrics.model_base import ModelMetric
 from transforms.models.uses import ModelUse
+from transforms.scoring.batch_coder import register
 from transforms.scoring.handlers import build_handler
+from transforms.scoring.multi_use import (
+    NAMESPACE,
+    InferenceFailure,
+    Models,
+    MultiUseModelHandler,
+)
 from transforms.scoring.row_batch import RowBatch
 from transforms.scoring.score import ComputeCorpusStatistics, example_of
 from transforms.scoring.score import ScoreResult as ModelScoreResult
 
 logger = logging.getLogger(__name__)
 
-NAMESPACE = "qa_eval_model_metrics"
 # Rows into and out of the model branch, for the progress lines of local runs only.
 PROGRESS_ROWS_IN = f"{NAMESPACE}/rows_in"
 PROGRESS_ROWS_DONE = f"{NAMESPACE}/rows_done"
@@ -111,6 +114,16 @@ class BatchRequests(NamedTuple):
     rows: tuple[RowRequests, ...]
 
 
+class BatchResult(NamedTuple):
+    """What `BatchModelHandler` returns for one `BatchRequests`: the element, and per row
+    the list of its model outputs in request order (the fields of Beam's
+    `PredictionResult`, which `FoldModelMetricsFn` also accepts; a class of our own so that
+    the edge has `BatchCoder`, see transforms/scoring/batch_coder.py)."""
+
+    example: BatchRequests
+    inference: list
+
+
 def request_count(element: BatchRequests) -> int:
     """An element's weight for `BatchElements`: its number of model inputs (at least 1),
     so that `--model_batch_size` counts model inputs. (An element heavier than the batch
@@ -158,140 +171,6 @@ class ExpandModelRequestsFn(CountingDoFn):
         return RowRequests(row_key, value, tuple(requests), tuple(rejected))
 
 
-class InferenceFailure(NamedTuple):
-    """The output of an input the model failed on (in place of a model output)."""
-
-    reason: str
-
-
-class Models(dict):
-    """The loaded models by use tag (a dict subclass: Beam's shared cache holds weak
-    references, which a plain dict does not support).
-
-    With `share_model_across_processes` this object lives in one process and the others
-    reach it through a proxy, which forwards public method calls only (their arguments
-    and results pickled): `call` runs one model's method there, so a handler is given a
-    `ModelView` of its model and never the model itself.
-    """
-
-    def call(self, tag: str, method: str, *args: Any) -> Any:
-        """`self[tag].method(*args)`, for a caller in another process."""
-        return getattr(self[tag], method)(*args)
-
-
-class ModelView:
-    """One model of a shared `Models`, as its handler sees it: attribute calls go to the
-    process that holds it (`Models.call`)."""
-
-    def __init__(self, models: Any, tag: str) -> None:
-        self._models = models
-        self._tag = tag
-
-    def __getattr__(self, method: str) -> Callable[..., Any]:
-        if method.startswith("_"):
-            raise AttributeError(method)
-        return lambda *args: self._models.call(self._tag, method, *args)
-
-    def __repr__(self) -> str:
-        return f"ModelView({self._tag})"
-
-
-class MultiUseModelHandler(ModelHandler):
-    """One `ModelHandler` over several uses: elements are `(use tag, model input)`.
-
-    Every model of a `RunModelMetrics` runs inside one `RunInference` (one batching step,
-    one DoFn holding every model of the process). A batch is split by use tag and each
-    part goes to its own handler. When a part fails, its inputs are retried one by one,
-    so one bad input costs one `InferenceFailure`, not its whole batch.
-
-    Args:
-        handlers: use tag -> the handler of that use.
-    """
-
-    def __init__(self, handlers: Mapping[str, ModelHandler]) -> None:
-        if not handlers:
-            raise ValueError("MultiUseModelHandler needs at least one handler")
-        self._handlers = dict(handlers)
-        batching = [h.batch_elements_kwargs() for h in self._handlers.values()]
-        sizes = {}
-        for key, pick in (("min_batch_size", min), ("max_batch_size", max)):
-            values = [b[key] for b in batching if b.get(key) is not None]
-            if values:
-                sizes[key] = pick(values)
-        shared = [h for h in self._handlers.values() if h.share_model_across_processes()]
-        copies = [h.model_copies() for h in shared if h.model_copies() is not None]
-        super().__init__(**sizes, large_model=bool(shared),
-                         model_copies=max(copies) if copies else None)
-        self._failures = beam.metrics.Metrics.counter(NAMESPACE, "inference_failures")
-        self._retries = beam.metrics.Metrics.counter(NAMESPACE, "failed_parts_retried")
-        self._views: dict[str, tuple[Any, ModelView]] = {}
-
-    def _model(self, models: Any, tag: str) -> Any:
-        """The model of one use: itself when `models` is here, else a view (one per
-        proxy and tag, so its handler keeps its host side between batches)."""
-        if isinstance(models, Models):
-            return models[tag]
-        held = self._views.get(tag)
-        if held is None or held[0] is not models:
-            held = self._views[tag] = (models, ModelView(models, tag))
-        return held[1]
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        state["_views"] = {}
-        return state
-
-    def load_model(self) -> Models:
-        return Models({tag: handler.load_model() for tag, handler in self._handlers.items()})
-
-    def run_inference(self, batch: Sequence[tuple[str, Any]], model: Mapping[str, Any],
-                      inference_args: dict[str, Any] | None = None) -> list[PredictionResult]:
-        positions: dict[str, list[int]] = {}
-        for i, (tag, _) in enumerate(batch):
-            positions.setdefault(tag, []).append(i)
-        results: list[Any] = [None] * len(batch)
-        for tag, where in positions.items():
-            inputs = [batch[i][1] for i in where]
-            values = self._run_part(tag, inputs, self._model(model, tag))
-            for i, value in zip(where, values):
-                results[i] = PredictionResult(batch[i], value, tag)
-        return results
-
-    def _run_part(self, tag: str, inputs: list[Any], model: Any) -> list[Any]:
-        handler = self._handlers[tag]
-        try:
-            return _inferences(handler.run_inference(inputs, model), len(inputs))
-        except Exception as e:  # noqa: BLE001 - isolated below, input by input
-            if len(inputs) > 1:
-                logger.warning("a batch of %d inputs for %s failed (%s: %s); retrying them "
-                               "one by one", len(inputs), handler, type(e).__name__, e)
-                self._retries.inc()
-            else:
-                self._failures.inc()
-                return [InferenceFailure(f"{type(e).__name__}: {e}")]
-        values = []
-        for x in inputs:
-            try:
-                values += _inferences(handler.run_inference([x], model), 1)
-            except Exception as e:  # noqa: BLE001 - one input's failure is data, reported
-                self._failures.inc()
-                values.append(InferenceFailure(f"{type(e).__name__}: {e}"))
-        return values
-
-    def get_num_bytes(self, batch: Sequence[tuple[str, Any]]) -> int:
-        return sum(self._handlers[tag].get_num_bytes([x]) for tag, x in batch)
-
-    def get_metrics_namespace(self) -> str:
-        return NAMESPACE
-
-    def validate_inference_args(self, inference_args: dict[str, Any] | None) -> None:
-        if inference_args:
-            raise ValueError(f"model metrics take no inference_args, got {inference_args}")
-
-    def __repr__(self) -> str:
-        return f"MultiUseModelHandler({self._handlers})"
-
-
 class BatchModelHandler(ModelHandler):
     """Runs `BatchRequests` (batches of rows with their model inputs) through a
     `MultiUseModelHandler`.
@@ -326,7 +205,7 @@ class BatchModelHandler(ModelHandler):
                 for _i, _s, tag, model_input in row.requests]
 
     def run_inference(self, batch: Sequence[BatchRequests], model: Mapping[str, Any],
-                      inference_args: dict[str, Any] | None = None) -> list[PredictionResult]:
+                      inference_args: dict[str, Any] | None = None) -> list[BatchResult]:
         flat = self._inputs(batch)
         try:
             values = [r.inference for r in self._inner.run_inference(flat, model)] if flat else []
@@ -345,7 +224,7 @@ class BatchModelHandler(ModelHandler):
             for row in element.rows:
                 outputs.append(values[at:at + len(row.requests)])
                 at += len(row.requests)
-            results.append(PredictionResult(element, outputs))
+            results.append(BatchResult(element, outputs))
         return results
 
     def get_num_bytes(self, batch: Sequence[BatchRequests]) -> int:
@@ -362,15 +241,8 @@ class BatchModelHandler(ModelHandler):
         return f"BatchModelHandler({self._inner!r})"
 
 
-def _inferences(results: Iterable[PredictionResult], expected: int) -> list[Any]:
-    values = [r.inference for r in results]
-    if len(values) != expected:
-        raise RuntimeError(f"the handler returned {len(values)} results for {expected} inputs")
-    return values
-
-
 class FoldModelMetricsFn(CountingDoFn):
-    """PredictionResult(BatchRequests, outputs per row) -> one result per row: for a
+    """BatchResult(BatchRequests, outputs per row) -> one result per row: for a
     `RowBatch`, the batch again with `results` (a `ModelScoreResult` per row); for a list
     of keyed rows, `(row_key, ModelScoreResult)` per row.
 
@@ -383,7 +255,8 @@ class FoldModelMetricsFn(CountingDoFn):
         super().__init__(NAMESPACE, ["passed", "filtered:rejected", "filtered:inference_failed"])
         self._metrics = tuple(metrics)
 
-    def process(self, result: PredictionResult, corpus_stats: Mapping[str, Any] | None = None):
+    def process(self, result: BatchResult | PredictionResult,
+                corpus_stats: Mapping[str, Any] | None = None):
         element, values = result.example, result.inference
         if len(values) != len(element.rows):  # BatchModelHandler's contract; a bug if broken
             raise RuntimeError(f"{len(values)} output lists for {len(element.rows)} rows")
@@ -447,6 +320,9 @@ class ModelMetricsOnBatches(beam.PTransform):
         ValueError: no metrics, or two metrics of the same family.
     """
 
+    # the type of the elements `expand` returns (keyed rows: any)
+    _scored_type: Any = Any
+
     def __init__(self, metrics: Sequence[ModelMetric], *, corpus_stats: Any = None,
                  handler_factory: Callable[..., ModelHandler] | None = None,
                  handler_kwargs: Mapping[str, Any] | None = None) -> None:
@@ -461,19 +337,23 @@ class ModelMetricsOnBatches(beam.PTransform):
         self._uses, self._roles = plan_uses(self._metrics)
 
     def expand(self, batches: beam.PCollection) -> beam.PCollection:
+        # The edges typed with the batch classes: a runner sizes their elements without
+        # encoding them (transforms/scoring/batch_coder.py)
         requests = (batches | "ExpandModelRequests" >> beam.ParDo(
-            ExpandModelRequestsFn(self._metrics, self._roles)).with_outputs(
-                STATS_TAG, main="requests")).requests
+            ExpandModelRequestsFn(self._metrics, self._roles)).with_output_types(
+                register(BatchRequests)).with_outputs(STATS_TAG, main="requests")).requests
         handler = BatchModelHandler(MultiUseModelHandler(
             {tag: self._factory(use, **self._handler_kwargs) for tag, use in self._uses.items()}))
         # No `with_exception_handling` and its Flatten of good and failed batches: the
         # FnApiRunner materialises such a Flatten, which pickled every window's inputs and
         # cut the stage in two; a window that fails as a whole is caught by the handler.
-        return (requests | "RunInference" >> RunInference(handler)
+        return (requests
+                | "RunInference" >> RunInference(handler).with_output_types(
+                    register(BatchResult))
                 | "FoldModelMetrics" >> beam.ParDo(
                     FoldModelMetricsFn(self._metrics),
-                    corpus_stats=self._stats_side_input(batches)).with_outputs(
-                        STATS_TAG, main="scores")).scores
+                    corpus_stats=self._stats_side_input(batches)).with_output_types(
+                        self._scored_type).with_outputs(STATS_TAG, main="scores")).scores
 
     def _stats_side_input(self, batches: beam.PCollection) -> Any:
         if not unique_statistics(self._metrics):
@@ -490,6 +370,8 @@ class ModelMetricsOnBatches(beam.PTransform):
 class ScoreModelBatches(ModelMetricsOnBatches):
     """`RowBatch`es -> the same batches with `results`: each row's model scores, or why it
     has none (see the module docstring). Same arguments as `ModelMetricsOnBatches`."""
+
+    _scored_type = register(RowBatch)
 
 
 class RunModelMetrics(beam.PTransform):

@@ -1,0 +1,162 @@
+"""Several models behind one `ModelHandler`: the handler that the model branch's one
+`RunInference` runs (run_model_metrics.py), its models by use tag, and the failure that
+stands in for an output when a model fails on an input.
+
+Elements are `(use tag, model input)`; a window is split by tag, each part goes to its
+own use's handler, and a part that fails is retried input by input so that one bad input
+costs one `InferenceFailure`, not its window. With `share_model_across_processes` the
+`Models` live in one process and the others call them through a proxy (`ModelView`).
+"""
+
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, NamedTuple
+
+import apache_beam as beam
+from apache_beam.ml.inference.base import ModelHandler, PredictionResult
+
+logger = logging.getLogger(__name__)
+
+# The model branch's metrics namespace (Beam counters, progress lines).
+NAMESPACE = "qa_eval_model_metrics"
+
+
+class InferenceFailure(NamedTuple):
+    """The output of an input the model failed on (in place of a model output)."""
+
+    reason: str
+
+
+class Models(dict):
+    """The loaded models by use tag (a dict subclass: Beam's shared cache holds weak
+    references, which a plain dict does not support).
+
+    With `share_model_across_processes` this object lives in one process and the others
+    reach it through a proxy, which forwards public method calls only (their arguments
+    and results pickled): `call` runs one model's method there, so a handler is given a
+    `ModelView` of its model and never the model itself.
+    """
+
+    def call(self, tag: str, method: str, *args: Any) -> Any:
+        """`self[tag].method(*args)`, for a caller in another process."""
+        return getattr(self[tag], method)(*args)
+
+
+class ModelView:
+    """One model of a shared `Models`, as its handler sees it: attribute calls go to the
+    process that holds it (`Models.call`)."""
+
+    def __init__(self, models: Any, tag: str) -> None:
+        self._models = models
+        self._tag = tag
+
+    def __getattr__(self, method: str) -> Callable[..., Any]:
+        if method.startswith("_"):
+            raise AttributeError(method)
+        return lambda *args: self._models.call(self._tag, method, *args)
+
+    def __repr__(self) -> str:
+        return f"ModelView({self._tag})"
+
+
+class MultiUseModelHandler(ModelHandler):
+    """One `ModelHandler` over several uses: elements are `(use tag, model input)`.
+
+    Every model of a `RunModelMetrics` runs inside one `RunInference` (one batching step,
+    one DoFn holding every model of the process). A batch is split by use tag and each
+    part goes to its own handler. When a part fails, its inputs are retried one by one,
+    so one bad input costs one `InferenceFailure`, not its whole batch.
+
+    Args:
+        handlers: use tag -> the handler of that use.
+    """
+
+    def __init__(self, handlers: Mapping[str, ModelHandler]) -> None:
+        if not handlers:
+            raise ValueError("MultiUseModelHandler needs at least one handler")
+        self._handlers = dict(handlers)
+        batching = [h.batch_elements_kwargs() for h in self._handlers.values()]
+        sizes = {}
+        for key, pick in (("min_batch_size", min), ("max_batch_size", max)):
+            values = [b[key] for b in batching if b.get(key) is not None]
+            if values:
+                sizes[key] = pick(values)
+        shared = [h for h in self._handlers.values() if h.share_model_across_processes()]
+        copies = [h.model_copies() for h in shared if h.model_copies() is not None]
+        super().__init__(**sizes, large_model=bool(shared),
+                         model_copies=max(copies) if copies else None)
+        self._failures = beam.metrics.Metrics.counter(NAMESPACE, "inference_failures")
+        self._retries = beam.metrics.Metrics.counter(NAMESPACE, "failed_parts_retried")
+        self._views: dict[str, tuple[Any, ModelView]] = {}
+
+    def _model(self, models: Any, tag: str) -> Any:
+        """The model of one use: itself when `models` is here, else a view (one per
+        proxy and tag, so its handler keeps its host side between batches)."""
+        if isinstance(models, Models):
+            return models[tag]
+        held = self._views.get(tag)
+        if held is None or held[0] is not models:
+            held = self._views[tag] = (models, ModelView(models, tag))
+        return held[1]
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_views"] = {}
+        return state
+
+    def load_model(self) -> Models:
+        return Models({tag: handler.load_model() for tag, handler in self._handlers.items()})
+
+    def run_inference(self, batch: Sequence[tuple[str, Any]], model: Mapping[str, Any],
+                      inference_args: dict[str, Any] | None = None) -> list[PredictionResult]:
+        positions: dict[str, list[int]] = {}
+        for i, (tag, _) in enumerate(batch):
+            positions.setdefault(tag, []).append(i)
+        results: list[Any] = [None] * len(batch)
+        for tag, where in positions.items():
+            inputs = [batch[i][1] for i in where]
+            values = self._run_part(tag, inputs, self._model(model, tag))
+            for i, value in zip(where, values):
+                results[i] = PredictionResult(batch[i], value, tag)
+        return results
+
+    def _run_part(self, tag: str, inputs: list[Any], model: Any) -> list[Any]:
+        handler = self._handlers[tag]
+        try:
+            return _inferences(handler.run_inference(inputs, model), len(inputs))
+        except Exception as e:  # noqa: BLE001 - isolated below, input by input
+            if len(inputs) > 1:
+                logger.warning("a batch of %d inputs for %s failed (%s: %s); retrying them "
+                               "one by one", len(inputs), handler, type(e).__name__, e)
+                self._retries.inc()
+            else:
+                self._failures.inc()
+                return [InferenceFailure(f"{type(e).__name__}: {e}")]
+        values = []
+        for x in inputs:
+            try:
+                values += _inferences(handler.run_inference([x], model), 1)
+            except Exception as e:  # noqa: BLE001 - one input's failure is data, reported
+                self._failures.inc()
+                values.append(InferenceFailure(f"{type(e).__name__}: {e}"))
+        return values
+
+    def get_num_bytes(self, batch: Sequence[tuple[str, Any]]) -> int:
+        return sum(self._handlers[tag].get_num_bytes([x]) for tag, x in batch)
+
+    def get_metrics_namespace(self) -> str:
+        return NAMESPACE
+
+    def validate_inference_args(self, inference_args: dict[str, Any] | None) -> None:
+        if inference_args:
+            raise ValueError(f"model metrics take no inference_args, got {inference_args}")
+
+    def __repr__(self) -> str:
+        return f"MultiUseModelHandler({self._handlers})"
+
+
+def _inferences(results: Iterable[PredictionResult], expected: int) -> list[Any]:
+    values = [r.inference for r in results]
+    if len(values) != expected:
+        raise RuntimeError(f"the handler returned {len(values)} results for {expected} inputs")
+    return values
