@@ -110,8 +110,6 @@ def row_batches(path: str) -> list:
 def branch_direct(metric, batches: list) -> tuple[int, dict]:
     """The model branch's DoFns and handlers in a plain loop (zero-cost model loaded by
     the caller's context); returns (rows scored, handler counts)."""
-    from apache_beam.ml.inference.base import PredictionResult
-
     from transforms.scoring.handlers import build_handler
     from transforms.scoring.multi_use import MultiUseModelHandler
     from transforms.scoring.run_model_metrics import (
@@ -137,7 +135,7 @@ def branch_direct(metric, batches: list) -> tuple[int, dict]:
     def flush():
         nonlocal scored
         for result in handler.run_inference(window, models):
-            for batch in fold.process(PredictionResult(result.example, result.inference)):
+            for batch in fold.process(result):
                 scored += sum(1 for r in batch.results if r[0] is not None)
 
     for batch in batches:

@@ -15,10 +15,16 @@ from apache_beam.coders import coders
 from tests.runners import RUNNER_ARGS
 from transforms.metrics.base import QAExample
 from transforms.scoring import row_batch
-from transforms.scoring.batch_coder import BatchCoder, estimated_bytes, register
+from transforms.scoring.batch_coder import BatchCoder, estimated_bytes, register, typed_as
 from transforms.scoring.row_batch import RowBatch
 from transforms.scoring.rows import RowSource, ScoringRow
-from transforms.scoring.run_model_metrics import BatchRequests, BatchResult, RowRequests
+from transforms.scoring.run_model_metrics import (
+    BatchRequests,
+    BatchResult,
+    RowRequests,
+    RunModelMetrics,
+    ScoreModelBatches,
+)
 
 
 def _text(rng: random.Random, words: int) -> str:
@@ -127,3 +133,91 @@ def test_a_run_in_one_process_never_packs_a_batch(tmp_path, monkeypatch, cross_e
     scores = pd.read_parquet(prefix + ".scores.parquet")
     assert len(scores) == 120 and scores["wes"].notna().all()  # 30 batches, all scored
     assert calls == []
+
+
+def _coders(pipeline: beam.Pipeline) -> dict[str, coders.Coder]:
+    """The coder a runner gets for each PCollection: '<transform label>:<output tag>'."""
+    from apache_beam.runners import pipeline_context
+
+    proto = pipeline.to_runner_api()
+    context = pipeline_context.PipelineContext(proto.components)
+    return {f"{t.unique_name}:{tag}": context.coders.get_by_id(
+                proto.components.pcollections[pc].coder_id)
+            for t in proto.components.transforms.values() if not t.subtransforms
+            for tag, pc in t.outputs.items()}
+
+
+@pytest.mark.parametrize("flags", [[], ["--no_pipeline_type_check"]])
+def test_the_batch_edges_get_the_batch_coder(tmp_path, flags):
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from tests.scoring.test_run_model_metrics import ROWS, FakeHandler, OverlapMetric
+    from transforms.scoring.read import ReadPredictions
+    from transforms.scoring.rows import ColumnMapping
+
+    metric, stats = OverlapMetric("f1"), {"n_refs": 1}
+    p = beam.Pipeline(options=PipelineOptions(flags))  # built, not run
+    read = p | "Read" >> ReadPredictions(str(tmp_path / "*.jsonl"), ColumnMapping(),
+                                         batch_rows=4)
+    _ = read["batches"] | "Spread" >> beam.Reshuffle() | "Scored" >> ScoreModelBatches(
+        [metric], handler_factory=FakeHandler, corpus_stats=stats)
+    _ = p | "Rows" >> beam.Create(ROWS) | "Keyed" >> RunModelMetrics(
+        [metric], handler_factory=FakeHandler, corpus_stats=stats)
+    found = _coders(p)
+
+    def coder(prefix: str, tag: str = "None") -> coders.Coder:  # "None": the main output
+        (hit,) = [c for name, c in found.items() if name.endswith(f":{tag}") and (
+            name.startswith(prefix + "/") or name.startswith(prefix + ":"))]
+        return hit
+
+    batch_edges = ["Read/ReadAndValidateRows", "Scored/FoldModelMetrics"] + [
+        f"{branch}/{step}" for branch in ("Scored", "Keyed/ModelMetrics")
+        for step in ("ExpandModelRequests", "RunInference/BeamML_RunInference")]
+    for edge in batch_edges:
+        assert isinstance(coder(edge), BatchCoder), edge
+    # keyed results, counts and dead letters keep Beam's own coders
+    for edge, tag in (("Keyed/ModelMetrics/FoldModelMetrics", "None"),
+                      ("Read/ReadAndValidateRows", "dead_letter"),
+                      ("Read/ReadAndValidateRows", "stats")):
+        assert not isinstance(coder(edge, tag), BatchCoder), edge
+    if not flags:  # what Beam infers from the elements' type, when it checks types
+        assert isinstance(coder("Spread/RemoveRandomKeys"), BatchCoder)
+        for branch in ("Scored", "Keyed/ModelMetrics"):  # windows
+            windows = coder(f"{branch}/RunInference/BatchElements")
+            assert isinstance(windows, coders.ListCoder)
+            assert [type(c) for c in windows._get_component_coders()] == [BatchCoder]
+
+
+def test_typed_as_sets_the_element_type():
+    p = beam.Pipeline()
+    pcoll = p | beam.Create([1])
+    assert typed_as(pcoll, RowBatch) is pcoll and pcoll.element_type is RowBatch
+    assert isinstance(beam.coders.registry.get_coder(pcoll.element_type), BatchCoder)
+
+
+def test_the_batch_path_under_runtime_type_checks(tmp_path):
+    """Beam's run-time type checks (`--runtime_type_check`) see only the DoFns' own
+    declarations: the batch types are set on the PCollections, not declared on the
+    multi-output DoFns, whose dead letters and counts would then fail the check. (The
+    whole `qa-score` cannot run with the flag: Beam's own `WriteToText` fails it.)"""
+    from apache_beam.options.pipeline_options import PipelineOptions
+    from apache_beam.testing.util import assert_that, equal_to
+
+    from tests.scoring.test_run_model_metrics import FakeHandler, OverlapMetric
+    from transforms.scoring.read import ReadPredictions
+    from transforms.scoring.rows import ColumnMapping
+
+    path = tmp_path / "preds.jsonl"
+    path.write_text("".join(json.dumps(
+        {"id": str(i), "prediction": f"a man {i}", "references": ["the man"] if i else []})
+        + "\n" for i in range(9)))
+    options = PipelineOptions(["--runtime_type_check", *RUNNER_ARGS["direct_in_process"]])
+    with beam.Pipeline(options=options) as p:
+        read = p | ReadPredictions(str(path), ColumnMapping(), batch_rows=4)
+        scored = read["batches"] | ScoreModelBatches(
+            [OverlapMetric("f1")], handler_factory=FakeHandler, corpus_stats={"n_refs": 1})
+        # "a man i" against "the man": the fake model's token Jaccard, 1/4
+        assert_that(scored | beam.FlatMap(lambda b: [r[0]["f1"] for r in b.results]),
+                    equal_to([0.25] * 8), label="Scores")
+        assert_that(read["dead_letter"] | beam.Map(lambda d: d["row"]), equal_to([1]),
+                    label="DeadLetters")

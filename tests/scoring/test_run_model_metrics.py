@@ -252,6 +252,7 @@ def test_batch_handler_cuts_outputs_back_per_row_and_accepts_empty_batches():
 def test_fold_checks_the_outputs_and_reports_rejections():
     from transforms.scoring.run_model_metrics import (
         BatchRequests,
+        BatchResult,
         FoldModelMetricsFn,
         RowRequests,
     )
@@ -260,12 +261,12 @@ def test_fold_checks_the_outputs_and_reports_rejections():
     row = RowRequests("k", ROWS[0][1], ((0, 0, "use0", ("a man", "the man")),))
     element = BatchRequests([("k", ROWS[0][1])], (row,))
     with pytest.raises(RuntimeError, match="0 model outputs for 1 requests"):
-        list(fold.process(PredictionResult(element, [[]])))
+        list(fold.process(BatchResult(element, [[]])))
     with pytest.raises(RuntimeError, match="0 output lists for 1 rows"):
-        list(fold.process(PredictionResult(element, [])))
+        list(fold.process(BatchResult(element, [])))
     # A metric that rejected the row at expansion reports its reason, without outputs.
     rejected = RowRequests("k", ROWS[2][1], (), ((0, "no references"),))
-    assert list(fold.process(PredictionResult(
+    assert list(fold.process(BatchResult(
         BatchRequests([("k", ROWS[2][1])], (rejected,)), [[]]))) == [
         ("k", ModelScoreResult(None, "f1: no references", "metric_input_error"))]
 

@@ -68,8 +68,12 @@ branches (incremental.py)::
   the run ends: rows cross stages only packed in `RowBatch`es (row_batch.py; rows.py
   makes each row from its record), and the scores file is
   written in parts per bundle and merged (write.py), never grouped.
+- The model branch (run_model_metrics.py) runs every model through one `RunInference`
+  whose handler, `BatchModelHandler`, wraps multi_use.py's `MultiUseModelHandler` (one
+  handler per model use, failures isolated input by input, models shareable across
+  processes).
 - The edges that carry batches (`RowBatch`, the model branch's `BatchRequests` and
-  `BatchResult`) are typed, so they get `batch_coder.BatchCoder`: encoded as pickle, as
-  before, but sized for the runner's size sampling from their texts, without being
-  packed or pickled.
+  `BatchResult`) are typed, so they get `batch_coder.BatchCoder`: the same pickle
+  payload as before, but sized for the runner's size sampling from their texts, without
+  being packed or pickled.
 """

@@ -1,6 +1,6 @@
-"""Several models behind one `ModelHandler`: the handler that the model branch's one
-`RunInference` runs (run_model_metrics.py), its models by use tag, and the failure that
-stands in for an output when a model fails on an input.
+"""Several models behind one `ModelHandler`: the handler inside the one `RunInference` of
+the model branch (run_model_metrics.py's `BatchModelHandler` wraps it), its models by use
+tag, and the failure that stands in for an output when a model fails on an input.
 
 Elements are `(use tag, model input)`; a window is split by tag, each part goes to its
 own use's handler, and a part that fails is retried input by input so that one bad input
@@ -62,7 +62,7 @@ class ModelView:
 class MultiUseModelHandler(ModelHandler):
     """One `ModelHandler` over several uses: elements are `(use tag, model input)`.
 
-    Every model of a `RunModelMetrics` runs inside one `RunInference` (one batching step,
+    Every model of a `ModelMetricsOnBatches` runs inside one `RunInference` (one batching step,
     one DoFn holding every model of the process). A batch is split by use tag and each
     part goes to its own handler. When a part fails, its inputs are retried one by one,
     so one bad input costs one `InferenceFailure`, not its whole batch.

@@ -34,7 +34,7 @@ from apache_beam.io import fileio
 from apache_beam.io.filesystems import FileSystems
 
 from transforms.io.counting import STATS_TAG, CountingDoFn
-from transforms.scoring.batch_coder import register
+from transforms.scoring.batch_coder import typed_as
 from transforms.scoring.formats import (
     ITERATORS,
     Record,
@@ -425,13 +425,10 @@ class ReadPredictions(beam.PTransform):
             (planned | "WholeOrRowGroups" >> beam.Filter(lambda s: s.end is None), numbered)
             | "AllSplits" >> beam.Flatten()
             | "SpreadSplitsOverWorkers" >> beam.Reshuffle())
-        read_rows = beam.ParDo(ReadRowsFn(self._mapping, self._input_format,
-                                          self._max_text_chars, self._batch_rows))
-        if self._batch_rows is not None:  # sized without packing them (batch_coder)
-            read_rows = read_rows.with_output_types(register(RowBatch))
-        read = splits | "ReadAndValidateRows" >> read_rows.with_outputs(
-            DEAD_LETTER, STATS_TAG, main="rows")
+        read = splits | "ReadAndValidateRows" >> beam.ParDo(
+            ReadRowsFn(self._mapping, self._input_format, self._max_text_chars,
+                       self._batch_rows)).with_outputs(DEAD_LETTER, STATS_TAG, main="rows")
         out = {"dead_letter": read[DEAD_LETTER], "stats": read[STATS_TAG]}
-        if self._batch_rows is not None:
-            return {"batches": read.rows, **out}
+        if self._batch_rows is not None:  # sized without packing them (batch_coder)
+            return {"batches": typed_as(read.rows, RowBatch), **out}
         return {"rows": read.rows | "SpreadRowsOverWorkers" >> beam.Reshuffle(), **out}

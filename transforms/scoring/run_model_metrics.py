@@ -20,10 +20,11 @@ distinct `ModelUse`, so metrics with equal uses share a model). One
 `--model_batch_size` model inputs (the window in which inputs are de-duplicated and
 grouped by length), runs every model (each part of a window goes to its use's handler; a
 part that fails is retried input by input, and an input that still fails gets an
-`InferenceFailure`) and hands each row its outputs (a `BatchResult` per element); each
-metric then folds them, with the corpus statistics as a side input. Windows that fail as a whole come back as rows whose
-every input failed (`BatchModelHandler` catches it). The edges are typed with these
-classes, so a runner sizes their elements without encoding them (batch_coder.py).
+`InferenceFailure`; multi_use.py) and hands each row its outputs (a `BatchResult` per
+element); each metric then folds them, with the corpus statistics as a side input.
+Windows that fail as a whole come back as rows whose every input failed
+(`BatchModelHandler` catches it). The edges are typed with these classes, so a runner
+sizes their elements without encoding them (batch_coder.py).
 
 Why batches of rows as elements: a row per element cost a Python object and a few Beam
 calls per row on the way to the model, which set the pace on a GPU; and an earlier graph
@@ -41,7 +42,7 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import apache_beam as beam
-from apache_beam.ml.inference.base import ModelHandler, PredictionResult, RunInference
+from apache_beam.ml.inference.base import ModelHandler, RunInference
 
 from transforms.io import progress
 from transforms.io.counting import STATS_TAG, CountingDoFn
@@ -49,7 +50,7 @@ from transforms.metrics.base import MetricInputError
 from transforms.metrics.corpus import unique_statistics
 from transforms.metrics.model_base import ModelMetric
 from transforms.models.uses import ModelUse
-from transforms.scoring.batch_coder import register
+from transforms.scoring.batch_coder import typed_as
 from transforms.scoring.handlers import build_handler
 from transforms.scoring.multi_use import (
     NAMESPACE,
@@ -117,8 +118,8 @@ class BatchRequests(NamedTuple):
 class BatchResult(NamedTuple):
     """What `BatchModelHandler` returns for one `BatchRequests`: the element, and per row
     the list of its model outputs in request order (the fields of Beam's
-    `PredictionResult`, which `FoldModelMetricsFn` also accepts; a class of our own so that
-    the edge has `BatchCoder`, see transforms/scoring/batch_coder.py)."""
+    `PredictionResult`; a class of our own so that the edge gets `BatchCoder` without a
+    coder registered for a Beam class, see transforms/scoring/batch_coder.py)."""
 
     example: BatchRequests
     inference: list
@@ -255,8 +256,7 @@ class FoldModelMetricsFn(CountingDoFn):
         super().__init__(NAMESPACE, ["passed", "filtered:rejected", "filtered:inference_failed"])
         self._metrics = tuple(metrics)
 
-    def process(self, result: BatchResult | PredictionResult,
-                corpus_stats: Mapping[str, Any] | None = None):
+    def process(self, result: BatchResult, corpus_stats: Mapping[str, Any] | None = None):
         element, values = result.example, result.inference
         if len(values) != len(element.rows):  # BatchModelHandler's contract; a bug if broken
             raise RuntimeError(f"{len(values)} output lists for {len(element.rows)} rows")
@@ -320,8 +320,8 @@ class ModelMetricsOnBatches(beam.PTransform):
         ValueError: no metrics, or two metrics of the same family.
     """
 
-    # the type of the elements `expand` returns (keyed rows: any)
-    _scored_type: Any = Any
+    # the type of the elements `expand` returns (None: keyed rows, any type)
+    _scored_type: type | None = None
 
     def __init__(self, metrics: Sequence[ModelMetric], *, corpus_stats: Any = None,
                  handler_factory: Callable[..., ModelHandler] | None = None,
@@ -339,21 +339,20 @@ class ModelMetricsOnBatches(beam.PTransform):
     def expand(self, batches: beam.PCollection) -> beam.PCollection:
         # The edges typed with the batch classes: a runner sizes their elements without
         # encoding them (transforms/scoring/batch_coder.py)
-        requests = (batches | "ExpandModelRequests" >> beam.ParDo(
-            ExpandModelRequestsFn(self._metrics, self._roles)).with_output_types(
-                register(BatchRequests)).with_outputs(STATS_TAG, main="requests")).requests
+        requests = typed_as((batches | "ExpandModelRequests" >> beam.ParDo(
+            ExpandModelRequestsFn(self._metrics, self._roles)).with_outputs(
+                STATS_TAG, main="requests")).requests, BatchRequests)
         handler = BatchModelHandler(MultiUseModelHandler(
             {tag: self._factory(use, **self._handler_kwargs) for tag, use in self._uses.items()}))
         # No `with_exception_handling` and its Flatten of good and failed batches: the
         # FnApiRunner materialises such a Flatten, which pickled every window's inputs and
         # cut the stage in two; a window that fails as a whole is caught by the handler.
-        return (requests
-                | "RunInference" >> RunInference(handler).with_output_types(
-                    register(BatchResult))
-                | "FoldModelMetrics" >> beam.ParDo(
-                    FoldModelMetricsFn(self._metrics),
-                    corpus_stats=self._stats_side_input(batches)).with_output_types(
-                        self._scored_type).with_outputs(STATS_TAG, main="scores")).scores
+        results = typed_as(requests | "RunInference" >> RunInference(handler), BatchResult)
+        scores = (results | "FoldModelMetrics" >> beam.ParDo(
+            FoldModelMetricsFn(self._metrics),
+            corpus_stats=self._stats_side_input(batches)).with_outputs(
+                STATS_TAG, main="scores")).scores
+        return scores if self._scored_type is None else typed_as(scores, self._scored_type)
 
     def _stats_side_input(self, batches: beam.PCollection) -> Any:
         if not unique_statistics(self._metrics):
@@ -371,7 +370,7 @@ class ScoreModelBatches(ModelMetricsOnBatches):
     """`RowBatch`es -> the same batches with `results`: each row's model scores, or why it
     has none (see the module docstring). Same arguments as `ModelMetricsOnBatches`."""
 
-    _scored_type = register(RowBatch)
+    _scored_type = RowBatch
 
 
 class RunModelMetrics(beam.PTransform):
