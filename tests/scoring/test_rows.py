@@ -9,10 +9,12 @@ import pytest
 
 from transforms.metrics.base import QAExample
 from transforms.scoring.rows import (
+    CONTENT_KEY_VERSION,
     REASONS,
     ColumnMapping,
     RowError,
     RowSource,
+    content_key,
     dead_letter,
     parse_json_line,
     partial_metadata,
@@ -258,3 +260,28 @@ def test_content_key_depends_on_exactly_what_scores_depend_on():
         QAExample("the answer", ("gold a", "gold b"), "", ("wrong",)),  # "" is not None
     ]
     assert len({key, *map(content_key, variants)}) == len(variants) + 1
+
+
+@pytest.mark.parametrize(("example", "key"), [
+    (QAExample("Paris", ("Paris", "paris, France"), "capital?"),
+     "d28e80599ac6de02823dd8a55a72180a"),
+    (QAExample('naïve “quoted” \\ "x"\n', ("é",), None), "c1524e561a3dda1f8eb241841fc8a333"),
+    (QAExample("a", ("b",), "q", ("no", "nope")), "261d91791a892b620668fc5b9ae9024c"),
+])
+def test_content_keys_are_the_released_ones(example, key):
+    """Content keys are stored in every run's outputs and matched by the next run
+    (incremental re-scoring): the same key for the same content, from any version of
+    the code that has the same CONTENT_KEY_VERSION. Pinned values, computed by the code
+    that released version "ck1" (before the key's encoder was built once)."""
+    assert CONTENT_KEY_VERSION == "ck1"
+    assert content_key(example) == key
+
+
+def test_content_key_without_the_c_encoder_is_the_same(monkeypatch):
+    """Pythons without json's C encoder get the same keys through JSONEncoder."""
+    from transforms.scoring import rows
+
+    example = QAExample('naïve “quoted” \\ "x"\n', ("é", "b"), None, ("n",))
+    with_c = content_key(example)
+    monkeypatch.setattr(rows, "_KEY_ENCODE", None)
+    assert content_key(example) == with_c

@@ -21,6 +21,7 @@ VERSION = "1"
 COLUMNS = ("em", "f1")
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
+_ARTICLE_WORDS = frozenset(("a", "an", "the"))
 # The script's `string.punctuation` deleted: a character class does it four times faster
 # than `str.translate` with a deletion table (12 -> 3 us on a 300-character LLM answer).
 _PUNCT = re.compile(f"[{re.escape(string.punctuation)}]")
@@ -42,9 +43,21 @@ def normalize_answer(text: str) -> str:
     Returns:
         The lower-cased text without punctuation and articles, whitespace collapsed.
     """
-    text = _PUNCT.sub("", text.lower())
-    text = _ARTICLES.sub(" ", text)
-    return " ".join(text.split())
+    # The script replaces `\b(a|an|the)\b` in the whole text, then collapses whitespace.
+    # Whitespace is never a word character, so doing it word by word (split on
+    # whitespace) gives the same words; a word of word characters only (`isalnum`:
+    # underscore is punctuation, already gone) has no boundary inside, so it is an
+    # article whole or not at all. Only other words need the regex: about half the time
+    # of running it over a 300-character LLM answer.
+    words = []
+    for word in _PUNCT.sub("", text.lower()).split():
+        if word in _ARTICLE_WORDS:
+            continue
+        if word.isalnum():
+            words.append(word)
+        else:
+            words.extend(_ARTICLES.sub(" ", word).split())
+    return " ".join(words)
 
 
 def exact_match(prediction: str, reference: str) -> float:

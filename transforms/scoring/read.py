@@ -63,6 +63,8 @@ from transforms.scoring.rows import (
 )
 
 logger = logging.getLogger(__name__)
+# rows between two `passed` counts of the reader (progress lines see them in steps of this)
+_COUNT_EVERY = 128
 
 DEAD_LETTER = "dead_letter"
 # Uncompressed JSONL larger than this is read in byte ranges of this size, in parallel:
@@ -358,6 +360,7 @@ class ReadRowsFn(CountingDoFn):
         path, fmt = split.path, split.fmt
         text_cells = fmt == "csv"
         logger.info("reading %s as %s (%s)", path, fmt, _describe(split))
+        passed = 0  # counted in hundreds: a count per row costs a lock and a clock read
         for row, line, record in split.records():
             source = RowSource(file=path, row=row, line=line)
             if isinstance(record, RowError):
@@ -375,8 +378,13 @@ class ReadRowsFn(CountingDoFn):
                 yield beam.pvalue.TaggedOutput(
                     DEAD_LETTER, dead_letter(source, e.reason, e.detail, row_id, system))
                 continue
-            self.count("passed")
+            passed += 1
+            if passed == _COUNT_EVERY:
+                self.count("passed", passed)
+                passed = 0
             yield source.key, scoring_row
+        if passed:
+            self.count("passed", passed)
 
 
 class ReadPredictions(beam.PTransform):
