@@ -54,32 +54,44 @@ _GOLD_MEMO_SIZE = 1 << 16
 
 
 @functools.lru_cache(maxsize=_GOLD_MEMO_SIZE)
-def _gold_profile(gold: str) -> tuple[str, tuple[tuple[str, int], ...], int]:
-    """A gold's SQuAD-normalised text, its token counts and its number of tokens."""
+def _gold_profile(gold: str) -> tuple[str, tuple[tuple[str, int], ...], int,
+                                      frozenset[str] | None]:
+    """A gold's SQuAD-normalised text, its token counts, its number of tokens, and its
+    tokens as a set when none repeats (most golds), else None."""
     norm = normalize_answer(gold)
     tokens = norm.split()
-    return norm, tuple(collections.Counter(tokens).items()), len(tokens)
+    counts = tuple(collections.Counter(tokens).items())
+    return norm, counts, len(tokens), frozenset(tokens) if len(counts) == len(tokens) else None
 
 
 class _Answer:
-    """An answer's normalised text, and its token counts when first needed (only to
-    break ties between golds equally contained), computed once for all its golds."""
+    """An answer's normalised text, and its token counts (or its set of tokens) when
+    first needed (only to break ties between golds equally contained), computed once for
+    all its golds."""
 
-    __slots__ = ("norm", "_counts")
+    __slots__ = ("norm", "_counts", "_words")
 
     def __init__(self, answer: str) -> None:
         self.norm = normalize_answer(answer)
         self._counts: collections.Counter | None = None
+        self._words: set[str] | None = None
 
     def contains(self, gold_norm: str) -> bool:
         """`overlap.contains`' rule on normalised texts: an empty gold matches an empty
         answer only."""
         return gold_norm in self.norm if gold_norm else not self.norm
 
-    def recall(self, counts: tuple[tuple[str, int], ...], n: int) -> float:
-        """Token recall of a gold (its counts and length), multiset, 0.0 for no tokens."""
+    def recall(self, profile: tuple) -> float:
+        """Token recall of a gold (its `_gold_profile`), multiset, 0.0 for no tokens."""
+        _norm, counts, n, distinct = profile
         if not n:
             return 0.0
+        if distinct is not None:
+            # each gold token once: min(its count in the answer, 1) is whether the answer
+            # has it, so the multiset sum is the size of an intersection (the same integer)
+            if self._words is None:
+                self._words = set(self.norm.split())
+            return len(distinct.intersection(self._words)) / n
         if self._counts is None:
             self._counts = collections.Counter(self.norm.split())
         get = self._counts.get
@@ -88,8 +100,8 @@ class _Answer:
     def match(self, gold: str) -> tuple[float, float]:
         """(containment, token recall) of one gold, as `overlap_score(answer, (gold,))`
         gives them: the same normalisation, multiset counts and empty-string rules."""
-        norm, counts, n = _gold_profile(gold)
-        return float(self.contains(norm)), self.recall(counts, n)
+        profile = _gold_profile(gold)
+        return float(self.contains(profile[0])), self.recall(profile)
 
 
 @functools.lru_cache(maxsize=_GOLD_MEMO_SIZE // 8)
@@ -115,7 +127,7 @@ def _best(answer: _Answer, golds: Sequence[str]) -> tuple[str, bool]:
         return golds[candidates[0]], top
     best, best_recall = candidates[0], -1.0
     for i in candidates:
-        recall = answer.recall(profiles[i][1], profiles[i][2])
+        recall = answer.recall(profiles[i])
         if recall > best_recall:  # the first of equal matches wins, as max() picks it
             best, best_recall = i, recall
     return golds[best], top
