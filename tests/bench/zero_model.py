@@ -2,8 +2,9 @@
 
 `ZeroCostModel` has the checkpoint's config and answers a forward call with outputs of
 the real shapes (`logits` (rows, labels), `last_hidden_state` (rows, longest, hidden),
-`hidden_states`) filled with zeros, without computing anything: what the host side of
-the model branch costs is then all that is measured. `zero_cost_models()` is a context
+`hidden_states`) filled with zeros, without computing anything, and BERTScore's greedy
+match on the device gives zero maxima: what the host side of the model branch costs is
+then all that is measured. `zero_cost_models()` is a context
 manager under which `transforms.models.loading.load_model` gives such models (the
 in-process runner loads models in this process, so the pipeline picks them up).
 
@@ -51,23 +52,35 @@ class ZeroCostModel(torch.nn.Module):
         return SimpleNamespace(last_hidden_state=hidden, hidden_states=states)
 
 
+def zero_cost_greedy_match(table: torch.Tensor, plan: Any,
+                           indices: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """`device._greedy_match`'s outputs (every pair's token maxima, in pair order), all
+    zeros, without the batched matrix products: BERTScore's match is the device's work
+    (on a GPU the host only launches it), so the host side is measured without it."""
+    return (torch.zeros(len(indices[-2]), device=table.device),
+            torch.zeros(len(indices[-1]), device=table.device))
+
+
 @contextlib.contextmanager
 def zero_cost_models() -> Iterator[None]:
-    """`loading.load_model` gives `ZeroCostModel`s while the context is open."""
+    """`loading.load_model` gives `ZeroCostModel`s, and BERTScore's greedy match
+    (`device._greedy_match`) gives zeros, while the context is open."""
     from transformers import AutoConfig
 
-    real = loading.load_model
+    from transforms.models import device
+
+    real, real_match = loading.load_model, device._greedy_match
 
     def load(spec: loading.ModelSpec, auto_class: str = "AutoModel", **kwargs: Any) -> Any:
         config = AutoConfig.from_pretrained(spec.model, revision=spec.revision,
                                             trust_remote_code=False)
         return ZeroCostModel(config, auto_class).eval()
 
-    loading.load_model = load
+    loading.load_model, device._greedy_match = load, zero_cost_greedy_match
     try:
         yield
     finally:
-        loading.load_model = real
+        loading.load_model, device._greedy_match = real, real_match
 
 
 _SITECUSTOMIZE = """\

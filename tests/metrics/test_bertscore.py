@@ -239,3 +239,39 @@ def test_device_match_equals_greedy_match_on_token_embeddings():
                 match._cache.clear()
         finally:
             device.MATCH_CHUNK_FLOATS = original
+
+
+def test_weighted_matches_equal_weighted_match_pair_by_pair():
+    """A row's pairs weighted at once (the fold's path) give each pair's `weighted_match`
+    (to float32 dot products' precision), uniform and idf weights, a pair whose weights
+    are all zero (only specials) and a single pair; no pairs, no scores."""
+    from transforms.models.uses import TokenMatch
+
+    rng = np.random.default_rng(0)
+
+    def match(n: int, m: int, special_only: bool = False) -> TokenMatch:
+        def side(k):
+            ids = rng.integers(1000, 1010, k)
+            special = np.zeros(k, dtype=bool)
+            special[[0, -1]] = True
+            if special_only:
+                special[:] = True
+            return ids, special
+        (ci, cs), (ri, rs) = side(n), side(m)
+        return TokenMatch(ci, rng.random(n, dtype=np.float32), cs,
+                          ri, rng.random(m, dtype=np.float32), rs)
+
+    pairs = [match(5, 7), match(2, 9), match(12, 3), match(4, 4, special_only=True),
+             match(30, 2)]
+    idf = bs.IdfTable(20, {1001: 3, 1002: 19, 1005: 1})
+    for weigh in (bs.uniform_token_weights, idf.token_weights):
+        for group in (pairs, pairs[:1], pairs[3:4]):
+            together = bs.weighted_matches(group, weigh)
+            one_by_one = [bs.weighted_match(m, weigh(m.cand_ids, m.cand_special),
+                                            weigh(m.ref_ids, m.ref_special)) for m in group]
+            assert len(together) == len(group)
+            for a, b in zip(together, one_by_one):
+                assert a == pytest.approx(b, abs=1e-6)
+            assert bs.best_by_f(together) == pytest.approx(bs.best_by_f(one_by_one), abs=1e-6)
+    assert bs.weighted_matches(pairs[3:4], bs.uniform_token_weights) == [bs.ZERO]
+    assert bs.weighted_matches([], bs.uniform_token_weights) == []

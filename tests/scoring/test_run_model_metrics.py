@@ -315,7 +315,7 @@ def test_a_window_that_fails_as_a_whole_dead_letters_its_rows():
     from transforms.scoring.run_model_metrics import BatchModelHandler, ExpandModelRequestsFn
 
     class Broken(MultiUseModelHandler):
-        def run_inference(self, batch, model, inference_args=None):
+        def inferences(self, batch, model):  # what BatchModelHandler calls
             raise RuntimeError("CUDA out of memory")
 
     uses, roles = plan_uses([OverlapMetric("f1")])
@@ -325,3 +325,52 @@ def test_a_window_that_fails_as_a_whole_dead_letters_its_rows():
     assert [len(v) for v in result.inference] == [2, 1]
     assert all(isinstance(v, InferenceFailure) and "CUDA out of memory" in v.reason
                for row in result.inference for v in row)
+
+
+def test_window_size_in_bytes_is_its_texts_from_a_sample():
+    """`get_num_bytes` (Beam's byte count of each window): the inputs' characters, exact
+    up to `_SIZE_SAMPLE` inputs, and from the first ones scaled to the window's number
+    of inputs beyond; 0 for a window without inputs."""
+    from transforms.scoring import run_model_metrics as rmm
+    from transforms.scoring.multi_use import MultiUseModelHandler
+
+    class Sized(FakeHandler):
+        def get_num_bytes(self, batch):
+            return sum(len(a) + len(b) for a, b in batch)
+
+    metric = OverlapMetric("f1")
+    uses, roles = plan_uses([metric])
+    handler = rmm.BatchModelHandler(MultiUseModelHandler(
+        {t: Sized(u) for t, u in uses.items()}))
+    expand = rmm.ExpandModelRequestsFn([metric], roles)
+
+    def window(rows):
+        return list(expand.process(rows))
+
+    few = window([(1, QAExample("a man", ("the man", "a man here")))])
+    assert handler.get_num_bytes(few) == len("a man") * 2 + len("the man") + len("a man here")
+    # 100 rows of 2 inputs each of 5 + 5 characters: the sample (64 inputs) scales exactly
+    many = window([(i, QAExample("abcde", ("fghij", "klmno"))) for i in range(100)])
+    assert handler.get_num_bytes(many) == 200 * 10
+    # uneven lengths: an estimate, near the sum
+    uneven = window([(i, QAExample("x" * (i % 7 + 1), ("y" * (i % 5 + 1),)))
+                     for i in range(300)])
+    exact = sum(i % 7 + 1 + i % 5 + 1 for i in range(300))
+    assert abs(handler.get_num_bytes(uneven) - exact) < 0.1 * exact
+    assert handler.get_num_bytes([]) == 0
+
+
+def test_multi_use_inferences_are_run_inferences_values():
+    """The multi-use handler's `inferences` (what `BatchModelHandler` calls) are the
+    values of its `run_inference`, input by input and in order, uses interleaved."""
+    from transforms.scoring.multi_use import MultiUseModelHandler
+
+    handler = MultiUseModelHandler({"u0": FakeHandler(PAIR_USE), "u1": FakeHandler(TEXT_USE)})
+    model = handler.load_model()
+    batch = [("u0", ("a b", "b c")), ("u1", ("a", "a")), ("u0", ("x", "y")),
+             ("u1", ("a b c", "a b"))]
+    results = handler.run_inference(batch, model)
+    assert [r.example for r in results] == batch
+    assert [r.model_id for r in results] == ["u0", "u1", "u0", "u1"]
+    assert handler.inferences(batch, model) == [r.inference for r in results] == [
+        1 / 3, 1.0, 0.0, 2 / 3]

@@ -184,8 +184,11 @@ class Predictor:
         starts[order] = np.concatenate([[0], np.cumsum(lengths[order])[:-1]])
         pairs = np.array([[where[c], where[r]] for c, r in inputs], dtype=np.int64)
         cand_max, ref_max = self.model.match(passes, starts, lengths, pairs)
-        ids = [tokens.row(i)[0] for i in range(len(texts))]
-        special = [np.isin(x, self._special_ids) for x in ids]
+        # one isin over the window's tokens (per text, it cost more than the match)
+        bounds = tokens.offsets.tolist()
+        flat_special = np.isin(tokens.ids, self._special_ids)
+        ids = [tokens.ids[a:b] for a, b in zip(bounds, bounds[1:])]
+        special = [flat_special[a:b] for a, b in zip(bounds, bounds[1:])]
         cand_at = np.concatenate([[0], np.cumsum(lengths[pairs[:, 0]])])
         ref_at = np.concatenate([[0], np.cumsum(lengths[pairs[:, 1]])])
         return [TokenMatch(ids[c], cand_max[cand_at[q]:cand_at[q + 1]], special[c],

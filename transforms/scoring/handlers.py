@@ -121,6 +121,13 @@ class TransformerModelHandler(ModelHandler[Hashable, PredictionResult, Any]):
 
     def run_inference(self, batch: Sequence[Hashable], model: Any,
                       inference_args: dict[str, Any] | None = None) -> Iterable[PredictionResult]:
+        model_id = self._use.spec.model
+        return [PredictionResult(x, value, model_id)
+                for x, value in zip(batch, self.inferences(batch, model))]
+
+    def inferences(self, batch: Sequence[Hashable], model: Any) -> list[Any]:
+        """`run_inference`'s inferences alone, in batch order (the multi-use handler's
+        path: no `PredictionResult` per input)."""
         keys = [_hashable(x) for x in batch]
         unique = list(dict.fromkeys(keys))
         outputs, stats = self.predictor(model).predict(unique)
@@ -130,8 +137,7 @@ class TransformerModelHandler(ModelHandler[Hashable, PredictionResult, Any]):
                 self._counters[name].inc(value)
         self._counters["inputs"].inc(len(batch))
         self._counters["duplicate_inputs"].inc(len(batch) - len(unique))
-        model_id = self._use.spec.model
-        return [PredictionResult(x, by_key[k], model_id) for x, k in zip(batch, keys)]
+        return [by_key[k] for k in keys]
 
     def validate_inference_args(self, inference_args: dict[str, Any] | None) -> None:
         if inference_args:

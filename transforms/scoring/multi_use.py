@@ -9,11 +9,13 @@ costs one `InferenceFailure`, not its window. With `share_model_across_processes
 """
 
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import apache_beam as beam
 from apache_beam.ml.inference.base import ModelHandler, PredictionResult
+
+from transforms.scoring.handlers import TransformerModelHandler
 
 logger = logging.getLogger(__name__)
 
@@ -109,6 +111,13 @@ class MultiUseModelHandler(ModelHandler):
 
     def run_inference(self, batch: Sequence[tuple[str, Any]], model: Mapping[str, Any],
                       inference_args: dict[str, Any] | None = None) -> list[PredictionResult]:
+        return [PredictionResult(x, value, x[0])
+                for x, value in zip(batch, self.inferences(batch, model))]
+
+    def inferences(self, batch: Sequence[tuple[str, Any]], model: Mapping[str, Any]) -> list[Any]:
+        """`run_inference`'s inferences alone, in batch order (what `BatchModelHandler`
+        needs: no `PredictionResult` per input, two of which cost more per input than
+        the rest of the host side of a two-segment cross-encoder)."""
         positions: dict[str, list[int]] = {}
         for i, (tag, _) in enumerate(batch):
             positions.setdefault(tag, []).append(i)
@@ -117,13 +126,13 @@ class MultiUseModelHandler(ModelHandler):
             inputs = [batch[i][1] for i in where]
             values = self._run_part(tag, inputs, self._model(model, tag))
             for i, value in zip(where, values):
-                results[i] = PredictionResult(batch[i], value, tag)
+                results[i] = value
         return results
 
     def _run_part(self, tag: str, inputs: list[Any], model: Any) -> list[Any]:
         handler = self._handlers[tag]
         try:
-            return _inferences(handler.run_inference(inputs, model), len(inputs))
+            return _values(handler, inputs, model)
         except Exception as e:  # noqa: BLE001 - isolated below, input by input
             if len(inputs) > 1:
                 logger.warning("a batch of %d inputs for %s failed (%s: %s); retrying them "
@@ -135,14 +144,17 @@ class MultiUseModelHandler(ModelHandler):
         values = []
         for x in inputs:
             try:
-                values += _inferences(handler.run_inference([x], model), 1)
+                values += _values(handler, [x], model)
             except Exception as e:  # noqa: BLE001 - one input's failure is data, reported
                 self._failures.inc()
                 values.append(InferenceFailure(f"{type(e).__name__}: {e}"))
         return values
 
     def get_num_bytes(self, batch: Sequence[tuple[str, Any]]) -> int:
-        return sum(self._handlers[tag].get_num_bytes([x]) for tag, x in batch)
+        parts: dict[str, list[Any]] = {}
+        for tag, x in batch:
+            parts.setdefault(tag, []).append(x)
+        return sum(self._handlers[tag].get_num_bytes(xs) for tag, xs in parts.items())
 
     def get_metrics_namespace(self) -> str:
         return NAMESPACE
@@ -155,8 +167,14 @@ class MultiUseModelHandler(ModelHandler):
         return f"MultiUseModelHandler({self._handlers})"
 
 
-def _inferences(results: Iterable[PredictionResult], expected: int) -> list[Any]:
-    values = [r.inference for r in results]
+def _values(handler: ModelHandler, inputs: list[Any], model: Any) -> list[Any]:
+    """A handler's inferences of `inputs`, in order (ours give them without wrapping each
+    in a `PredictionResult`)."""
+    if isinstance(handler, TransformerModelHandler):
+        values = handler.inferences(inputs, model)
+    else:
+        values = [r.inference for r in handler.run_inference(inputs, model)]
+    expected = len(inputs)
     if len(values) != expected:
         raise RuntimeError(f"the handler returned {len(values)} results for {expected} inputs")
     return values
