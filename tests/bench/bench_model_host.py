@@ -1,7 +1,7 @@
 """CPU proxy of GPU scoring: would the host side of the model branch starve a GPU?
 
     python -m tests.bench.bench_model_host [--rows 20000] [--model_rows 2000]
-        [--million] [--out bench_out]
+        [--mixed_rows 5000] [--workers N] [--million] [--out bench_out]
 
 A GPU computes the judge's forward pass far faster than a CPU can prepare its inputs
 (docs/benchmarks.md, issue 25), so what decides the speed of GPU scoring is the host
@@ -31,6 +31,10 @@ judge-shaped checkpoint (MiniLM, three token types, the marked layout):
                    windows for one shared (zero-cost) model, the GPU configuration; its
                    rate after start-up against the in-process run's says how the host
                    side scales with processes.
+  qa_score_zero_three  `qa-score --metrics bertscore,sas,judge` with zero-cost models
+                   (BERTScore's greedy match on the device stubbed too) on `--mixed_rows`
+                   rows, in process: the host side per process of the three together
+                   (sas and bertscore have one input per gold, 14 a row on average).
   qa_score /       the real model on the CPU, `--model_rows` rows without their human
   score_corpus     column (no report): the whole `qa-score` run (windows of 512 inputs)
                    against `metrics.corpus.score_corpus` (plain Python, batches of 512),
@@ -181,10 +185,12 @@ def branch_beam(metric, batches: list) -> int:
 
 
 def qa_score(path: str, out: str, judge: str, zero_cost: bool,
-             extra: tuple[str, ...] = (), mode: str = "in_memory") -> tuple[float, float | None]:
-    """`qa-score --metrics judge` in its own process (with zero-cost models when asked);
-    returns its wall time and its rate through the model branch after start-up (from
-    its progress lines, `bench_gpu.steady_rate`)."""
+             extra: tuple[str, ...] = (), mode: str = "in_memory",
+             metrics: str = "judge") -> tuple[float, float | None]:
+    """`qa-score --metrics judge` (or `metrics`, their models' flags in `extra`) in its
+    own process (with zero-cost models when asked); returns its wall time and its rate
+    through the model branch after start-up (from its progress lines,
+    `bench_gpu.steady_rate`)."""
     from tests.bench.bench_gpu import steady_rate
 
     module = "tests.bench.zero_model" if zero_cost else "pipelines.score_predictions"
@@ -192,7 +198,7 @@ def qa_score(path: str, out: str, judge: str, zero_cost: bool,
     start = time.perf_counter()
     done = subprocess.run(
         [sys.executable, "-m", module, f"--input={path}", f"--output={out}",
-         "--metrics=judge", f"--judge_model={judge}", "--runner=FnApiRunner",
+         f"--metrics={metrics}", f"--judge_model={judge}", "--runner=FnApiRunner",
          f"--direct_running_mode={mode}", "--overwrite", "--progress_interval=1", *extra],
         env=env, capture_output=True, text=True)
     wall = time.perf_counter() - start
@@ -257,6 +263,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="rows for the real-model comparison (0: skip it)")
     parser.add_argument("--workers", type=int, default=min(os.cpu_count() or 1, 8),
                         help="worker processes of the multi-process run (0: skip it)")
+    parser.add_argument("--mixed_rows", type=int, default=5_000,
+                        help="rows for the zero-cost bertscore,sas,judge run (0: skip it)")
     parser.add_argument("--million", action="store_true",
                         help="also score 1,000,000 rows (zero-cost model), peak RSS")
     parser.add_argument("--out", default=str(REPO / "bench_out"))
@@ -308,6 +316,18 @@ def main(argv: list[str] | None = None) -> int:
                 mode="multi_processing")
             record("qa_score_zero_mp", len(rows), wall, steady_rows_per_s=steady,
                    workers=args.workers)
+        if args.mixed_rows:
+            from tests.bench.bench_gpu import make_models
+
+            models = make_models(loading.packaged_model_path(), str(Path(tmp) / "models"))
+            wall, steady = qa_score(
+                path if args.mixed_rows >= len(rows) else write_jsonl(
+                    rows[: args.mixed_rows], Path(tmp) / "mixed.jsonl"),
+                str(Path(tmp) / "three" / "run"), models["judge"], True,
+                (f"--sas_model={models['sas']}", f"--bertscore_model={models['bertscore']}"),
+                metrics="bertscore,sas,judge")
+            record("qa_score_zero_three", min(args.mixed_rows, len(rows)), wall,
+                   steady_rows_per_s=steady)
         if args.model_rows:
             # no human column: score_corpus writes no report, so neither does qa-score here
             few = write_jsonl([{k: v for k, v in r.items() if k != "human"}

@@ -147,7 +147,7 @@ class SegmentEncoder:
         pieces: list[np.ndarray] = []
         seg_index: list[int] = []
         seg_len: list[int] = []
-        lengths = np.zeros(len(segments), dtype=np.int64)
+        lengths = [0] * len(segments)
         own: list[int] = []  # inputs the tokenizer encodes itself
         for i, segs in enumerate(segments):
             k = len(segs)
@@ -156,19 +156,23 @@ class SegmentEncoder:
                 continue
             arrays = [memo[s] for s in segs]
             sizes = [len(a) for a in arrays]
+            total = sum(sizes)
             budget = self.max_length - 1 - k
-            if sum(sizes) > budget:
+            if total > budget:
                 if k < 3:  # the tokenizer's pair truncation is its own
                     own.append(i)
                     continue
                 sizes = layouts._truncate_longest_first(sizes, budget)
+                arrays = [a[:n] for a, n in zip(arrays, sizes)]
+                total = sum(sizes)
             pieces.append(cls)
             for j, (a, n) in enumerate(zip(arrays, sizes)):
-                pieces += (a[:n], sep)
+                pieces += (a, sep)
                 seg_index.append(j)
                 seg_len.append(n + 1 + (j == 0))
-            lengths[i] = sum(sizes) + k + 1
-        assembled = TokenBatch.from_pieces(pieces, np.repeat(seg_index, seg_len), lengths)
+            lengths[i] = total + k + 1
+        assembled = TokenBatch.from_pieces(pieces, np.repeat(seg_index, seg_len),
+                                           np.array(lengths, dtype=np.int64))
         if not own:
             return assembled
         return TokenBatch.merge(assembled, self._encode_own([segments[i] for i in own]),

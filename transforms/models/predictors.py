@@ -189,8 +189,9 @@ class Predictor:
         flat_special = np.isin(tokens.ids, self._special_ids)
         ids = [tokens.ids[a:b] for a, b in zip(bounds, bounds[1:])]
         special = [flat_special[a:b] for a, b in zip(bounds, bounds[1:])]
-        cand_at = np.concatenate([[0], np.cumsum(lengths[pairs[:, 0]])])
-        ref_at = np.concatenate([[0], np.cumsum(lengths[pairs[:, 1]])])
+        # bounds as Python ints: slicing with numpy scalars costs more per pair
+        cand_at = np.concatenate([[0], np.cumsum(lengths[pairs[:, 0]])]).tolist()
+        ref_at = np.concatenate([[0], np.cumsum(lengths[pairs[:, 1]])]).tolist()
         return [TokenMatch(ids[c], cand_max[cand_at[q]:cand_at[q + 1]], special[c],
                            ids[r], ref_max[ref_at[q]:ref_at[q + 1]], special[r])
                 for q, (c, r) in enumerate(pairs.tolist())]
