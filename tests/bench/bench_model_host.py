@@ -365,7 +365,7 @@ def main(argv: list[str] | None = None) -> int:
         ratios["qa_score_vs_score_corpus_in_bench"] = (
             results["qa_score"]["rows_per_s"] / results["score_corpus_in_bench"]["rows_per_s"])
         if results["qa_score"].get("steady_rows_per_s"):
-            ratios["qa_score_after_start_up_vs_score_corpus"] = (
+            ratios["qa_score_after_start_up_vs_score_corpus_in_bench"] = (
                 results["qa_score"]["steady_rows_per_s"]
                 / results["score_corpus_in_bench"]["rows_per_s"])
     goals = {"branch_vs_tokenizer": 0.8, "real_token_share": 0.7,

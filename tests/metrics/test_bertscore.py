@@ -243,8 +243,9 @@ def test_device_match_equals_greedy_match_on_token_embeddings():
 
 def test_weighted_matches_equal_weighted_match_pair_by_pair():
     """A row's pairs weighted at once (the fold's path) give each pair's `weighted_match`
-    (to float32 dot products' precision), uniform and idf weights, a pair whose weights
-    are all zero (only specials) and a single pair; no pairs, no scores."""
+    bit for bit, the maxima being views at any offset of one array (as a window gives
+    them): uniform and idf weights, a pair whose weights are all zero (only specials), a
+    single pair; no pairs, no scores."""
     from transforms.models.uses import TokenMatch
 
     rng = np.random.default_rng(0)
@@ -258,20 +259,19 @@ def test_weighted_matches_equal_weighted_match_pair_by_pair():
                 special[:] = True
             return ids, special
         (ci, cs), (ri, rs) = side(n), side(m)
-        return TokenMatch(ci, rng.random(n, dtype=np.float32), cs,
-                          ri, rng.random(m, dtype=np.float32), rs)
+        a, b = (int(x) for x in rng.integers(0, 9_000, 2))
+        return TokenMatch(ci, maxima[a:a + n], cs, ri, maxima[b:b + m], rs)
 
+    maxima = rng.random(10_000, dtype=np.float32)
     pairs = [match(5, 7), match(2, 9), match(12, 3), match(4, 4, special_only=True),
-             match(30, 2)]
+             match(30, 2), *(match(*(int(x) for x in rng.integers(2, 60, 2)))
+                             for _ in range(40))]
     idf = bs.IdfTable(20, {1001: 3, 1002: 19, 1005: 1})
     for weigh in (bs.uniform_token_weights, idf.token_weights):
         for group in (pairs, pairs[:1], pairs[3:4]):
             together = bs.weighted_matches(group, weigh)
             one_by_one = [bs.weighted_match(m, weigh(m.cand_ids, m.cand_special),
                                             weigh(m.ref_ids, m.ref_special)) for m in group]
-            assert len(together) == len(group)
-            for a, b in zip(together, one_by_one):
-                assert a == pytest.approx(b, abs=1e-6)
-            assert bs.best_by_f(together) == pytest.approx(bs.best_by_f(one_by_one), abs=1e-6)
+            assert together == one_by_one  # exact: the same float32 sums
     assert bs.weighted_matches(pairs[3:4], bs.uniform_token_weights) == [bs.ZERO]
     assert bs.weighted_matches([], bs.uniform_token_weights) == []

@@ -81,6 +81,26 @@ def test_read_rows_fn_rows_dead_letters_and_counts(tmp_path, caplog):
         f"dead-lettered {path}:4: text_too_long: {dead[2]['detail']}"]
 
 
+@pytest.mark.parametrize("batch_rows", [None, 7])
+def test_read_rows_fn_counts_every_row_past_its_count_step(tmp_path, batch_rows):
+    """`passed` is counted every `_COUNT_EVERY` rows and at the end: 300 rows with a bad
+    one every 50 count 294 passed (across several steps and a remainder) and 6 filtered,
+    in batches or not."""
+    from transforms.scoring import read
+
+    assert 300 > 2 * read._COUNT_EVERY
+    path = tmp_path / "many.jsonl"
+    path.write_text("".join(
+        ("{bad\n" if i % 50 == 0 else json.dumps({"prediction": "a", "references": ["b"]})
+         + "\n") for i in range(300)))
+    kwargs = {} if batch_rows is None else {"batch_rows": batch_rows}
+    main, tagged, counts = run_dofn(ReadRowsFn(ColumnMapping(), **kwargs),
+                                    [ReadSplit(str(path), "jsonl")])
+    assert counts == {("read", "passed"): 294, ("read", "filtered:malformed_json"): 6}
+    assert sum(1 if batch_rows is None else len(b) for b in main) == 294
+    assert len(tagged[DEAD_LETTER]) == 6
+
+
 def test_read_rows_fn_batches_consecutive_rows(tmp_path):
     path = _jsonl(tmp_path)
     with pytest.raises(ValueError, match=r"^batch_rows must be >= 1, got 0$"):

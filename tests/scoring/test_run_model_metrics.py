@@ -374,3 +374,36 @@ def test_multi_use_inferences_are_run_inferences_values():
     assert [r.model_id for r in results] == ["u0", "u1", "u0", "u1"]
     assert handler.inferences(batch, model) == [r.inference for r in results] == [
         1 / 3, 1.0, 0.0, 2 / 3]
+
+
+def test_our_handlers_are_asked_for_values_and_a_failing_part_is_retried_input_by_input():
+    """Inside the multi-use handler, a `TransformerModelHandler` is asked for its values
+    (`inferences`, no `PredictionResult` each), in input order; a part that fails is
+    retried input by input the same way, the bad input alone failing. A subclass with its
+    own `run_inference` is called through it."""
+    from transforms.scoring.handlers import TransformerModelHandler
+    from transforms.scoring.multi_use import InferenceFailure, MultiUseModelHandler
+
+    calls = []
+
+    class Plain(TransformerModelHandler):
+        def inferences(self, batch, model):
+            calls.append(len(batch))
+            if any("BOOM" in x for x in batch):
+                raise RuntimeError("the model exploded")
+            return [len(x) for x in batch]
+
+    class Wrapping(Plain):  # its own run_inference: called through it
+        def run_inference(self, batch, model, inference_args=None):
+            return [PredictionResult(x, -len(x)) for x in batch]
+
+    handler = MultiUseModelHandler({"u0": Plain(TEXT_USE), "u1": Wrapping(TEXT_USE)})
+    batch = [("u0", "abc"), ("u1", "de"), ("u0", "f"), ("u1", "ghij")]
+    assert handler.inferences(batch, {"u0": None, "u1": None}) == [3, -2, 1, -4]
+    assert calls == [2]
+    calls.clear()
+    values = handler.inferences([("u0", "ab"), ("u0", "xBOOM"), ("u0", "c")],
+                                {"u0": None, "u1": None})
+    assert values[0] == 2 and values[2] == 1
+    assert isinstance(values[1], InferenceFailure) and "exploded" in values[1].reason
+    assert calls == [3, 1, 1, 1]  # the part, then input by input

@@ -88,18 +88,11 @@ def weighted_match(match: TokenMatch, cand_weights: np.ndarray,
                    ref_weights: np.ndarray) -> Score:
     """BERTScore of one pair from its greedy match (`TokenMatch`) and token weights:
     `greedy_match`'s averages, from the maxima the model's device computed."""
-    return _weighted_score(float(np.sum(cand_weights)), float(np.sum(ref_weights)),
-                           float(np.dot(match.cand_max, cand_weights)),
-                           float(np.dot(match.ref_max, ref_weights)))
-
-
-def _weighted_score(cand_total: float, ref_total: float, cand_dot: float,
-                    ref_dot: float) -> Score:
-    """Precision, recall and F from the weighted sums of a pair's maxima and its total
-    weights; all-zero weights on either side give `ZERO`."""
+    cand_total, ref_total = float(np.sum(cand_weights)), float(np.sum(ref_weights))
     if cand_total == 0.0 or ref_total == 0.0:
         return ZERO
-    precision, recall = cand_dot / cand_total, ref_dot / ref_total
+    precision = float(np.dot(match.cand_max, cand_weights) / cand_total)
+    recall = float(np.dot(match.ref_max, ref_weights) / ref_total)
     total = precision + recall
     return Score(precision, recall, 2 * precision * recall / total if total != 0 else 0.0)
 
@@ -107,25 +100,21 @@ def _weighted_score(cand_total: float, ref_total: float, cand_dot: float,
 def weighted_matches(matches: Sequence[TokenMatch],
                      weigh: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> list[Score]:
     """`weighted_match` of every pair, `weigh(token_ids, special)` giving the weights:
-    the pairs' tokens laid end to end, so that the weights and the sums take a few numpy
-    calls for all of them (per pair, those calls cost more than the match itself on a
-    GPU: EVOUNA-TQ rows have 14 golds on average). Sums are taken in float64 (the
-    per-pair path's float32 dot products agree to 1e-6)."""
+    one call of `weigh` for all the pairs' tokens laid end to end (elementwise, so each
+    pair gets the weights a call of its own gives), then each pair's float32 sums as
+    before, bit for bit. Per pair, the weighing (and its arrays) cost more than the sums."""
     if not matches:
         return []
-    cand_n = np.fromiter((len(m.cand_ids) for m in matches), np.int64, len(matches))
-    ref_n = np.fromiter((len(m.ref_ids) for m in matches), np.int64, len(matches))
     cand_w = weigh(np.concatenate([m.cand_ids for m in matches]),
-                   np.concatenate([m.cand_special for m in matches])).astype(np.float64)
+                   np.concatenate([m.cand_special for m in matches]))
     ref_w = weigh(np.concatenate([m.ref_ids for m in matches]),
-                  np.concatenate([m.ref_special for m in matches])).astype(np.float64)
-    cand_pair = np.repeat(np.arange(len(matches)), cand_n)
-    ref_pair = np.repeat(np.arange(len(matches)), ref_n)
-    sums = [np.bincount(pair, weights=w, minlength=len(matches)) for pair, w in (
-        (cand_pair, cand_w), (ref_pair, ref_w),
-        (cand_pair, cand_w * np.concatenate([m.cand_max for m in matches])),
-        (ref_pair, ref_w * np.concatenate([m.ref_max for m in matches])))]
-    return [_weighted_score(*pair) for pair in zip(*(x.tolist() for x in sums))]
+                  np.concatenate([m.ref_special for m in matches]))
+    scores, c, r = [], 0, 0
+    for m in matches:
+        n, k = len(m.cand_ids), len(m.ref_ids)
+        scores.append(weighted_match(m, cand_w[c:c + n], ref_w[r:r + k]))
+        c, r = c + n, r + k
+    return scores
 
 
 class IdfTable(NamedTuple):

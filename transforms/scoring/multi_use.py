@@ -168,9 +168,10 @@ class MultiUseModelHandler(ModelHandler):
 
 
 def _values(handler: ModelHandler, inputs: list[Any], model: Any) -> list[Any]:
-    """A handler's inferences of `inputs`, in order (ours give them without wrapping each
-    in a `PredictionResult`)."""
-    if isinstance(handler, TransformerModelHandler):
+    """A handler's inferences of `inputs`, in order: ours give them without wrapping each
+    in a `PredictionResult`, unless a subclass has its own `run_inference`."""
+    if (isinstance(handler, TransformerModelHandler)
+            and type(handler).run_inference is TransformerModelHandler.run_inference):
         values = handler.inferences(inputs, model)
     else:
         values = [r.inference for r in handler.run_inference(inputs, model)]

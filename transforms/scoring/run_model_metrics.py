@@ -231,10 +231,10 @@ class BatchModelHandler(ModelHandler):
         return results
 
     def get_num_bytes(self, batch: Sequence[BatchRequests]) -> int:
-        """The window's model inputs' size (text characters), from its first
-        `_SIZE_SAMPLE` inputs scaled to their number: Beam calls this on every window for
-        its byte count, and measuring every input cost a tenth of a two-segment
-        cross-encoder's host side."""
+        """The window's model inputs' size (text characters), from the inputs of its
+        first rows (whole rows, until `_SIZE_SAMPLE` inputs or more) scaled to their
+        number: Beam calls this on every window for its byte count, and measuring every
+        input cost a tenth of a two-segment cross-encoder's host side."""
         sample: list[tuple[str, Any]] = []
         count = 0
         for element in batch:
