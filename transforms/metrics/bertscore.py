@@ -88,7 +88,7 @@ def weighted_match(match: TokenMatch, cand_weights: np.ndarray,
                    ref_weights: np.ndarray) -> Score:
     """BERTScore of one pair from its greedy match (`TokenMatch`) and token weights:
     `greedy_match`'s averages, from the maxima the model's device computed."""
-    cand_total, ref_total = float(np.sum(cand_weights)), float(np.sum(ref_weights))
+    cand_total, ref_total = float(cand_weights.sum()), float(ref_weights.sum())
     if cand_total == 0.0 or ref_total == 0.0:
         return ZERO
     precision = float(np.dot(match.cand_max, cand_weights) / cand_total)
