@@ -47,8 +47,8 @@ def normalize_answer(text: str) -> str:
     # Whitespace is never a word character, so doing it word by word (split on
     # whitespace) gives the same words; a word of word characters only (`isalnum`:
     # underscore is punctuation, already gone) has no boundary inside, so it is an
-    # article whole or not at all. Only other words need the regex: about half the time
-    # of running it over a 300-character LLM answer.
+    # article whole or not at all. Only other words need the regex (11 -> 9 us for the
+    # whole normalisation of an EVOUNA-TQ answer, 105 characters on average).
     words = []
     for word in _PUNCT.sub("", text.lower()).split():
         if word in _ARTICLE_WORDS:

@@ -360,7 +360,7 @@ class ReadRowsFn(CountingDoFn):
         path, fmt = split.path, split.fmt
         text_cells = fmt == "csv"
         logger.info("reading %s as %s (%s)", path, fmt, _describe(split))
-        passed = 0  # counted in hundreds: a count per row costs a lock and a clock read
+        passed = 0  # counted every _COUNT_EVERY rows: a count costs a lock and a clock read
         for row, line, record in split.records():
             source = RowSource(file=path, row=row, line=line)
             if isinstance(record, RowError):
