@@ -42,9 +42,10 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from transforms.metrics import lexical, ptb
+from transforms.metrics import lexical
 from transforms.metrics.base import QAExample
 from transforms.metrics.registry import build_metrics
+from transforms.text import ptb
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "judgments"
 NAMES = ("em", "f1", "bleu1", "bleu2", "bleu3", "bleu4", "rougeL", "cider", "meteor")

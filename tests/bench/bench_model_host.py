@@ -194,17 +194,23 @@ def qa_score(path: str, out: str, judge: str, zero_cost: bool,
     from tests.bench.bench_gpu import steady_rate
 
     module = "tests.bench.zero_model" if zero_cost else "pipelines.score_predictions"
+    wall, done = _timed_process("qa-score", [
+        "-m", module, f"--input={path}", f"--output={out}", f"--metrics={metrics}",
+        f"--judge_model={judge}", "--runner=FnApiRunner", f"--direct_running_mode={mode}",
+        "--overwrite", "--progress_interval=1", *extra])
+    return wall, steady_rate(done.stderr.splitlines())
+
+
+def _timed_process(what: str, args: list[str]) -> tuple[float, subprocess.CompletedProcess]:
+    """This Python with `args` in a fresh process (the repository on its path): its wall
+    time and its completed process; RuntimeError with its stderr's tail if it failed."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     start = time.perf_counter()
-    done = subprocess.run(
-        [sys.executable, "-m", module, f"--input={path}", f"--output={out}",
-         f"--metrics={metrics}", f"--judge_model={judge}", "--runner=FnApiRunner",
-         f"--direct_running_mode={mode}", "--overwrite", "--progress_interval=1", *extra],
-        env=env, capture_output=True, text=True)
+    done = subprocess.run([sys.executable, *args], env=env, capture_output=True, text=True)
     wall = time.perf_counter() - start
     if done.returncode != 0:
-        raise RuntimeError(f"qa-score failed:\n{done.stderr[-3000:]}")
-    return wall, steady_rate(done.stderr.splitlines())
+        raise RuntimeError(f"{what} failed:\n{done.stderr[-3000:]}")
+    return wall, done
 
 
 _CORPUS_SCRIPT = """
@@ -223,13 +229,7 @@ def score_corpus_process(path: str, judge: str) -> tuple[float, int]:
     """`score_corpus` on the rows of a JSONL file in a fresh process, as a user's script
     would run it: its wall time (interpreter, imports and model load included, as in
     qa-score's) and the rows it scored."""
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", _CORPUS_SCRIPT, path, judge], env=env,
-                          capture_output=True, text=True)
-    wall = time.perf_counter() - start
-    if done.returncode != 0:
-        raise RuntimeError(f"score_corpus failed:\n{done.stderr[-3000:]}")
+    wall, done = _timed_process("score_corpus", ["-c", _CORPUS_SCRIPT, path, judge])
     return wall, int(done.stdout.split()[-1])
 
 
@@ -238,17 +238,11 @@ def million(judge: str, tmp: str) -> dict:
     from tests.bench.judge_rows import evouna_rows, write_jsonl
 
     path = write_jsonl(evouna_rows(1_000_000), Path(tmp) / "million.jsonl")
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    start = time.perf_counter()
-    done = subprocess.run(
-        [sys.executable, "-m", "tests.bench.zero_model", f"--input={path}",
-         f"--output={Path(tmp) / 'million' / 'run'}", "--metrics=judge",
-         f"--judge_model={judge}", "--runner=FnApiRunner",
-         "--direct_running_mode=in_memory", "--progress_interval=60"],
-        env=env, capture_output=True, text=True)
-    wall = time.perf_counter() - start
-    if done.returncode != 0:
-        raise RuntimeError(f"the million-row run failed:\n{done.stderr[-3000:]}")
+    wall, _ = _timed_process("the million-row run", [
+        "-m", "tests.bench.zero_model", f"--input={path}",
+        f"--output={Path(tmp) / 'million' / 'run'}", "--metrics=judge",
+        f"--judge_model={judge}", "--runner=FnApiRunner", "--direct_running_mode=in_memory",
+        "--progress_interval=60"])
     peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     import pyarrow.parquet as pq
     rows = pq.ParquetFile(Path(tmp) / "million" / "run.scores.parquet").metadata.num_rows

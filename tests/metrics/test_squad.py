@@ -118,24 +118,10 @@ def test_punctuation_is_removed_as_the_script_removes_it():
 
 
 def _script_normalize(s: str) -> str:
-    """The SQuAD v1.1 script's `normalize_answer`, verbatim."""
-    import re
-    import string
+    """The SQuAD v1.1 script's `normalize_answer`, as the lexical benchmark copies it."""
+    from tests.bench.bench_lexical import _squad_normalize
 
-    def remove_articles(text):
-        return re.sub(r"\b(a|an|the)\b", " ", text)
-
-    def white_space_fix(text):
-        return " ".join(text.split())
-
-    def remove_punc(text):
-        exclude = set(string.punctuation)
-        return "".join(ch for ch in text if ch not in exclude)
-
-    def lower(text):
-        return text.lower()
-
-    return white_space_fix(remove_articles(remove_punc(lower(s))))
+    return _squad_normalize(s)
 
 
 @pytest.mark.parametrize("seed", range(4))

@@ -217,6 +217,8 @@ def test_multi_use_handler_routes_by_tag_and_isolates_a_failing_input():
     values = [r.inference for r in results]
     assert values[0] == 0.5 and values[2] == 0.0 and values[3] == 1.0
     assert isinstance(values[1], InferenceFailure) and "exploded" in values[1].reason
+    # `inferences` (what BatchModelHandler calls): the same values, without the wrappers
+    assert handler.inferences(batch, models) == values
 
 
 def test_batch_handler_cuts_outputs_back_per_row_and_accepts_empty_batches():
@@ -358,22 +360,6 @@ def test_window_size_in_bytes_is_its_texts_from_a_sample():
     exact = sum(i % 7 + 1 + i % 5 + 1 for i in range(300))
     assert abs(handler.get_num_bytes(uneven) - exact) < 0.1 * exact
     assert handler.get_num_bytes([]) == 0
-
-
-def test_multi_use_inferences_are_run_inferences_values():
-    """The multi-use handler's `inferences` (what `BatchModelHandler` calls) are the
-    values of its `run_inference`, input by input and in order, uses interleaved."""
-    from transforms.scoring.multi_use import MultiUseModelHandler
-
-    handler = MultiUseModelHandler({"u0": FakeHandler(PAIR_USE), "u1": FakeHandler(TEXT_USE)})
-    model = handler.load_model()
-    batch = [("u0", ("a b", "b c")), ("u1", ("a", "a")), ("u0", ("x", "y")),
-             ("u1", ("a b c", "a b"))]
-    results = handler.run_inference(batch, model)
-    assert [r.example for r in results] == batch
-    assert [r.model_id for r in results] == ["u0", "u1", "u0", "u1"]
-    assert handler.inferences(batch, model) == [r.inference for r in results] == [
-        1 / 3, 1.0, 0.0, 2 / 3]
 
 
 def test_our_handlers_are_asked_for_values_and_a_failing_part_is_retried_input_by_input():
