@@ -275,3 +275,23 @@ def test_weighted_matches_equal_weighted_match_pair_by_pair():
             assert together == one_by_one  # exact: the same float32 sums
     assert bs.weighted_matches(pairs[3:4], bs.uniform_token_weights) == [bs.ZERO]
     assert bs.weighted_matches([], bs.uniform_token_weights) == []
+
+
+def test_segment_totals_equal_numpy_sums():
+    """`_totals` gives each segment's `float(w[segment].sum())` bit for bit: 0/1 weights
+    through one cumulative sum (empty segments included), other weights (idf-like, a
+    2 among 0/1, a NaN) segment by segment."""
+    rng = np.random.default_rng(1)
+    for _ in range(200):
+        sizes = [int(x) for x in rng.integers(0, 40, int(rng.integers(1, 30)))]
+        uniform = (rng.random(sum(sizes)) < 0.8).astype(np.float32)
+        idf = rng.random(sum(sizes), dtype=np.float32) * 5
+        two = uniform.copy()
+        if two.size:
+            two[int(rng.integers(0, two.size))] = 2.0
+        for weights in (uniform, idf, two):
+            at = np.concatenate([[0], np.cumsum(sizes)]).tolist()
+            expected = [float(weights[a:b].sum()) for a, b in zip(at, at[1:])]
+            assert bs._totals(weights, sizes) == expected
+    nan = np.array([1, np.nan, 0], dtype=np.float32)
+    assert np.isnan(bs._totals(nan, [1, 2])[1]) and bs._totals(nan, [1, 2])[0] == 1.0

@@ -101,20 +101,54 @@ def weighted_matches(matches: Sequence[TokenMatch],
                      weigh: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> list[Score]:
     """`weighted_match` of every pair, `weigh(token_ids, special)` giving the weights:
     one call of `weigh` for all the pairs' tokens laid end to end (elementwise, so each
-    pair gets the weights a call of its own gives), then each pair's float32 sums as
-    before, bit for bit. Per pair, the weighing (and its arrays) cost more than the sums."""
+    pair gets the weights a call of its own gives), then each pair's float32 dot products
+    as before, bit for bit. Per pair, the weighing (and its arrays) cost more than the
+    dot products; so do the weights' sums, which `_totals` takes at once where that is
+    exact."""
     if not matches:
         return []
+    cand_n = [len(m.cand_ids) for m in matches]
+    ref_n = [len(m.ref_ids) for m in matches]
     cand_w = weigh(np.concatenate([m.cand_ids for m in matches]),
                    np.concatenate([m.cand_special for m in matches]))
     ref_w = weigh(np.concatenate([m.ref_ids for m in matches]),
                   np.concatenate([m.ref_special for m in matches]))
+    cand_total, ref_total = _totals(cand_w, cand_n), _totals(ref_w, ref_n)
     scores, c, r = [], 0, 0
-    for m in matches:
-        n, k = len(m.cand_ids), len(m.ref_ids)
-        scores.append(weighted_match(m, cand_w[c:c + n], ref_w[r:r + k]))
+    for m, n, k, ct, rt in zip(matches, cand_n, ref_n, cand_total, ref_total):
+        if ct == 0.0 or rt == 0.0:
+            scores.append(ZERO)
+        else:  # weighted_match's expressions
+            precision = float(np.dot(m.cand_max, cand_w[c:c + n]) / ct)
+            recall = float(np.dot(m.ref_max, ref_w[r:r + k]) / rt)
+            total = precision + recall
+            scores.append(Score(precision, recall,
+                                2 * precision * recall / total if total != 0 else 0.0))
         c, r = c + n, r + k
     return scores
+
+
+def _totals(weights: np.ndarray, sizes: Sequence[int]) -> list[float]:
+    """`float(weights[segment].sum())` of each consecutive segment of `sizes` tokens,
+    bit for bit. Weights of 0 and 1 (uniform) sum exactly in any order below 2**24
+    tokens, so one cumulative sum gives every segment's; other weights (idf) are summed
+    segment by segment, in numpy's own order."""
+    totals: list[float] = []
+    at = 0
+    if (weights.size < 2 ** 24
+            and np.count_nonzero(weights) == np.count_nonzero(weights == 1)):
+        ends = np.cumsum(weights, dtype=np.float64).tolist()
+        before = 0.0
+        for n in sizes:
+            at += n
+            end = ends[at - 1] if n else before
+            totals.append(end - before)
+            before = end
+        return totals
+    for n in sizes:
+        totals.append(float(weights[at:at + n].sum()))
+        at += n
+    return totals
 
 
 class IdfTable(NamedTuple):
