@@ -119,6 +119,12 @@ def test_bad_inputs_are_refused(tokenizer):
             encoder.encode(bad)
     with pytest.raises(ValueError, match="max_length must be >= 4"):
         SegmentEncoder(tokenizer, 3)
+    # subclasses of str and tuple are inputs too (checked one by one, not by exact type)
+    text, pair = type("Text", (str,), {}), type("Pair", (tuple,), {})
+    plain = [("a man", "the man"), "yes"]
+    odd = [pair((text("a man"), "the man")), text("yes")]
+    for expected, got in zip(encoder.encode(plain), encoder.encode(odd)):
+        assert np.array_equal(expected, got)
 
 
 def test_token_batch_padding_and_merge():

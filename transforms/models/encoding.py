@@ -132,17 +132,19 @@ class SegmentEncoder:
             ValueError: an input of another shape, or three segments with a tokenizer that
                 has no CLS or SEP token.
         """
-        segments = []
-        for x in inputs:
-            segs = (x,) if isinstance(x, str) else x
-            if (not isinstance(segs, tuple) or not 1 <= len(segs) <= 3
-                    or not all(isinstance(s, str) for s in segs)):
-                raise ValueError(f"a model input is a text or a tuple of 1..3 texts, "
-                                 f"got {x!r}")
-            segments.append(segs)
+        segments = [(x,) if isinstance(x, str) else x for x in inputs]
+        texts = [t for segs in segments if isinstance(segs, tuple) for t in segs]
+        # the common case checked with C loops; otherwise input by input, to name it
+        if not ({*map(type, segments)} <= {tuple} and {*map(len, segments)} <= {1, 2, 3}
+                and {*map(type, texts)} <= {str}):
+            for x, segs in zip(inputs, segments):
+                if (not isinstance(segs, tuple) or not 1 <= len(segs) <= 3
+                        or not all(isinstance(s, str) for s in segs)):
+                    raise ValueError(f"a model input is a text or a tuple of 1..3 texts, "
+                                     f"got {x!r}")
         if any(len(s) == 3 for s in segments) and self._specials is None:
             layouts._special_ids(self.tokenizer)  # raises, naming the tokenizer
-        memo = self._segments([t for segs in segments for t in segs])
+        memo = self._segments(texts)
         mine = [i for i, segs in enumerate(segments)
                 if len(segs) == 3 or self.assembles_templates]
         assembled, over = self._assemble([segments[i] for i in mine], memo)
