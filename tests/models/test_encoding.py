@@ -74,6 +74,11 @@ def test_segments_are_tokenized_once_and_the_memo_is_bounded(tokenizer, monkeypa
     assert again.row(0)[0].tolist() == first.row(1)[0].tolist()
     encoder.encode([("1", "2", "3")])  # 4 + 3 new segments > 5: the memo starts again
     assert len(encoder._memo) == 3
+    # a window of memo hits and enough new segments to overflow: the memo starts again
+    # with the window's texts, the hits included (dropping them raised KeyError)
+    mixed = [("1", "2", "3"), ("4", "5", "6")]
+    _assert_equal(encoder.encode(mixed), _reference(tokenizer, mixed, 128))
+    assert set(encoder._memo) == {"1", "2", "3", "4", "5", "6"}
     unmemoised = SegmentEncoder(tokenizer, 128, memo_size=0)
     _assert_equal(unmemoised.encode(inputs), _reference(tokenizer, inputs, 128))
     assert unmemoised._memo == {}
@@ -119,12 +124,26 @@ def test_bad_inputs_are_refused(tokenizer):
             encoder.encode(bad)
     with pytest.raises(ValueError, match="max_length must be >= 4"):
         SegmentEncoder(tokenizer, 3)
+    with pytest.raises(ValueError, match=r"got \('a', 3\)"):  # an iterator is read once
+        encoder.encode(iter([("a", "b"), ("a", 3)]))
     # subclasses of str and tuple are inputs too (checked one by one, not by exact type)
     text, pair = type("Text", (str,), {}), type("Pair", (tuple,), {})
     plain = [("a man", "the man"), "yes"]
     odd = [pair((text("a man"), "the man")), text("yes")]
     for expected, got in zip(encoder.encode(plain), encoder.encode(odd)):
         assert np.array_equal(expected, got)
+
+
+def test_assembly_leaves_long_pairs_to_the_tokenizer(tokenizer):
+    """`_assemble` truncates three segments itself and leaves one or two that need
+    truncating empty (length 0), listed for the tokenizer's own call."""
+    encoder = SegmentEncoder(tokenizer, 8)
+    inputs = [("a b",), ("x " * 9, "y"), ("x " * 9,), ("a", "b c", "d " * 9), ("a", "b")]
+    batch, over = encoder._assemble(inputs, encoder._segments(
+        [t for segs in inputs for t in segs]))
+    assert over == [1, 2]
+    assert batch.lengths.tolist() == [4, 0, 0, 8, 5]
+    _assert_equal(encoder.encode(inputs), _reference(tokenizer, inputs, 8))
 
 
 def test_token_batch_padding_and_merge():

@@ -88,7 +88,13 @@ def weighted_match(match: TokenMatch, cand_weights: np.ndarray,
                    ref_weights: np.ndarray) -> Score:
     """BERTScore of one pair from its greedy match (`TokenMatch`) and token weights:
     `greedy_match`'s averages, from the maxima the model's device computed."""
-    cand_total, ref_total = float(cand_weights.sum()), float(ref_weights.sum())
+    return _weighted(match, cand_weights, float(cand_weights.sum()), ref_weights,
+                     float(ref_weights.sum()))
+
+
+def _weighted(match: TokenMatch, cand_weights: np.ndarray, cand_total: float,
+              ref_weights: np.ndarray, ref_total: float) -> Score:
+    """`weighted_match` given the weights' totals."""
     if cand_total == 0.0 or ref_total == 0.0:
         return ZERO
     precision = float(np.dot(match.cand_max, cand_weights) / cand_total)
@@ -116,26 +122,23 @@ def weighted_matches(matches: Sequence[TokenMatch],
     cand_total, ref_total = _totals(cand_w, cand_n), _totals(ref_w, ref_n)
     scores, c, r = [], 0, 0
     for m, n, k, ct, rt in zip(matches, cand_n, ref_n, cand_total, ref_total):
-        if ct == 0.0 or rt == 0.0:
-            scores.append(ZERO)
-        else:  # weighted_match's expressions
-            precision = float(np.dot(m.cand_max, cand_w[c:c + n]) / ct)
-            recall = float(np.dot(m.ref_max, ref_w[r:r + k]) / rt)
-            total = precision + recall
-            scores.append(Score(precision, recall,
-                                2 * precision * recall / total if total != 0 else 0.0))
+        scores.append(_weighted(m, cand_w[c:c + n], ct, ref_w[r:r + k], rt))
         c, r = c + n, r + k
     return scores
 
 
+_EXACT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
 def _totals(weights: np.ndarray, sizes: Sequence[int]) -> list[float]:
-    """`float(weights[segment].sum())` of each consecutive segment of `sizes` tokens,
-    bit for bit. Weights of 0 and 1 (uniform) sum exactly in any order below 2**24
-    tokens, so one cumulative sum gives every segment's; other weights (idf) are summed
-    segment by segment, in numpy's own order."""
+    """`float(weights[segment].sum())` of each consecutive segment of `sizes` tokens
+    (bit for bit, but for the sign of a zero total). float32 or float64 weights of 0
+    and 1 (uniform) sum exactly in any order below 2**24 tokens, so one cumulative sum
+    gives every segment's; other weights (idf, NaN) are summed segment by segment, in
+    numpy's own order."""
     totals: list[float] = []
     at = 0
-    if (weights.size < 2 ** 24
+    if (weights.dtype in _EXACT_DTYPES and weights.size < 2 ** 24
             and np.count_nonzero(weights) == np.count_nonzero(weights == 1)):
         ends = np.cumsum(weights, dtype=np.float64).tolist()
         before = 0.0

@@ -99,17 +99,21 @@ class SegmentEncoder:
         return [np.array(x, dtype=np.int64) for x in ids]
 
     def _segments(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
-        """Ids of every text, from the memo or one tokenizer call for the new ones."""
+        """Ids of every text, from the memo or one tokenizer call for the new ones. A
+        memo that would overflow starts again with this window's texts only (the ones it
+        already held included: the caller looks every text up in what is returned)."""
         memo = self._memo
-        new = [t for t in dict.fromkeys(texts) if t not in memo]
+        distinct = dict.fromkeys(texts)
+        new = [t for t in distinct if t not in memo]
         if new:
-            if len(memo) + len(new) > self.memo_size:
-                memo.clear()
             found = dict(zip(new, self._tokenize(new)))
-            if self.memo_size:
-                memo.update(found)
-            else:
+            if not self.memo_size:
                 return found
+            if len(memo) + len(new) > self.memo_size:
+                kept = {t: memo[t] for t in distinct if t in memo}
+                memo.clear()
+                memo.update(kept)
+            memo.update(found)
         return memo
 
     def _assemble_one(self, pieces: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -132,6 +136,7 @@ class SegmentEncoder:
             ValueError: an input of another shape, or three segments with a tokenizer that
                 has no CLS or SEP token.
         """
+        inputs = inputs if isinstance(inputs, (list, tuple)) else list(inputs)
         segments = [(x,) if isinstance(x, str) else x for x in inputs]
         texts = [t for segs in segments if isinstance(segs, tuple) for t in segs]
         # the common case checked with C loops; otherwise input by input, to name it
@@ -153,21 +158,20 @@ class SegmentEncoder:
         own = sorted({*(i for i, segs in enumerate(segments)
                         if len(segs) < 3 and not self.assembles_templates),
                       *(mine[j] for j in over)})
-        if len(mine) == len(segments) and not own:
+        if not own:  # every input assembled
             return assembled
-        lengths = np.zeros(len(segments), dtype=np.int64)
-        lengths[mine] = assembled.lengths
-        batch = assembled._replace(offsets=np.concatenate([[0], np.cumsum(lengths)]))
-        if not own:
-            return batch
-        return TokenBatch.merge(batch, self._encode_own([segments[i] for i in own]),
+        if len(mine) < len(segments):  # the others' lengths 0, for the merge to fill
+            lengths = np.zeros(len(segments), dtype=np.int64)
+            lengths[mine] = assembled.lengths
+            assembled = assembled._replace(offsets=np.concatenate([[0], np.cumsum(lengths)]))
+        return TokenBatch.merge(assembled, self._encode_own([segments[i] for i in own]),
                                 np.array(own, dtype=np.int64))
 
     def _assemble(self, inputs: Sequence[tuple[str, ...]], memo: dict[str, np.ndarray]
                   ) -> tuple[TokenBatch, list[int]]:
         """`[CLS] a [SEP] b [SEP] ...` of every input from its segments' ids, with numpy
         gathers over one pool of the window's distinct segments (a Python loop per input
-        cost 4-5 µs an input), three segments truncated longest-first; and the inputs of
+        cost about 6 µs an input), three segments truncated longest-first; and the inputs of
         one or two segments that need truncating, which are left empty (length 0) for the
         tokenizer's own call.
 
@@ -217,9 +221,8 @@ class SegmentEncoder:
         runs = np.cumsum(length) - length
         gather = np.repeat(start - runs, length) + np.arange(int(length.sum()))
         pool = np.concatenate([cls, sep, *arrays])
-        lengths = np.add.reduceat(length, at) if len(length) else np.zeros(0, np.int64)
-        offsets = np.concatenate([[0], np.cumsum(lengths)])
-        return (TokenBatch(pool[gather], np.repeat(kind, length), offsets.astype(np.int64)),
+        offsets = np.concatenate([[0], np.cumsum(np.add.reduceat(length, at))])
+        return (TokenBatch(pool[gather], np.repeat(kind, length), offsets),
                 [i for i in over if drop[i]])
 
     def _encode_own(self, segments: Sequence[tuple[str, ...]]) -> TokenBatch:
