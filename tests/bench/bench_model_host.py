@@ -44,7 +44,9 @@ judge-shaped checkpoint (MiniLM, three token types, the marked layout):
                    process (torch and transformers already imported; model load
                    included).
   million          with `--million`: `qa-score --metrics judge` (zero-cost model) on
-                   1,000,000 rows in its own process; its peak RSS.
+                   1,000,000 rows in its own process; its peak RSS. Every answer is a
+                   new text (`evouna_rows(unique=True)`), so the segment memo fills and
+                   starts again, as it does on a corpus of model outputs.
 
 Printed beside them: the ratios the issue asks for (branch / tokenizer >= 0.8; real
 tokens / padded tokens in the passes the handler forms >= 0.7; qa_score / score_corpus
@@ -237,7 +239,7 @@ def million(judge: str, tmp: str) -> dict:
     """1,000,000 rows, zero-cost judge, `qa-score` in its own process: wall, peak RSS."""
     from tests.bench.judge_rows import evouna_rows, write_jsonl
 
-    path = write_jsonl(evouna_rows(1_000_000), Path(tmp) / "million.jsonl")
+    path = write_jsonl(evouna_rows(1_000_000, unique=True), Path(tmp) / "million.jsonl")
     wall, _ = _timed_process("the million-row run", [
         "-m", "tests.bench.zero_model", f"--input={path}",
         f"--output={Path(tmp) / 'million' / 'run'}", "--metrics=judge",

@@ -4,7 +4,10 @@ bench_gpu).
 `evouna_rows(n)` gives n scoring rows (question, prediction, references, human, system,
 id) from EVOUNA-TQ's 9,690 judged answers (every split; a median of 8 and up to 185 gold
 aliases per question), repeated in file order with fresh ids when n is larger: the rows
-of one question stay together, as in the files a user scores. `judge_checkpoint` saves a
+of one question stay together, as in the files a user scores. With `unique`, each
+repetition's answers end in " (copy N)", so every answer is a new text, as in a corpus of
+a million model outputs (the segment memo then fills and starts again, as it would
+there). `judge_checkpoint` saves a
 judge-shaped checkpoint: an encoder with a seeded one-logit head, three token types and
 the `marked` layout recorded, loaded by path as a trained judge is (its scores mean
 nothing; its cost per token is a trained judge's).
@@ -24,14 +27,16 @@ SHARED = Path(os.environ.get("QA_EVAL_SHARED_DATA", REPO.parent / "shared" / "da
 EVOUNA_TQ = SHARED / "judgments" / "evouna" / "TQ.json"
 
 
-def evouna_rows(n: int, path: str | Path = EVOUNA_TQ) -> list[dict]:
+def evouna_rows(n: int, path: str | Path = EVOUNA_TQ, unique: bool = False) -> list[dict]:
     """n scoring rows from EVOUNA-TQ (see the module docstring)."""
     answers = list(evouna.judged_answers(evouna.read_questions(str(path))))
     rows = []
     while len(rows) < n:
+        copy = len(rows) // len(answers)
+        suffix = f" (copy {copy})" if unique and copy else ""
         for a in answers[: n - len(rows)]:
-            rows.append({"id": f"{a.id}#{len(rows) // len(answers)}", "system": a.system,
-                         "question": a.question, "prediction": a.prediction,
+            rows.append({"id": f"{a.id}#{copy}", "system": a.system,
+                         "question": a.question, "prediction": a.prediction + suffix,
                          "references": list(a.references), "human": a.human})
     return rows
 
