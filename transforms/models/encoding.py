@@ -24,7 +24,6 @@ does everything for other templates (RoBERTa's `<s> a </s></s> b </s>`).
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Hashable, Sequence
 from typing import Any
 
@@ -77,11 +76,13 @@ class SegmentEncoder:
         for pair in _PROBES:
             for segs in ((pair[0],), pair):
                 own = self.tokenizer(*segs, truncation=True, max_length=self.max_length)
-                mine = self._assemble_one([self._tokenize([s])[0] for s in segs])
+                mine = layouts._assemble([self._tokenize([s])[0].tolist() for s in segs],
+                                         int(self._specials[0][0]),
+                                         int(self._specials[1][0]), self.max_length)
                 types = own.get("token_type_ids")
-                if list(own["input_ids"]) != mine[0].tolist():
+                if tuple(own["input_ids"]) != mine.input_ids:
                     return False
-                if types is not None and list(types) != mine[1].tolist():
+                if types is not None and tuple(types) != mine.token_type_ids:
                     return False
         return True
 
@@ -115,16 +116,6 @@ class SegmentEncoder:
                 memo.update(kept)
             memo.update(found)
         return memo
-
-    def _assemble_one(self, pieces: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-        """(ids, segment ids) of one input, as layouts._assemble (used by the probe)."""
-        cls, sep = self._specials
-        budget = self.max_length - 1 - len(pieces)
-        keep = layouts._truncate_longest_first([len(p) for p in pieces], budget)
-        ids = np.concatenate([cls, *itertools.chain.from_iterable(
-            (p[:n], sep) for p, n in zip(pieces, keep))])
-        types = np.repeat(np.arange(len(pieces)), [n + 1 + (i == 0) for i, n in enumerate(keep)])
-        return ids, types
 
     def encode(self, inputs: Sequence[Hashable]) -> TokenBatch:
         """The inputs' ids and segment ids, in input order.
