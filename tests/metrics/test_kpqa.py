@@ -142,6 +142,10 @@ def test_metric_without_bertscore_needs_no_encoder(keyphrase_path):
     assert list(metric.model_uses()) == ["keyphrase"]
     sig = metric.signature()["kpqa_bleu1"]
     assert sig.startswith("kpqa_bleu1|v:1.0|kp_model:") and "|kp_label:0|refs:max" in sig
+    # kpqa_bertscore's sums changed (float64, stop 37) and only its version moved
+    both = kpqa.KPQAMetric(["kpqa_bleu1", "kpqa_bertscore"], model=keyphrase_path).signature()
+    assert both["kpqa_bleu1"].startswith("kpqa_bleu1|v:1.0|")
+    assert both["kpqa_bertscore"].startswith("kpqa_bertscore|v:1.1|")
     with pytest.raises(MetricInputError, match="needs a question"):
         metric.requests(QAExample("a", ("b",)))
     with pytest.raises(MetricInputError, match="at least one reference"):

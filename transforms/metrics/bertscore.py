@@ -26,6 +26,7 @@ row's pairs at once; `weighted_match` for one pair).
 from __future__ import annotations
 
 import collections
+import itertools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
@@ -44,7 +45,9 @@ from transforms.models.baselines import read_rescale_baseline
 from transforms.models.loading import ModelSpec, TokenIds
 from transforms.models.uses import ModelUse, TokenEmbeddings, TokenMatch, encoder_use
 
-VERSION = "1.0"
+# 1.1 (stop 37): each pair's weighted sums in float64 (`_pair_scores`), not float32 dot
+# products; scores move by about a float32 rounding step.
+VERSION = "1.1"
 # `bertscore` is F1, the number the papers call BERTScore (and kpqa_bertscore's shape).
 COLUMNS = ("bertscore", "bertscore_precision", "bertscore_recall")
 
@@ -64,14 +67,11 @@ def greedy_match(cand: np.ndarray, cand_weights: np.ndarray, ref: np.ndarray,
     Weights are normalised to sum 1 per sentence here; all-zero weights on either side
     give `ZERO`.
     """
-    cand_total, ref_total = float(np.sum(cand_weights)), float(np.sum(ref_weights))
-    if cand_total == 0.0 or ref_total == 0.0:
+    if float(np.sum(cand_weights)) == 0.0 or float(np.sum(ref_weights)) == 0.0:
         return ZERO
     sim = _normalise(cand) @ _normalise(ref).T
-    precision = float(np.dot(sim.max(axis=1), cand_weights) / cand_total)
-    recall = float(np.dot(sim.max(axis=0), ref_weights) / ref_total)
-    total = precision + recall
-    return Score(precision, recall, 2 * precision * recall / total if total != 0 else 0.0)
+    return _pair_scores(sim.max(axis=1), cand_weights, [len(cand_weights)],
+                        sim.max(axis=0), ref_weights, [len(ref_weights)])[0]
 
 
 def uniform_weights(emb: TokenEmbeddings) -> np.ndarray:
@@ -88,29 +88,17 @@ def weighted_match(match: TokenMatch, cand_weights: np.ndarray,
                    ref_weights: np.ndarray) -> Score:
     """BERTScore of one pair from its greedy match (`TokenMatch`) and token weights:
     `greedy_match`'s averages, from the maxima the model's device computed."""
-    return _weighted(match, cand_weights, float(cand_weights.sum()), ref_weights,
-                     float(ref_weights.sum()))
-
-
-def _weighted(match: TokenMatch, cand_weights: np.ndarray, cand_total: float,
-              ref_weights: np.ndarray, ref_total: float) -> Score:
-    """`weighted_match` given the weights' totals."""
-    if cand_total == 0.0 or ref_total == 0.0:
-        return ZERO
-    precision = float(np.dot(match.cand_max, cand_weights) / cand_total)
-    recall = float(np.dot(match.ref_max, ref_weights) / ref_total)
-    total = precision + recall
-    return Score(precision, recall, 2 * precision * recall / total if total != 0 else 0.0)
+    return _pair_scores(match.cand_max, cand_weights, [len(cand_weights)],
+                        match.ref_max, ref_weights, [len(ref_weights)])[0]
 
 
 def weighted_matches(matches: Sequence[TokenMatch],
                      weigh: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> list[Score]:
-    """`weighted_match` of every pair, `weigh(token_ids, special)` giving the weights:
-    one call of `weigh` for all the pairs' tokens laid end to end (elementwise, so each
-    pair gets the weights a call of its own gives), then each pair's float32 dot products
-    as before, bit for bit. Per pair, the weighing (and its arrays) cost more than the
-    dot products; so do the weights' sums, which `_totals` takes at once where that is
-    exact."""
+    """`weighted_match` of every pair, `weigh(token_ids, special)` giving the weights,
+    with numpy calls for all the pairs at once: the pairs' tokens laid end to end, one
+    call of `weigh` per side (elementwise, so each pair gets the weights a call of its
+    own gives), then every pair's sums (`_pair_scores`). Equal to `weighted_match` pair
+    by pair, bit for bit."""
     if not matches:
         return []
     cand_n = [len(m.cand_ids) for m in matches]
@@ -119,39 +107,55 @@ def weighted_matches(matches: Sequence[TokenMatch],
                    np.concatenate([m.cand_special for m in matches]))
     ref_w = weigh(np.concatenate([m.ref_ids for m in matches]),
                   np.concatenate([m.ref_special for m in matches]))
-    cand_total, ref_total = _totals(cand_w, cand_n), _totals(ref_w, ref_n)
-    scores, c, r = [], 0, 0
-    for m, n, k, ct, rt in zip(matches, cand_n, ref_n, cand_total, ref_total):
-        scores.append(_weighted(m, cand_w[c:c + n], ct, ref_w[r:r + k], rt))
-        c, r = c + n, r + k
+    return _pair_scores(np.concatenate([m.cand_max for m in matches]), cand_w, cand_n,
+                        np.concatenate([m.ref_max for m in matches]), ref_w, ref_n)
+
+
+def _pair_scores(cand_max: np.ndarray, cand_w: np.ndarray, cand_n: Sequence[int],
+                 ref_max: np.ndarray, ref_w: np.ndarray, ref_n: Sequence[int]
+                 ) -> list[Score]:
+    """P, R and F of consecutive pairs whose sides are laid end to end (`cand_n[i]` and
+    `ref_n[i]` tokens for pair i): precision = sum(cand_max * cand_w) / sum(cand_w) over
+    each candidate's tokens, recall the same over each reference's, F = 2PR/(P+R) (0 when
+    P + R is 0), `ZERO` where either side's weights total 0.
+
+    The sums are float64, segment by segment (`_segment_sums`): a product of two
+    float32 numbers is exact in float64, and each pair's sums depend on its own tokens
+    only, so a pair gets the same bits alone or among others, on any CPU. (Until stop 37
+    they were float32 dot products per pair, whose order of additions is the BLAS
+    kernel's; the two differ by about a float32 rounding step.)"""
+    cand_dot, cand_total = _segment_sums(cand_max, cand_w, cand_n)
+    ref_dot, ref_total = _segment_sums(ref_max, ref_w, ref_n)
+    scores = []
+    for c_dot, c_total, r_dot, r_total in zip(cand_dot, cand_total, ref_dot, ref_total):
+        if c_total == 0.0 or r_total == 0.0:
+            scores.append(ZERO)
+            continue
+        precision, recall = c_dot / c_total, r_dot / r_total
+        total = precision + recall
+        scores.append(Score(precision, recall,
+                            2 * precision * recall / total if total != 0 else 0.0))
     return scores
 
 
-_EXACT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
-
-
-def _totals(weights: np.ndarray, sizes: Sequence[int]) -> list[float]:
-    """`float(weights[segment].sum())` of each consecutive segment of `sizes` tokens
-    (bit for bit, but for the sign of a zero total). float32 or float64 weights of 0
-    and 1 (uniform) sum exactly in any order below 2**24 tokens, so one cumulative sum
-    gives every segment's; other weights (idf, NaN) are summed segment by segment, in
-    numpy's own order."""
-    totals: list[float] = []
-    at = 0
-    if (weights.dtype in _EXACT_DTYPES and weights.size < 2 ** 24
-            and np.count_nonzero(weights) == np.count_nonzero(weights == 1)):
-        ends = np.cumsum(weights, dtype=np.float64).tolist()
-        before = 0.0
-        for n in sizes:
-            at += n
-            end = ends[at - 1] if n else before
-            totals.append(end - before)
-            before = end
-        return totals
-    for n in sizes:
-        totals.append(float(weights[at:at + n].sum()))
-        at += n
-    return totals
+def _segment_sums(values: np.ndarray, weights: np.ndarray, sizes: Sequence[int]
+                  ) -> tuple[list[float], list[float]]:
+    """float64 `sum(values * weights)` and `sum(weights)` of each consecutive segment of
+    `sizes` elements (0.0 for an empty one), each with one `np.add.reduceat`, which sums
+    every segment on its own: a segment's sums have the same bits wherever it sits."""
+    weights = np.asarray(weights, dtype=np.float64)
+    products = weights * values
+    starts = [0, *itertools.accumulate(sizes)][:-1]
+    if all(sizes):
+        return np.add.reduceat(products, starts).tolist(), np.add.reduceat(weights, starts).tolist()
+    filled = [i for i, n in enumerate(sizes) if n]
+    dots, totals = [0.0] * len(sizes), [0.0] * len(sizes)
+    if filled:
+        at = [starts[i] for i in filled]
+        for i, d, t in zip(filled, np.add.reduceat(products, at).tolist(),
+                           np.add.reduceat(weights, at).tolist()):
+            dots[i], totals[i] = d, t
+    return dots, totals
 
 
 class IdfTable(NamedTuple):

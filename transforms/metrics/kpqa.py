@@ -51,6 +51,8 @@ from transforms.models.uses import (
 )
 
 VERSION = "1.0"
+# kpqa_bertscore 1.1 (stop 37): `greedy_match` sums in float64 (bertscore's 1.1)
+COLUMN_VERSIONS = {"kpqa_bertscore": "1.1"}
 COLUMNS = ("kpqa_bleu1", "kpqa_rougeL", "kpqa_bertscore")
 _HINT = ("train one with `python -m pipelines.train_keyphrase` on SQuAD v1.1 "
          "(a train-v1.1.json file, such as the data README's), or pass a KPQA keyphrase "
@@ -187,7 +189,8 @@ class KPQAMetric(ModelMetric):
         if "encoder" in self._uses:
             fields.update({f"enc_{k}": v for k, v in self._uses["encoder"].signature_fields().items()})
         fields["refs"] = "max"
-        return {c: format_signature(c, VERSION, fields) for c in self.columns}
+        return {c: format_signature(c, COLUMN_VERSIONS.get(c, VERSION), fields)
+                for c in self.columns}
 
     def requests(self, example: QAExample) -> list[ModelRequest]:
         if not example.references:
