@@ -272,7 +272,7 @@ def test_weighted_matches_equal_weighted_match_pair_by_pair():
             together = bs.weighted_matches(group, weigh)
             one_by_one = [bs.weighted_match(m, weigh(m.cand_ids, m.cand_special),
                                             weigh(m.ref_ids, m.ref_special)) for m in group]
-            assert together == one_by_one  # exact: the same float32 sums
+            assert together == one_by_one  # exact: each pair's own float64 sums
     assert bs.weighted_matches(pairs[3:4], bs.uniform_token_weights) == [bs.ZERO]
     assert bs.weighted_matches([], bs.uniform_token_weights) == []
 
@@ -297,6 +297,8 @@ def test_segment_sums_are_each_segments_own_float64_sums():
                 w = weights[a:b].astype(np.float64)
                 exact = math.fsum(float(x) * float(y) for x, y in zip(values[a:b], w))
                 assert dot == pytest.approx(exact, rel=1e-12, abs=1e-12)
+                # idf-like totals are not whole numbers: float32 sums would be further off
+                assert total == pytest.approx(math.fsum(w.tolist()), rel=1e-12, abs=1e-12)
     nan = np.array([1, np.nan, 0], dtype=np.float32)
     dots, totals = bs._segment_sums(np.ones(3, dtype=np.float32), nan, [1, 2])
     assert (dots[0], totals[0]) == (1.0, 1.0) and np.isnan(dots[1]) and np.isnan(totals[1])
@@ -311,3 +313,20 @@ def test_pair_scores_zero_rules():
     assert bs._pair_scores(zeros, one, [2], zeros, one, [2]) == [Score(0.0, 0.0, 0.0)]
     assert bs._pair_scores(one, one, [2], one * 0.5, one, [2]) == [
         Score(1.0, 0.5, 2 * 0.5 / 1.5)]
+    # precision and recall are float64 quotients of float64 sums (these three float32
+    # values sum exactly in float64), not float32 ones
+    maxima = np.array([0.1, 0.2, 0.7], dtype=np.float32)
+    exact = (float(maxima[0]) + float(maxima[1]) + float(maxima[2])) / 3
+    assert exact != float(np.float32(exact))
+    score = bs._pair_scores(maxima, np.ones(3), [3], maxima, np.ones(3), [3])[0]
+    assert (score.precision, score.recall) == (exact, exact)
+    # P + R below 0 (cosines can be negative) is not 0: F keeps bert-score's formula
+    half, quarter = np.float32([-0.5]), np.float32([0.25])
+    assert bs._pair_scores(half, one[:1], [1], quarter, one[:1], [1]) == [
+        Score(-0.5, 0.25, 1.0)]
+    with pytest.raises(ValueError, match="candidate side: 2 maxima and 1 weights"):
+        bs._pair_scores(one, one[:1], [2], one, one, [2])
+    with pytest.raises(ValueError, match="reference side: 2 maxima and 2 weights for 3"):
+        bs._pair_scores(one, one, [2], one, one, [3])
+    with pytest.raises(ValueError, match="3 values and 2 weights"):
+        bs._segment_sums(np.ones(3), one, [3])

@@ -123,9 +123,21 @@ def _pair_scores(cand_max: np.ndarray, cand_w: np.ndarray, cand_n: Sequence[int]
     float32 numbers is exact in float64, and each pair's sums depend on its own tokens
     only, so a pair gets the same bits alone or among others, on any CPU. (Until stop 37
     they were float32 dot products per pair, whose order of additions is the BLAS
-    kernel's; the two differ by about a float32 rounding step.)"""
-    cand_dot, cand_total = _segment_sums(cand_max, cand_w, cand_n)
-    ref_dot, ref_total = _segment_sums(ref_max, ref_w, ref_n)
+    kernel's; the two differ by about a float32 rounding step.)
+
+    Raises:
+        ValueError: a side's maxima, weights and sizes of different lengths.
+    """
+    for side, maxima, weights, sizes in (("candidate", cand_max, cand_w, cand_n),
+                                         ("reference", ref_max, ref_w, ref_n)):
+        if not len(maxima) == len(weights) == sum(sizes):
+            raise ValueError(f"{side} side: {len(maxima)} maxima and {len(weights)} "
+                             f"weights for {sum(sizes)} tokens")
+    # both sides in one call: half the numpy calls, which cost more than the sums here
+    k = len(cand_n)
+    dots, totals = _segment_sums(np.concatenate([cand_max, ref_max]),
+                                 np.concatenate([cand_w, ref_w]), [*cand_n, *ref_n])
+    cand_dot, cand_total, ref_dot, ref_total = dots[:k], totals[:k], dots[k:], totals[k:]
     scores = []
     for c_dot, c_total, r_dot, r_total in zip(cand_dot, cand_total, ref_dot, ref_total):
         if c_total == 0.0 or r_total == 0.0:
@@ -142,10 +154,18 @@ def _segment_sums(values: np.ndarray, weights: np.ndarray, sizes: Sequence[int]
                   ) -> tuple[list[float], list[float]]:
     """float64 `sum(values * weights)` and `sum(weights)` of each consecutive segment of
     `sizes` elements (0.0 for an empty one), each with one `np.add.reduceat`, which sums
-    every segment on its own: a segment's sums have the same bits wherever it sits."""
+    every segment on its own: a segment's sums have the same bits wherever it sits.
+
+    Raises:
+        ValueError: `values`, `weights` and the segments' total of different lengths.
+    """
     weights = np.asarray(weights, dtype=np.float64)
+    starts = [0, *itertools.accumulate(sizes)]
+    if not len(values) == len(weights) == starts[-1]:
+        raise ValueError(f"{len(values)} values and {len(weights)} weights for segments "
+                         f"of {starts[-1]} tokens in all")
     products = weights * values
-    starts = [0, *itertools.accumulate(sizes)][:-1]
+    starts.pop()
     if all(sizes):
         return np.add.reduceat(products, starts).tolist(), np.add.reduceat(weights, starts).tolist()
     filled = [i for i, n in enumerate(sizes) if n]
