@@ -304,29 +304,42 @@ def test_segment_sums_are_each_segments_own_float64_sums():
     assert (dots[0], totals[0]) == (1.0, 1.0) and np.isnan(dots[1]) and np.isnan(totals[1])
 
 
-def test_pair_scores_zero_rules():
-    """A side whose weights total 0 gives `ZERO`; P + R = 0 gives F = 0."""
+def test_pair_scores_rules_and_length_errors():
+    """A side whose weights total 0 gives `ZERO`; P + R = 0 gives F = 0, and P + R below
+    0 keeps the formula; precision and recall are float64 quotients; maxima, weights or
+    token ids of different lengths raise instead of broadcasting or shifting tokens into
+    the next pair."""
     one = np.ones(2, dtype=np.float32)
-    assert bs._pair_scores(one, np.zeros(2), [2], one, one, [2]) == [bs.ZERO]
-    assert bs._pair_scores(one, one, [2], one, np.zeros(2), [2]) == [bs.ZERO]
     zeros = np.zeros(2, dtype=np.float32)
-    assert bs._pair_scores(zeros, one, [2], zeros, one, [2]) == [Score(0.0, 0.0, 0.0)]
-    assert bs._pair_scores(one, one, [2], one * 0.5, one, [2]) == [
-        Score(1.0, 0.5, 2 * 0.5 / 1.5)]
-    # precision and recall are float64 quotients of float64 sums (these three float32
-    # values sum exactly in float64), not float32 ones
+    pair = bs._one_pair
+    assert pair(one, zeros, one, one) == bs.ZERO
+    assert pair(one, one, one, zeros) == bs.ZERO
+    assert pair(zeros, one, zeros, one) == Score(0.0, 0.0, 0.0)
+    assert pair(one, one, one * 0.5, one) == Score(1.0, 0.5, 2 * 0.5 / 1.5)
+    # these three float32 values sum exactly in float64: a float32 quotient would differ
     maxima = np.array([0.1, 0.2, 0.7], dtype=np.float32)
     exact = (float(maxima[0]) + float(maxima[1]) + float(maxima[2])) / 3
     assert exact != float(np.float32(exact))
-    score = bs._pair_scores(maxima, np.ones(3), [3], maxima, np.ones(3), [3])[0]
+    score = pair(maxima, np.ones(3), maxima, np.ones(3))
     assert (score.precision, score.recall) == (exact, exact)
-    # P + R below 0 (cosines can be negative) is not 0: F keeps bert-score's formula
-    half, quarter = np.float32([-0.5]), np.float32([0.25])
-    assert bs._pair_scores(half, one[:1], [1], quarter, one[:1], [1]) == [
-        Score(-0.5, 0.25, 1.0)]
+    # cosines can be negative: P + R below 0 is not 0
+    assert pair(np.float32([-0.5]), one[:1], np.float32([0.25]), one[:1]) == Score(
+        -0.5, 0.25, 1.0)
+    # two pairs laid out candidates first, then references
+    assert bs._pair_scores(np.float32([1, 1, 0.5, 0.5, 1, 1]), np.ones(6), [1, 2], [1, 2]) == [
+        Score(1.0, 0.5, 2 * 0.5 / 1.5), Score(0.75, 1.0, 2 * 0.75 / 1.75)]
     with pytest.raises(ValueError, match="candidate side: 2 maxima and 1 weights"):
-        bs._pair_scores(one, one[:1], [2], one, one, [2])
-    with pytest.raises(ValueError, match="reference side: 2 maxima and 2 weights for 3"):
-        bs._pair_scores(one, one, [2], one, one, [3])
+        pair(one, one[:1], one, one)
+    with pytest.raises(ValueError, match="reference side: 1 maxima and 2 weights"):
+        pair(one, one, one[:1], one)
     with pytest.raises(ValueError, match="3 values and 2 weights"):
         bs._segment_sums(np.ones(3), one, [3])
+    with pytest.raises(ValueError, match="4 values and 4 weights for segments of 3"):
+        bs._pair_scores(np.ones(4), np.ones(4), [1], [2])
+    from transforms.models.uses import TokenMatch
+    ids, special = np.array([101, 7, 102]), np.array([True, False, True])
+    good = TokenMatch(ids, np.ones(3, dtype=np.float32), special, ids,
+                      np.ones(3, dtype=np.float32), special)
+    short = good._replace(ref_max=np.ones(2, dtype=np.float32))
+    with pytest.raises(ValueError, match="pair 1: 3 and 2 maxima for 3 and 3 tokens"):
+        bs.weighted_matches([good, short], bs.uniform_token_weights)

@@ -46,7 +46,7 @@ from transforms.models.loading import ModelSpec, TokenIds
 from transforms.models.uses import ModelUse, TokenEmbeddings, TokenMatch, encoder_use
 
 # 1.1 (stop 37): each pair's weighted sums in float64 (`_pair_scores`), not float32 dot
-# products; scores move by about a float32 rounding step.
+# products; scores move by about a float32 rounding step (more where P + R is near 0).
 VERSION = "1.1"
 # `bertscore` is F1, the number the papers call BERTScore (and kpqa_bertscore's shape).
 COLUMNS = ("bertscore", "bertscore_precision", "bertscore_recall")
@@ -70,8 +70,7 @@ def greedy_match(cand: np.ndarray, cand_weights: np.ndarray, ref: np.ndarray,
     if float(np.sum(cand_weights)) == 0.0 or float(np.sum(ref_weights)) == 0.0:
         return ZERO
     sim = _normalise(cand) @ _normalise(ref).T
-    return _pair_scores(sim.max(axis=1), cand_weights, [len(cand_weights)],
-                        sim.max(axis=0), ref_weights, [len(ref_weights)])[0]
+    return _one_pair(sim.max(axis=1), cand_weights, sim.max(axis=0), ref_weights)
 
 
 def uniform_weights(emb: TokenEmbeddings) -> np.ndarray:
@@ -88,55 +87,73 @@ def weighted_match(match: TokenMatch, cand_weights: np.ndarray,
                    ref_weights: np.ndarray) -> Score:
     """BERTScore of one pair from its greedy match (`TokenMatch`) and token weights:
     `greedy_match`'s averages, from the maxima the model's device computed."""
-    return _pair_scores(match.cand_max, cand_weights, [len(cand_weights)],
-                        match.ref_max, ref_weights, [len(ref_weights)])[0]
+    return _one_pair(match.cand_max, cand_weights, match.ref_max, ref_weights)
 
 
 def weighted_matches(matches: Sequence[TokenMatch],
                      weigh: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> list[Score]:
     """`weighted_match` of every pair, `weigh(token_ids, special)` giving the weights,
-    with numpy calls for all the pairs at once: the pairs' tokens laid end to end, one
-    call of `weigh` per side (elementwise, so each pair gets the weights a call of its
-    own gives), then every pair's sums (`_pair_scores`). Equal to `weighted_match` pair
-    by pair, bit for bit."""
+    with numpy calls for all the pairs at once: every candidate's tokens then every
+    reference's laid end to end, one call of `weigh` (elementwise, so each side gets the
+    weights a call of its own gives), then every pair's sums (`_pair_scores`). Equal to
+    `weighted_match` pair by pair, bit for bit.
+
+    Raises:
+        ValueError: a pair whose maxima and token ids differ in length.
+    """
     if not matches:
         return []
     cand_n = [len(m.cand_ids) for m in matches]
     ref_n = [len(m.ref_ids) for m in matches]
-    cand_w = weigh(np.concatenate([m.cand_ids for m in matches]),
-                   np.concatenate([m.cand_special for m in matches]))
-    ref_w = weigh(np.concatenate([m.ref_ids for m in matches]),
-                  np.concatenate([m.ref_special for m in matches]))
-    return _pair_scores(np.concatenate([m.cand_max for m in matches]), cand_w, cand_n,
-                        np.concatenate([m.ref_max for m in matches]), ref_w, ref_n)
+    if [len(m.cand_max) for m in matches] != cand_n or \
+            [len(m.ref_max) for m in matches] != ref_n:
+        i, m = next((i, m) for i, m in enumerate(matches)
+                    if (len(m.cand_max), len(m.ref_max)) != (cand_n[i], ref_n[i]))
+        raise ValueError(f"pair {i}: {len(m.cand_max)} and {len(m.ref_max)} maxima for "
+                         f"{cand_n[i]} and {ref_n[i]} tokens")
+    weights = weigh(np.concatenate([*(m.cand_ids for m in matches),
+                                    *(m.ref_ids for m in matches)]),
+                    np.concatenate([*(m.cand_special for m in matches),
+                                    *(m.ref_special for m in matches)]))
+    maxima = np.concatenate([*(m.cand_max for m in matches), *(m.ref_max for m in matches)])
+    return _pair_scores(maxima, weights, cand_n, ref_n)
 
 
-def _pair_scores(cand_max: np.ndarray, cand_w: np.ndarray, cand_n: Sequence[int],
-                 ref_max: np.ndarray, ref_w: np.ndarray, ref_n: Sequence[int]
-                 ) -> list[Score]:
-    """P, R and F of consecutive pairs whose sides are laid end to end (`cand_n[i]` and
-    `ref_n[i]` tokens for pair i): precision = sum(cand_max * cand_w) / sum(cand_w) over
-    each candidate's tokens, recall the same over each reference's, F = 2PR/(P+R) (0 when
-    P + R is 0), `ZERO` where either side's weights total 0.
-
-    The sums are float64, segment by segment (`_segment_sums`): a product of two
-    float32 numbers is exact in float64, and each pair's sums depend on its own tokens
-    only, so a pair gets the same bits alone or among others, on any CPU. (Until stop 37
-    they were float32 dot products per pair, whose order of additions is the BLAS
-    kernel's; the two differ by about a float32 rounding step.)
+def _one_pair(cand_max: np.ndarray, cand_w: np.ndarray, ref_max: np.ndarray,
+              ref_w: np.ndarray) -> Score:
+    """`_pair_scores` of one pair, given each side's maxima and weights.
 
     Raises:
-        ValueError: a side's maxima, weights and sizes of different lengths.
+        ValueError: a side's maxima and weights of different lengths.
     """
-    for side, maxima, weights, sizes in (("candidate", cand_max, cand_w, cand_n),
-                                         ("reference", ref_max, ref_w, ref_n)):
-        if not len(maxima) == len(weights) == sum(sizes):
-            raise ValueError(f"{side} side: {len(maxima)} maxima and {len(weights)} "
-                             f"weights for {sum(sizes)} tokens")
-    # both sides in one call: half the numpy calls, which cost more than the sums here
+    for side, maxima, weights in (("candidate", cand_max, cand_w),
+                                  ("reference", ref_max, ref_w)):
+        if len(maxima) != len(weights):
+            raise ValueError(f"{side} side: {len(maxima)} maxima and {len(weights)} weights")
+    return _pair_scores(np.concatenate([cand_max, ref_max]), np.concatenate([cand_w, ref_w]),
+                        [len(cand_w)], [len(ref_w)])[0]
+
+
+def _pair_scores(maxima: np.ndarray, weights: np.ndarray, cand_n: Sequence[int],
+                 ref_n: Sequence[int]) -> list[Score]:
+    """P, R and F of pairs whose sides are laid end to end, every candidate's first
+    (`cand_n[i]` tokens for pair i's), then every reference's (`ref_n[i]`): precision =
+    sum(maxima * weights) / sum(weights) over a candidate's tokens, recall the same over
+    its reference's, F = 2PR/(P+R) (0 when P + R is 0), `ZERO` where either side's
+    weights total 0. The quotients and F are Python floats, pair by pair.
+
+    The sums are float64, segment by segment (`_segment_sums`, all sides in one call): a
+    product of two float32 numbers is exact in float64, and each pair's sums depend on
+    its own tokens only, so a pair gets the same bits alone or among others, on any CPU.
+    (Until stop 37 they were float32 dot products per pair, whose order of additions is
+    the BLAS kernel's; the two differ by about a float32 rounding step, more where
+    P + R is near 0.)
+
+    Raises:
+        ValueError: `maxima`, `weights` and the sides' sizes of different lengths.
+    """
     k = len(cand_n)
-    dots, totals = _segment_sums(np.concatenate([cand_max, ref_max]),
-                                 np.concatenate([cand_w, ref_w]), [*cand_n, *ref_n])
+    dots, totals = _segment_sums(maxima, weights, [*cand_n, *ref_n])
     cand_dot, cand_total, ref_dot, ref_total = dots[:k], totals[:k], dots[k:], totals[k:]
     scores = []
     for c_dot, c_total, r_dot, r_total in zip(cand_dot, cand_total, ref_dot, ref_total):
@@ -162,8 +179,8 @@ def _segment_sums(values: np.ndarray, weights: np.ndarray, sizes: Sequence[int]
     weights = np.asarray(weights, dtype=np.float64)
     starts = [0, *itertools.accumulate(sizes)]
     if not len(values) == len(weights) == starts[-1]:
-        raise ValueError(f"{len(values)} values and {len(weights)} weights for segments "
-                         f"of {starts[-1]} tokens in all")
+        raise ValueError(f"{len(values)} values and {len(weights)} weights for "
+                         f"segments of {starts[-1]} tokens in all")
     products = weights * values
     starts.pop()
     if all(sizes):
