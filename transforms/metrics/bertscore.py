@@ -64,10 +64,11 @@ def greedy_match(cand: np.ndarray, cand_weights: np.ndarray, ref: np.ndarray,
                  ref_weights: np.ndarray) -> Score:
     """BERTScore of one pair from token vectors (n, d) and token weights (n,).
 
-    Weights are normalised to sum 1 per sentence here; all-zero weights on either side
-    give `ZERO`.
+    Weights are normalised to sum 1 per sentence here; weights totalling 0 on either
+    side give `ZERO` (`_pair_scores`' rule; all-zero weights give it before any matrix
+    is formed).
     """
-    if float(np.sum(cand_weights)) == 0.0 or float(np.sum(ref_weights)) == 0.0:
+    if not (np.any(cand_weights) and np.any(ref_weights)):
         return ZERO
     sim = _normalise(cand) @ _normalise(ref).T
     return _one_pair(sim.max(axis=1), cand_weights, sim.max(axis=0), ref_weights)
@@ -183,6 +184,8 @@ def _segment_sums(values: np.ndarray, weights: np.ndarray, sizes: Sequence[int]
                          f"segments of {starts[-1]} tokens in all")
     products = weights * values
     starts.pop()
+    # reduceat takes an empty segment's start as its one element, so empty segments are
+    # left out of the starts; rows of BERTScore pairs never have one (CLS and SEP)
     if all(sizes):
         return np.add.reduceat(products, starts).tolist(), np.add.reduceat(weights, starts).tolist()
     filled = [i for i, n in enumerate(sizes) if n]
