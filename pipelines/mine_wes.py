@@ -61,6 +61,7 @@ from transforms.io.options import (
 from transforms.io.ownership import OutputLock, new_run_id
 from transforms.io.progress import ProgressReporter, is_local_runner, rate
 from transforms.io.publish import check_output_dir, new_temp_dir
+from transforms.io.worker_shutdown import stop_workers_together
 from transforms.wes.mine import MineWes, parse_thresholds
 from transforms.wes.sampling import parse_splits
 from transforms.wes.stats import STATS_FILE
@@ -220,6 +221,8 @@ def _run(args, argv, run_id, save_main_session, test_pipeline):
         max_page_mb=args.max_page_mb, owner=run_id)
     pipeline = test_pipeline or beam.Pipeline(options=options)
     local = is_local_runner(pipeline.options if test_pipeline else options)
+    if local:  # worker processes, where there are some, stop together at the end
+        stop_workers_together()
     logger.info("mining %d dump file(s) -> %s (k = %s)", len(paths), args.output,
                 ",".join(map(str, thresholds)))
     with ProgressReporter(describe_progress, args.progress_interval if local else 0,

@@ -78,6 +78,7 @@ from transforms.io.progress import (
     rate,
     tune_local_malloc,
 )
+from transforms.io.worker_shutdown import stop_workers_together
 from transforms.metrics import registry
 from transforms.scoring.config import (
     COLUMN_FLAGS,
@@ -388,6 +389,8 @@ def run(argv: list[str] | None = None, save_main_session: bool = True,
             tune_local_malloc(options, runs_models=bool(config.model_metrics))
         pipeline = test_pipeline or beam.Pipeline(options=options)
         local = is_local_runner(pipeline.options if test_pipeline else options)
+        if local:  # worker processes, where there are some, stop together at the end
+            stop_workers_together()
         interval = args.progress_interval if local else 0
         logger.info("scoring %d input file(s) with %s -> %s.*", len(config.files),
                     ",".join(config.metric_columns), config.paths.prefix)

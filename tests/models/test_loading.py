@@ -121,6 +121,30 @@ def test_load_model_on_cpu_in_eval_mode():
     assert model.dtype is torch.float32
 
 
+@pytest.mark.parametrize("device, calls", [("cpu", []), ("cuda", [False])])
+def test_load_model_on_a_gpu_takes_cudnn_out_of_attention(monkeypatch, device, calls):
+    """cuDNN's attention builds a plan per new shape (loading.CUDNN_ATTENTION): a model
+    loaded on a GPU switches it off for the process; on a CPU nothing is touched."""
+    seen = []
+    monkeypatch.setattr(loading, "resolve_device", lambda _: torch.device(device))
+    monkeypatch.setattr(loading, "resolve_dtype", lambda *_: torch.float32)
+    monkeypatch.setattr(torch.nn.Module, "to", lambda self, *a, **k: self)  # no GPU here
+    monkeypatch.setattr(loading, "use_cudnn_attention", seen.append)
+    loading.load_model(loading.ModelSpec.of(None, device="cpu"))
+    assert seen == calls
+
+
+def test_use_cudnn_attention_sets_torchs_switch():
+    before = torch.backends.cuda.cudnn_sdp_enabled()
+    try:
+        loading.use_cudnn_attention(False)
+        assert not torch.backends.cuda.cudnn_sdp_enabled()
+        loading.use_cudnn_attention(True)
+        assert torch.backends.cuda.cudnn_sdp_enabled()
+    finally:
+        torch.backends.cuda.enable_cudnn_sdp(before)
+
+
 def test_truncated_model_outputs_the_hidden_state_of_that_layer():
     spec = loading.ModelSpec.of(None, device="cpu")
     tokenizer = loading.load_tokenizer(spec)
