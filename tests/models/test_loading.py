@@ -130,6 +130,7 @@ def test_load_model_on_a_gpu_takes_cudnn_out_of_attention(monkeypatch, device, c
     monkeypatch.setattr(loading, "resolve_dtype", lambda *_: torch.float32)
     monkeypatch.setattr(torch.nn.Module, "to", lambda self, *a, **k: self)  # no GPU here
     monkeypatch.setattr(loading, "use_cudnn_attention", seen.append)
+    monkeypatch.setattr(loading, "CUDNN_ATTENTION", False)  # whatever QA_CUDNN_ATTENTION says
     loading.load_model(loading.ModelSpec.of(None, device="cpu"))
     assert seen == calls
 

@@ -9,19 +9,24 @@ before the launcher could return (docs/benchmarks.md). Closed from one thread ea
 handlers still take Beam's lock in turn for the short part (the stop signal and the end
 of the control stream), and the processes exit at the same time.
 
-`stop_workers_together()` installs that on Beam's class, once per process; a Beam without
-the attribute it relies on is left as it is.
+`stop_workers_together()` installs that on Beam's class, once per process (the method is
+marked; it stays for the process: with one handler it is Beam's own). With two or more
+handlers, all of them, the in-process one included, are closed from the threads, and then
+Beam's own method closes the runner's gRPC servers. A Beam whose `close_all` no longer
+reads the attributes this relies on is left as it is.
 """
 
 from __future__ import annotations
 
 import collections
 import logging
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 logger = logging.getLogger(__name__)
 
-_installed = False
+_MARK = "_stops_workers_together"  # set on the method this module installs
+_lock = threading.Lock()
 
 
 def _close(handler) -> BaseException | None:
@@ -49,25 +54,29 @@ def close_handlers(handlers) -> None:
 def stop_workers_together() -> bool:
     """Makes the FnApiRunner close its worker handlers concurrently (see the module
     docstring), once per process. Returns whether it is installed."""
-    global _installed
-    if _installed:
-        return True
     from apache_beam.runners.portability.fn_api_runner import worker_handlers
 
     manager = worker_handlers.WorkerHandlerManager
-    original = manager.close_all
-    if "_cached_handlers" not in getattr(original, "__code__", compile("", "", "exec")).co_names:
-        logger.debug("Beam's WorkerHandlerManager changed: its workers stop in turn")
-        return False
+    with _lock:
+        original = manager.close_all
+        if getattr(original, _MARK, False):
+            return True
+        names = getattr(getattr(original, "__code__", None), "co_names", ())
+        if not {"_cached_handlers", "_grpc_server"} <= set(names):
+            logger.debug("Beam's WorkerHandlerManager changed: its workers stop in turn")
+            return False
 
-    def close_all(self) -> None:
-        handlers = {h for hs in self._cached_handlers.values() for h in hs}
-        if len(handlers) > 1:
-            close_handlers(handlers)
-            self._cached_handlers = collections.defaultdict(list)
-        original(self)  # what is left: the in-process handler, the runner's gRPC servers
+        def close_all(self) -> None:
+            handlers = {h for hs in self._cached_handlers.values() for h in hs}
+            if len(handlers) < 2:
+                return original(self)
+            try:
+                close_handlers(handlers)
+            finally:  # whatever happened, Beam's own method closes the gRPC servers
+                self._cached_handlers = collections.defaultdict(list)
+                original(self)
 
-    close_all.__doc__ = original.__doc__
-    manager.close_all = close_all
-    _installed = True
+        close_all.__doc__ = original.__doc__
+        setattr(close_all, _MARK, True)
+        manager.close_all = close_all
     return True
