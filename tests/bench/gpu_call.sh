@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# One call on a lent GPU machine: set-up, the GPU benchmark in the order the acceptance
+# needs its figures, optionally a py-spy profile and a before/after, all within a budget.
+#
+# Here, once: `make setup && bash ../shared/tools/gpu/prepare.sh` (fills the git-ignored
+# .gpu/); for a before/after, `mkdir -p .gpu/base && git archive COMMIT | tar -x -C .gpu/base`;
+# for a profile, a py-spy wheel in .gpu/whl (`pip download py-spy --only-binary=:all:
+# --platform manylinux2014_x86_64 -d .gpu/whl`). Then the device call, with carry
+# [".gpu/whl", ".gpu/minilm_cfg", ".gpu/tools", ".gpu/data"] (+ ".gpu/base"):
+#     bash tests/bench/gpu_call.sh [budget_s]
+# What comes back: $OUT/run.log and $OUT/res.tgz (gpu.json and logs of every step; the
+# device tool returns at most 8 files, so the rest is packed every 15 s).
+# Environment: ROWS (200000), MIXED (20000), FORWARD_ROWS (50000), BASE_ROWS (10000), PROFILE_ROWS (100000; 0: no
+# profile), WORKERS (8). Stop 38 ran this in two calls (docs/benchmarks.md, "On an H200").
+set -u
+budget=${1:-540}
+PY=${PY:-python3}
+t0=$(date +%s)
+left() { echo $(( budget - ($(date +%s) - t0) )); }
+OUT=${OUT:-/tmp/out}; RES=${RES:-/tmp/res}; mkdir -p "$OUT" "$RES"
+exec > >(tee -a "$OUT/run.log") 2>&1
+pack() { tar czf "$OUT/.res.tgz" -C "$RES" . 2>/dev/null && mv "$OUT/.res.tgz" "$OUT/res.tgz"; }
+( while sleep 15; do pack; done ) & packer=$!
+trap 'kill $packer 2>/dev/null; pack' EXIT
+nvidia-smi > "$RES/nvidia-smi.txt" 2>&1
+if [ -n "${DRY:-}" ]; then  # DRY=1 PY=.venv/bin/python ROWS=300 ...: the mechanics, on a CPU
+  export PYTHONPATH=$PWD HF_HUB_OFFLINE=1; dry=--allow_cpu
+  [ -e /tmp/minilm ] || ln -s "$($PY -c 'from transforms.models import loading; print(loading.packaged_model_path())' 2>/dev/null)" /tmp/minilm
+else
+  source .gpu/tools/on_device.sh beam || { echo "set-up failed"; exit 1; }
+fi
+echo "set-up done at $(( $(date +%s) - t0 )) s; $(left) s left"
+quiet() { grep -v "^WARNING\|Loading weights\|LOAD REPORT\|^Key \|^---\|classifier\|^Notes\|MISSING\|Writing model\|^$"; }
+common="--base_model /tmp/minilm --evouna .gpu/data/evouna/TQ.json --workers ${WORKERS:-8} --step_timeout 110 ${dry:-}"
+# 1. the forward ceiling, cuDNN's attention off (the default) and on, each in a fresh process
+for cudnn in 0 1; do
+  QA_CUDNN_ATTENTION=$cudnn timeout 90 $PY -m tests.bench.bench_gpu $common --rows ${FORWARD_ROWS:-50000} \
+      --only forward --out "$RES/forward_cudnn$cudnn" 2>&1 | grep "judge/\|device"
+done
+# 2. the judge in process and across processes, then the three metrics and score_corpus
+timeout $(( $(left) - 60 )) $PY -m tests.bench.bench_gpu $common --rows ${ROWS:-200000} \
+    --only judge,mp --deadline_s $(( $(left) - 150 )) --out "$RES/judge" 2>&1 | quiet
+timeout $(( $(left) - 30 )) $PY -m tests.bench.bench_gpu $common --rows ${MIXED:-20000} \
+    --mixed_rows ${MIXED:-20000} --only mixed,corpus --deadline_s $(( $(left) - 90 )) \
+    --out "$RES/mixed" 2>&1 | quiet
+echo "benchmarks done at $(( $(date +%s) - t0 )) s; $(left) s left"
+# 3. where the judge's run spends its time (py-spy, 100 Hz, idle threads included)
+if [ "${PROFILE_ROWS:-100000}" -gt 0 ] && [ -x /tmp/site/bin/py-spy ] && [ $(left) -gt 120 ]; then
+  mkdir -p /tmp/profile
+  $PY -c "
+from tests.bench.judge_rows import evouna_rows, write_jsonl, judge_checkpoint
+rows = [{k: v for k, v in r.items() if k != 'human'}
+        for r in evouna_rows(${PROFILE_ROWS:-100000}, '.gpu/data/evouna/TQ.json')]
+write_jsonl(rows, '/tmp/profile/rows.jsonl')
+judge_checkpoint('/tmp/minilm', '/tmp/profile/judge')" 2>&1 | quiet
+  timeout $(( $(left) - 30 )) /tmp/site/bin/py-spy record -r 100 --idle --subprocesses -f raw \
+      -o "$RES/judge_qa_score.raw" -- $PY -m pipelines.score_predictions \
+      --input=/tmp/profile/rows.jsonl --output=/tmp/profile/run --metrics=judge \
+      --judge_model=/tmp/profile/judge --runner=FnApiRunner --progress_interval=1 --overwrite \
+      --max_batch_tokens=65536 --model_batch_size=16384 --max_batch_size=2048 \
+      > "$RES/profile_judge.log" 2>&1
+  echo "profile done at $(( $(date +%s) - t0 )) s"
+fi
+# 4. before/after against an earlier commit's checkout in .gpu/base
+if [ -d .gpu/base ] && [ $(left) -gt 90 ]; then
+  timeout $(( $(left) - 10 )) $PY -m tests.bench.bench_gpu $common --only baseline \
+      --rows ${BASE_ROWS:-10000} --baseline_checkout .gpu/base --baseline_rows ${BASE_ROWS:-10000} \
+      --deadline_s $(( $(left) - 80 )) --out "$RES/baseline" 2>&1 | quiet
+fi
+echo "end at $(( $(date +%s) - t0 )) s"
