@@ -3,13 +3,16 @@ the tokenizer alone, for judge, sas, bertscore and the three together.
 
     python -m tests.bench.bench_gpu [--rows 200000] [--mixed_rows 50000]
         [--base_model DIR] [--evouna TQ.json] [--workers 8] [--out bench_out]
-        [--baseline_checkout DIR] [--baseline_rows 10000] [--only judge,sas,...]
+        [--baseline_checkout DIR] [--baseline_rows 10000] [--only judge,sas,...] [--repeated]
     python -m tests.bench.bench_gpu decisions --judge DIR --cpu_scores FILE [--evouna ...]
     python -m tests.bench.bench_gpu cpu_scores --judge DIR --out FILE [--evouna ...]
 
 Without CUDA it says so and exits 0 (`make bench` runs it everywhere). Rows: EVOUNA-TQ's
 judged answers repeated to `--rows` (judge) or `--mixed_rows` (sas, bertscore and the
-three together: those score every gold, 14 a row on average). Models: `--base_model`
+three together: those score every gold, 14 a row on average), each repeat's answers new
+texts (" (copy N)" appended), as in a corpus of model outputs: with `--repeated` they are
+the same texts, and rows past the first 9,690 come from the predictor's cache (how every
+GPU run up to stop 38 was measured). Models: `--base_model`
 (default: the packaged MiniLM; on a bare GPU machine the random-weight MiniLM of
 ../shared/tools/gpu, the same cost per token) with seeded heads: a judge (three token
 types, the marked layout), a sas cross-encoder, and the encoder itself for bertscore.
@@ -281,7 +284,8 @@ def run_all(args) -> int:
 
     with tempfile.TemporaryDirectory() as tmp:
         models = make_models(base, tmp)
-        rows = evouna_rows(args.rows, args.evouna)
+        rows = evouna_rows(args.rows, args.evouna, unique=not args.repeated)
+        bench.results["repeated"] = args.repeated
         if not args.with_human:  # a corpus of LLM answers to judge has no human labels
             rows = [{k: v for k, v in r.items() if k != "human"} for r in rows]
         big = write_jsonl(rows, Path(tmp) / "rows.jsonl")
@@ -427,6 +431,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.add_argument("--with_human", action="store_true",
                             help="keep the human judgments (the runs then also write the "
                                  "meta-evaluation report)")
+        parser.add_argument("--repeated", action="store_true",
+                            help="EVOUNA-TQ's 9,690 answers repeated as they are (rows past "
+                                 "the first 9,690 then come from the predictor's cache, as "
+                                 "every run up to stop 38 measured); default: each repeat's "
+                                 "answers are new texts, as in a corpus of model outputs")
         parser.add_argument("--allow_cpu", action="store_true",
                             help="run without CUDA (a dry run of the steps, tiny --rows)")
         return run_all(parser.parse_args(argv))

@@ -1,13 +1,16 @@
 """CPU proxy of GPU scoring: would the host side of the model branch starve a GPU?
 
     python -m tests.bench.bench_model_host [--rows 20000] [--model_rows 2000]
-        [--mixed_rows 5000] [--workers N] [--million] [--out bench_out]
+        [--mixed_rows 5000] [--workers N] [--million] [--repeated] [--out bench_out]
 
 A GPU computes the judge's forward pass far faster than a CPU can prepare its inputs
 (docs/benchmarks.md, issue 25), so what decides the speed of GPU scoring is the host
 work per row. This benchmark measures it without a GPU, on EVOUNA-TQ rows (the judge's
 rows: long LLM answers, up to 185 gold aliases per question), `--metrics judge` with a
-judge-shaped checkpoint (MiniLM, three token types, the marked layout):
+judge-shaped checkpoint (MiniLM, three token types, the marked layout). Past the first
+9,690 rows every answer is a new text (`evouna_rows(unique=True)`), as in a corpus of
+model outputs; `--repeated` repeats the answers as they are, as the runs before stop 38
+did, so that repeats come from the predictor's cache and the judge's memo:
 
   tokenizer        the bare batch tokenizer: each row's three judge segments (answer,
                    marked best gold, question; computed beforehand, not timed) through
@@ -263,6 +266,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="rows for the zero-cost bertscore,sas,judge run (0: skip it)")
     parser.add_argument("--million", action="store_true",
                         help="also score 1,000,000 rows (zero-cost model), peak RSS")
+    parser.add_argument("--repeated", action="store_true",
+                        help="EVOUNA-TQ's 9,690 answers repeated as they are (rows after "
+                             "the first 9,690 then come from the predictor's cache and the "
+                             "judge's memo, as the runs before stop 38 measured); default: "
+                             "every answer a new text, as in a corpus of model outputs")
     parser.add_argument("--out", default=str(REPO / "bench_out"))
     args = parser.parse_args(argv)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -287,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         judge = judge_checkpoint(loading.packaged_model_path(), Path(tmp) / "judge")
         metric = JudgeMetric(model=judge)
-        rows = evouna_rows(args.rows)
+        rows = evouna_rows(args.rows, unique=not args.repeated)
         path = write_jsonl(rows, Path(tmp) / "rows.jsonl")
         tokenizer = loading.load_tokenizer(loading.ModelSpec(judge))
         segments = [m.input for r in rows for m in metric.requests(to_scoring_row(

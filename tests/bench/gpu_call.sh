@@ -10,8 +10,10 @@
 #     bash tests/bench/gpu_call.sh [budget_s]
 # What comes back: $OUT/run.log and $OUT/res.tgz (gpu.json and logs of every step; the
 # device tool returns at most 8 files, so the rest is packed every 15 s).
-# Environment: ROWS (200000), MIXED (20000), FORWARD_ROWS (50000), BASE_ROWS (10000), PROFILE_ROWS (100000; 0: no
-# profile), WORKERS (8). Stop 38 ran this in two calls (docs/benchmarks.md, "On an H200").
+# Environment: ROWS (200000), MIXED (20000), FORWARD_ROWS (50000), BASE_ROWS (10000),
+# PROFILE_ROWS (100000; 0: no profile), WORKERS (8), REPEATED (set: the answers repeated as
+# they are, the cache answering the repeats, as stop 38 measured; unset: every answer new).
+# Stop 38 ran this in two calls (docs/benchmarks.md, "On an H200").
 set -u
 budget=${1:-540}
 PY=${PY:-python3}
@@ -31,7 +33,7 @@ else
 fi
 echo "set-up done at $(( $(date +%s) - t0 )) s; $(left) s left"
 quiet() { grep -v "^WARNING\|Loading weights\|LOAD REPORT\|^Key \|^---\|classifier\|^Notes\|MISSING\|Writing model\|^$"; }
-common="--base_model /tmp/minilm --evouna .gpu/data/evouna/TQ.json --workers ${WORKERS:-8} --step_timeout 110 ${dry:-}"
+common="--base_model /tmp/minilm --evouna .gpu/data/evouna/TQ.json --workers ${WORKERS:-8} --step_timeout 110 ${dry:-} ${REPEATED:+--repeated}"
 # 1. the forward ceiling, cuDNN's attention off (the default) and on, each in a fresh process
 for cudnn in 0 1; do
   QA_CUDNN_ATTENTION=$cudnn timeout 90 $PY -m tests.bench.bench_gpu $common --rows ${FORWARD_ROWS:-50000} \
@@ -50,7 +52,7 @@ if [ "${PROFILE_ROWS:-100000}" -gt 0 ] && [ -x /tmp/site/bin/py-spy ] && [ $(lef
   $PY -c "
 from tests.bench.judge_rows import evouna_rows, write_jsonl, judge_checkpoint
 rows = [{k: v for k, v in r.items() if k != 'human'}
-        for r in evouna_rows(${PROFILE_ROWS:-100000}, '.gpu/data/evouna/TQ.json')]
+        for r in evouna_rows(${PROFILE_ROWS:-100000}, '.gpu/data/evouna/TQ.json', unique=not '${REPEATED:-}')]
 write_jsonl(rows, '/tmp/profile/rows.jsonl')
 judge_checkpoint('/tmp/minilm', '/tmp/profile/judge')" 2>&1 | quiet
   timeout $(( $(left) - 30 )) /tmp/site/bin/py-spy record -r 100 --idle --subprocesses -f raw \
