@@ -84,6 +84,34 @@ def test_segments_are_tokenized_once_and_the_memo_is_bounded(tokenizer, monkeypa
     assert unmemoised._memo == {}
 
 
+class _Backend:
+    """The Rust tokenizer seen through a proxy: the batch calls it was asked for, and
+    without `encode_batch_fast` when `fast` is False (as in older tokenizers)."""
+
+    def __init__(self, real, fast: bool) -> None:
+        self._real, self._fast, self.calls = real, fast, []
+
+    def __getattr__(self, name):
+        if name == "encode_batch_fast" and not self._fast:
+            raise AttributeError(name)
+        if name.startswith("encode_batch"):
+            self.calls.append(name)
+        return getattr(self._real, name)
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_the_batch_call_without_offsets_gives_the_same_ids(tokenizer, judge_inputs,
+                                                           monkeypatch, fast):
+    from transforms.models import encoding
+
+    backend = _Backend(tokenizer.backend_tokenizer, fast)
+    monkeypatch.setattr(encoding, "_backend", lambda _: backend)
+    inputs = [*judge_inputs[:300], *ODD]
+    _assert_equal(SegmentEncoder(tokenizer, 512, memo_size=0).encode(inputs),
+                  _reference(tokenizer, inputs, 512))
+    assert set(backend.calls) == {"encode_batch_fast" if fast else "encode_batch"}
+
+
 def test_other_templates_go_to_the_tokenizer(tokenizer, judge_inputs, monkeypatch):
     """A tokenizer whose pair template is not `[CLS] a [SEP] b [SEP]` (here: the pair
     call is made to add one more SEP, as RoBERTa's does) is detected by the probe, and its

@@ -94,7 +94,11 @@ class SegmentEncoder:
                 backend.no_truncation()
             if backend.padding is not None:
                 backend.no_padding()
-            encodings = backend.encode_batch(list(texts), add_special_tokens=False)
+            # the batch call that computes no character offsets (only the ids are read):
+            # the same ids, about a fifth less time per new text and a cheaper drop of
+            # the encodings (docs/decisions.md); older tokenizers lack it
+            encode = getattr(backend, "encode_batch_fast", None) or backend.encode_batch
+            encodings = encode(list(texts), add_special_tokens=False)
             return [np.array(e.ids, dtype=np.int64) for e in encodings]
         ids = self.tokenizer(list(texts), add_special_tokens=False)["input_ids"]
         return [np.array(x, dtype=np.int64) for x in ids]
