@@ -46,7 +46,7 @@ def test_close_handlers_logs_an_error_and_closes_the_others(caplog):
     assert len(errors) == 1 and "worker gone" in str(errors[0].exc_info[1])
 
 
-def test_close_handlers_one_handler_in_this_thread():
+def test_close_handlers_one_handler():
     closed: list = []
     worker_shutdown.close_handlers([FakeHandler(None, closed)])
     assert len(closed) == 1
@@ -105,11 +105,14 @@ def test_beams_manager_closes_its_servers_when_closing_a_worker_is_interrupted(
     assert events == ["grpc_server"] and manager._grpc_server is None
 
 
-def test_beams_manager_with_one_handler_is_beams_own_loop(installed):
+def test_beams_manager_with_one_handler_is_beams_own_loop(installed, monkeypatch):
+    threaded: list = []
+    monkeypatch.setattr(worker_shutdown, "close_handlers", threaded.append)
     events: list = []
     manager = _manager({"env": [FakeHandler(None, events)]}, events)
     manager.close_all()
     assert len(events) == 2 and events[1] == "grpc_server" and not manager._cached_handlers
+    assert threaded == []  # no threads for the in-process runner's one handler
 
 
 def test_a_beam_that_changed_is_left_alone(monkeypatch):

@@ -41,11 +41,8 @@ def close_handlers(handlers) -> None:
     """Closes worker handlers from one thread each; an error closing one is logged (as
     Beam's own loop does) and the others are still closed."""
     handlers = list(handlers)
-    if len(handlers) < 2:
-        errors = [_close(h) for h in handlers]
-    else:
-        with ThreadPoolExecutor(len(handlers), thread_name_prefix="stop_worker") as pool:
-            errors = list(pool.map(_close, handlers))
+    with ThreadPoolExecutor(max(len(handlers), 1), thread_name_prefix="stop_worker") as pool:
+        errors = list(pool.map(_close, handlers))
     for handler, error in zip(handlers, errors):
         if error is not None:
             logger.error("Error closing worker_handler %s", handler, exc_info=error)

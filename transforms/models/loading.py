@@ -427,6 +427,23 @@ def tokenizer_max_length(spec: ModelSpec, tokenizer: Any, config: Any) -> int:
     return min(limits)
 
 
+# Whether scaled-dot-product attention may use cuDNN's kernel on a GPU. Off by default:
+# with a padding mask, torch sends attention to cuDNN first on Hopper, and cuDNN builds an
+# execution plan for every new (rows, padded length) shape, tens of milliseconds each; a
+# scoring run's passes have a new shape nearly every time. Measured on an H200 (stop 38,
+# docs/benchmarks.md): the judge's 47 passes over 50,000 rows, their shapes new, 3.65 s
+# with cuDNN and 0.43 s without; the same passes again 0.41 s and 0.35 s. Without it,
+# attention runs on the memory-efficient kernel, which needs no plan.
+# QA_CUDNN_ATTENTION=1 turns it back on.
+CUDNN_ATTENTION = os.environ.get("QA_CUDNN_ATTENTION", "0") == "1"
+
+
+def use_cudnn_attention(enabled: bool) -> None:
+    """Lets (or stops) torch's scaled-dot-product attention use cuDNN in this process."""
+    import torch
+    torch.backends.cuda.enable_cudnn_sdp(enabled)
+
+
 def load_model(spec: ModelSpec, auto_class: str = "AutoModel", **kwargs: Any) -> Any:
     """Loads a checkpoint with a transformers Auto class, in eval mode on its device/dtype.
 
@@ -465,23 +482,6 @@ def load_model(spec: ModelSpec, auto_class: str = "AutoModel", **kwargs: Any) ->
         use_cudnn_attention(CUDNN_ATTENTION)
     logger.info("loaded %s (%s) on %s as %s", spec.model, auto_class, device, dtype)
     return model
-
-
-# Whether scaled-dot-product attention may use cuDNN's kernel on a GPU. Off by default:
-# with a padding mask, torch sends attention to cuDNN first on Hopper, and cuDNN builds an
-# execution plan for every new (rows, padded length) shape, tens of milliseconds each; a
-# scoring run's passes have a new shape nearly every time. Measured on an H200 (stop 38,
-# docs/benchmarks.md): the judge's 47 passes over 50,000 rows, their shapes new, 3.65 s
-# with cuDNN and 0.43 s without; the same passes again 0.41 s and 0.35 s. Without it,
-# attention runs on the memory-efficient kernel, which needs no plan.
-# QA_CUDNN_ATTENTION=1 turns it back on.
-CUDNN_ATTENTION = os.environ.get("QA_CUDNN_ATTENTION", "0") == "1"
-
-
-def use_cudnn_attention(enabled: bool) -> None:
-    """Lets (or stops) torch's scaled-dot-product attention use cuDNN in this process."""
-    import torch
-    torch.backends.cuda.enable_cudnn_sdp(enabled)
 
 
 def truncate_layers(model: Any, layer: int) -> bool:
