@@ -293,6 +293,8 @@ def run_all(args) -> int:
         small = write_jsonl(rows[: args.baseline_rows], Path(tmp) / "small.jsonl")
         mp = [f"--direct_num_workers={args.workers}",
               "--direct_running_mode=multi_processing", "--share_model_across_processes"]
+        if args.mp_model_batch_size:  # after MODEL_FLAGS' own: the last one counts
+            mp.append(f"--model_batch_size={args.mp_model_batch_size}")
         run = lambda name, path, n, metrics, extra=(), **kw: qa_score(  # noqa: E731
             bench, name, path, n, metrics, models, tmp, extra, args.step_timeout, **kw)
         baseline = Path(args.baseline_checkout).resolve() if args.baseline_checkout else None
@@ -311,7 +313,7 @@ def run_all(args) -> int:
             run("judge/qa_score", big, len(rows), "judge", MODEL_FLAGS)
         if want("mixed"):
             run(f"{three}/qa_score", mixed, args.mixed_rows, three, MODEL_FLAGS)
-        if want("judge") and want("mp"):
+        if (want("judge") and want("mp")) or (only and "judge_mp" in only and want("judge_mp")):
             run("judge/qa_score_mp", big, len(rows), "judge", MODEL_FLAGS + mp)
         if want("mixed") and want("mp"):
             run(f"{three}/qa_score_mp", mixed, args.mixed_rows, three, MODEL_FLAGS + mp)
@@ -419,11 +421,15 @@ def main(argv: list[str] | None = None) -> int:
         parser.add_argument("--mixed_rows", type=int, default=50_000)
         parser.add_argument("--base_model", default=None)
         parser.add_argument("--workers", type=int, default=8)
+        parser.add_argument("--mp_model_batch_size", type=int, default=None,
+                            help="the window (model inputs) of the multi-process runs "
+                                 "(default: the in-process runs' 16384)")
         parser.add_argument("--baseline_checkout", default=None)
         parser.add_argument("--baseline_rows", type=int, default=10_000)
         parser.add_argument("--only", default=None,
                             help="comma-separated: forward, judge, mixed, baseline, mp "
-                                 "(the multi-process runs), corpus, sas, bertscore")
+                                 "(the multi-process runs), judge_mp (that of the judge "
+                                 "alone), corpus, sas, bertscore")
         parser.add_argument("--step_timeout", type=float, default=None,
                             help="seconds one qa-score run may take")
         parser.add_argument("--deadline_s", type=float, default=float("inf"),

@@ -12,8 +12,11 @@
 # device tool returns at most 8 files, so the rest is packed every 15 s).
 # Environment: ROWS (200000), MIXED (20000), FORWARD_ROWS (50000), BASE_ROWS (10000),
 # PROFILE_ROWS (100000; 0: no profile), WORKERS (8), REPEATED (set: the answers repeated as
-# they are, the cache answering the repeats, as stop 38 measured; unset: every answer new).
-# Stop 38 ran this in two calls (docs/benchmarks.md, "On an H200").
+# they are, the cache answering the repeats, as stop 38 measured; unset: every answer new),
+# MP_WINDOWS ("4096"; the multi-process judge again with these windows, model inputs, when
+# time is left; "": none).
+# Stop 38 ran this in two calls (docs/benchmarks.md, "On an H200"); stop 39 added step 2b
+# (the shared model in its own process, model_server.py) and the windows of step 2c.
 set -u
 budget=${1:-540}
 PY=${PY:-python3}
@@ -45,6 +48,18 @@ timeout $(( $(left) - 60 )) $PY -m tests.bench.bench_gpu $common --rows ${ROWS:-
 timeout $(( $(left) - 30 )) $PY -m tests.bench.bench_gpu $common --rows ${MIXED:-20000} \
     --mixed_rows ${MIXED:-20000} --only mixed,corpus --deadline_s $(( $(left) - 90 )) \
     --out "$RES/mixed" 2>&1 | quiet
+# 2b. where a shared model lives: inside a busy worker (Beam's way) or in its own process
+served_on=cuda; [ -n "${DRY:-}" ] && served_on=cpu
+timeout 120 $PY -m tests.bench.bench_model_server --device $served_on \
+    --out "$RES/model_server" 2>&1 | quiet
+# 2c. the multi-process judge with other windows (16384 model inputs above: 200,000 rows
+# over 8 workers is one or two windows each)
+for window in ${MP_WINDOWS-4096}; do
+  [ $(left) -gt 200 ] || break
+  timeout $(( $(left) - 60 )) $PY -m tests.bench.bench_gpu $common --rows ${ROWS:-200000} \
+      --only judge_mp --mp_model_batch_size $window --deadline_s $(( $(left) - 150 )) \
+      --out "$RES/judge_mp_w$window" 2>&1 | grep "qa_score_mp\|after start"
+done
 echo "benchmarks done at $(( $(date +%s) - t0 )) s; $(left) s left"
 # 3. where the judge's run spends its time (py-spy, 100 Hz, idle threads included)
 if [ "${PROFILE_ROWS:-100000}" -gt 0 ] && [ -x /tmp/site/bin/py-spy ] && [ $(left) -gt 120 ]; then

@@ -1,7 +1,7 @@
 """`make bench`: runs every benchmark in turn; each prints its table and writes JSON to
 bench_out/. Figures are recorded in docs/benchmarks.md.
 
-    python -m tests.bench.run_all [--only mining,lexical,model_metrics,report,scale,rescoring]
+    python -m tests.bench.run_all [--only mining,lexical,model_metrics,report,scale,rescoring,model_host,model_server,gpu]
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ BENCHMARKS = {
     "scale": "tests.bench.bench_scale",
     "rescoring": "tests.bench.bench_rescoring",
     "model_host": "tests.bench.bench_model_host",  # issue 25's CPU proxy
+    "model_server": "tests.bench.bench_model_server",  # where a shared model lives
     "gpu": "tests.bench.bench_gpu",  # skipped (exit 0) without CUDA
 }
 

@@ -14,11 +14,19 @@ serves a shared model) are fresh interpreters, so they get them through a
 `sitecustomize.py` put first on their PYTHONPATH (`ZERO_COST_MODELS=1`): without it they
 would load and run the real model, and a multi-process run would measure the CPU's
 forward passes instead of the host work.
+
+`ZERO_COST_DISPATCH=1` (inherited by those processes) gives each stand-in a shadow: the
+checkpoint's architecture with every width cut to 16, run on the same ids and masks
+before the zeros are returned. Its passes make as many operator calls as the real
+model's, each with next to no arithmetic, as on a GPU, where the host pays each
+operator's dispatch and little else: what a process that serves the model pays per pass
+in Python and in GIL hand-overs (model_server.py) is then measured too.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
@@ -31,18 +39,22 @@ from transforms.models import loading
 class ZeroCostModel(torch.nn.Module):
     """The outputs of `auto_class`'s model for the checkpoint's config, all zeros."""
 
-    def __init__(self, config: Any, auto_class: str) -> None:
+    def __init__(self, config: Any, auto_class: str, dispatch: bool = False) -> None:
         super().__init__()
         self.config = config
         self.auto_class = auto_class
         self.anchor = torch.nn.Parameter(torch.zeros(1))  # gives the model a device
         # what loading.truncate_layers looks for, so a layer choice is accepted
         self.encoder = SimpleNamespace(layer=torch.nn.ModuleList())
+        self.shadow = _shadow(config) if dispatch else None
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
                 token_type_ids: torch.Tensor | None = None,
                 output_hidden_states: bool = False) -> SimpleNamespace:
         rows, longest = input_ids.shape
+        if self.shadow is not None:
+            self.shadow(input_ids=input_ids, attention_mask=attention_mask,
+                        token_type_ids=token_type_ids)
         if self.auto_class == "AutoModelForSequenceClassification":
             return SimpleNamespace(logits=torch.zeros(rows, self.config.num_labels))
         if self.auto_class == "AutoModelForTokenClassification":
@@ -50,6 +62,18 @@ class ZeroCostModel(torch.nn.Module):
         hidden = torch.zeros(rows, longest, self.config.hidden_size)
         states = (hidden,) * (self.config.num_hidden_layers + 1) if output_hidden_states else None
         return SimpleNamespace(last_hidden_state=hidden, hidden_states=states)
+
+
+def _shadow(config: Any) -> torch.nn.Module:
+    """The checkpoint's architecture, every width 16 (one attention head): the real
+    model's operator calls, next to none of its arithmetic."""
+    import copy
+
+    from transformers import AutoModel
+
+    small = copy.deepcopy(config)
+    small.hidden_size, small.num_attention_heads, small.intermediate_size = 16, 1, 16
+    return AutoModel.from_config(small).eval()
 
 
 def zero_cost_greedy_match(table: torch.Tensor, plan: Any,
@@ -74,7 +98,8 @@ def zero_cost_models() -> Iterator[None]:
     def load(spec: loading.ModelSpec, auto_class: str = "AutoModel", **kwargs: Any) -> Any:
         config = AutoConfig.from_pretrained(spec.model, revision=spec.revision,
                                             trust_remote_code=False)
-        return ZeroCostModel(config, auto_class).eval()
+        dispatch = os.environ.get("ZERO_COST_DISPATCH") == "1"
+        return ZeroCostModel(config, auto_class, dispatch=dispatch).eval()
 
     loading.load_model, device._greedy_match = load, zero_cost_greedy_match
     try:
@@ -98,7 +123,6 @@ def zero_cost_subprocesses() -> Iterator[None]:
     """Python processes started while the context is open (with this environment) load
     zero-cost models too: a `sitecustomize.py` first on their PYTHONPATH applies
     `zero_cost_models` at their start."""
-    import os
     import tempfile
     from pathlib import Path
 

@@ -70,10 +70,11 @@ def test_batching_and_sharing_options():
     handler = handlers.EncoderModelHandler(min_batch_size=4, max_batch_size=64,
                                            share_model_across_processes=True, model_copies=2)
     assert handler.batch_elements_kwargs() == {"min_batch_size": 4, "max_batch_size": 64}
-    assert handler.share_model_across_processes()
-    assert handler.model_copies() == 2
+    # served by processes of its own (model_server.py), not by Beam's large_model
+    assert handler.shares_model and handler.copies == 2
+    assert not handler.share_model_across_processes()
     default = handlers.EncoderModelHandler()
-    assert not default.share_model_across_processes()
+    assert not default.shares_model and default.copies == 1
     assert default.batch_elements_kwargs() == {"min_batch_size": 2048, "max_batch_size": 2048}
 
 

@@ -17,12 +17,15 @@ namespace `metrics_namespace`: `inputs`, `duplicate_inputs`, `cache_hits`,
 
 GPU workers: `--device auto` (default) takes CUDA with bfloat16 (float16 on older GPUs).
 `share_model_across_processes=True` keeps one copy of the model per machine (or
-`model_copies`), in one process, through Beam's `MultiProcessShared`: every worker
-process tokenizes and pads its own batches and sends the padded arrays to that copy, so
-several processes keep one GPU busy (runners that start one SDK process per core:
-Dataflow, Flink, the DirectRunner's multi-processing mode).
+`model_copies`), each in a process of its own (model_server.py; not Beam's
+`large_model`, which keeps it inside a worker process): every worker process tokenizes
+and pads its own batches and sends the padded arrays to that copy, so several processes
+keep one GPU busy (runners that start one SDK process per core: Dataflow, Flink, the
+DirectRunner's multi-processing mode). Beam sees an unshared handler (its
+`share_model_across_processes()` is False); `shares_model` tells.
 """
 
+import functools
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -34,6 +37,7 @@ from transforms.models import uses as model_uses
 from transforms.models.device import DeviceModel
 from transforms.models.loading import ModelSpec
 from transforms.models.uses import ModelUse
+from transforms.scoring import model_server
 
 DEFAULT_NAMESPACE = "qa_eval_inference"
 
@@ -52,8 +56,9 @@ class TransformerModelHandler(ModelHandler[Hashable, PredictionResult, Any]):
             `predictors.Predictor`).
         max_batch_duration_secs: buffer batches across bundles (streaming).
         cache_size: LRU outputs kept per process (0 = none; None = per-task default).
-        share_model_across_processes: one model per machine instead of per process.
-        model_copies: with sharing, how many copies per machine.
+        share_model_across_processes: one model per machine instead of per process, in
+            a process of its own (model_server.py).
+        model_copies: with sharing, how many copies (processes) per machine.
         metrics_namespace: namespace of this handler's counters.
 
     Raises:
@@ -80,9 +85,10 @@ class TransformerModelHandler(ModelHandler[Hashable, PredictionResult, Any]):
         if model_copies is not None and model_copies < 1:
             raise ValueError(f"model_copies must be >= 1, got {model_copies}")
         super().__init__(min_batch_size=min_batch_size, max_batch_size=max_batch_size,
-                         max_batch_duration_secs=max_batch_duration_secs,
-                         large_model=share_model_across_processes, model_copies=model_copies)
+                         max_batch_duration_secs=max_batch_duration_secs)
         self._use = use
+        self._served_as = model_server.new_tag(use.task) if share_model_across_processes else None
+        self._copies = model_copies or 1
         self._max_batch_tokens = max_batch_tokens
         self._max_batch_rows = max_batch_size
         self._cache_size = cache_size
@@ -105,8 +111,28 @@ class TransformerModelHandler(ModelHandler[Hashable, PredictionResult, Any]):
     def use(self) -> ModelUse:
         return self._use
 
-    def load_model(self) -> DeviceModel:
-        """The model on its device (in the shared process when shared)."""
+    @property
+    def shares_model(self) -> bool:
+        """Whether the model is served to this machine's worker processes by processes
+        of its own (`share_model_across_processes`)."""
+        return self._served_as is not None
+
+    @property
+    def copies(self) -> int:
+        """With sharing, the model's copies (processes) per machine."""
+        return self._copies
+
+    def load_model(self) -> Any:
+        """The model on its device: here, or with sharing a `model_server.ServedModel`
+        (the copies started by the first process that asks)."""
+        if self._served_as is not None:
+            return model_server.serve(functools.partial(DeviceModel, self._use),
+                                      self._served_as, self._copies,
+                                      meanwhile=import_tokenizers)
+        return self.load_device_model()
+
+    def load_device_model(self) -> DeviceModel:
+        """The model on its device, in this process."""
         return DeviceModel(self._use)
 
     def predictor(self, model: Any) -> predictors.Predictor:
@@ -152,6 +178,12 @@ class TransformerModelHandler(ModelHandler[Hashable, PredictionResult, Any]):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._use.task}, {self._use.spec.model})"
+
+
+def import_tokenizers() -> None:
+    """Imports what the host side's tokenizer needs (transformers' tokenizer modules,
+    torch with them: seconds), so that a worker does it while a served model starts."""
+    from transformers import AutoTokenizer  # noqa: F401
 
 
 def _hashable(x: Any) -> Hashable:

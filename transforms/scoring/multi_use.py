@@ -5,9 +5,11 @@ tag, and the failure that stands in for an output when a model fails on an input
 Elements are `(use tag, model input)`; a window is split by tag, each part goes to its
 own use's handler, and a part that fails is retried input by input so that one bad input
 costs one `InferenceFailure`, not its window. With `share_model_across_processes` the
-`Models` live in one process and the others call them through a proxy (`ModelView`).
+`Models` live in a process of their own (model_server.py) and every worker process calls
+them through a proxy (`ModelView`).
 """
 
+import functools
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
@@ -15,7 +17,8 @@ from typing import Any, NamedTuple
 import apache_beam as beam
 from apache_beam.ml.inference.base import ModelHandler, PredictionResult
 
-from transforms.scoring.handlers import TransformerModelHandler
+from transforms.scoring import model_server
+from transforms.scoring.handlers import TransformerModelHandler, import_tokenizers
 
 logger = logging.getLogger(__name__)
 
@@ -33,10 +36,11 @@ class Models(dict):
     """The loaded models by use tag (a dict subclass: Beam's shared cache holds weak
     references, which a plain dict does not support).
 
-    With `share_model_across_processes` this object lives in one process and the others
-    reach it through a proxy, which forwards public method calls only (their arguments
-    and results pickled): `call` runs one model's method there, so a handler is given a
-    `ModelView` of its model and never the model itself.
+    With `share_model_across_processes` this object lives in a process of its own
+    (model_server.py) and the worker processes reach it through a proxy, which forwards
+    public method calls only (their arguments and results pickled): `call` runs one
+    model's method there, so a handler is given a `ModelView` of its model and never the
+    model itself.
     """
 
     def call(self, tag: str, method: str, *args: Any) -> Any:
@@ -83,10 +87,12 @@ class MultiUseModelHandler(ModelHandler):
             values = [b[key] for b in batching if b.get(key) is not None]
             if values:
                 sizes[key] = pick(values)
-        shared = [h for h in self._handlers.values() if h.share_model_across_processes()]
-        copies = [h.model_copies() for h in shared if h.model_copies() is not None]
-        super().__init__(**sizes, large_model=bool(shared),
-                         model_copies=max(copies) if copies else None)
+        shared = [h for h in self._handlers.values() if _shares(h)]
+        super().__init__(**sizes)
+        # one server (or `copies`) for all the models: a worker's windows reach each of
+        # its models through one connection
+        self._served_as = model_server.new_tag("models") if shared else None
+        self._copies = max((_copies(h) for h in shared), default=1)
         self._failures = beam.metrics.Metrics.counter(NAMESPACE, "inference_failures")
         self._retries = beam.metrics.Metrics.counter(NAMESPACE, "failed_parts_retried")
         self._views: dict[str, tuple[Any, ModelView]] = {}
@@ -106,8 +112,19 @@ class MultiUseModelHandler(ModelHandler):
         state["_views"] = {}
         return state
 
-    def load_model(self) -> Models:
-        return Models({tag: handler.load_model() for tag, handler in self._handlers.items()})
+    @property
+    def shares_model(self) -> bool:
+        """Whether the models are served by processes of their own (any handler asked
+        for sharing)."""
+        return self._served_as is not None
+
+    def load_model(self) -> Any:
+        """The `Models`: here, or with sharing a `model_server.ServedModel` of them."""
+        if self._served_as is not None:
+            return model_server.serve(functools.partial(load_models, self._handlers),
+                                      self._served_as, self._copies,
+                                      meanwhile=import_tokenizers)
+        return load_models(self._handlers)
 
     def run_inference(self, batch: Sequence[tuple[str, Any]], model: Mapping[str, Any],
                       inference_args: dict[str, Any] | None = None) -> list[PredictionResult]:
@@ -165,6 +182,28 @@ class MultiUseModelHandler(ModelHandler):
 
     def __repr__(self) -> str:
         return f"MultiUseModelHandler({self._handlers})"
+
+
+def _shares(handler: ModelHandler) -> bool:
+    """Whether a handler asks for its model to be shared: ours say so with
+    `shares_model`, others (tests' fakes) with Beam's `share_model_across_processes`."""
+    if isinstance(handler, TransformerModelHandler):
+        return handler.shares_model
+    return handler.share_model_across_processes()
+
+
+def _copies(handler: ModelHandler) -> int:
+    if isinstance(handler, TransformerModelHandler):
+        return handler.copies
+    return handler.model_copies()
+
+
+def load_models(handlers: Mapping[str, ModelHandler]) -> Models:
+    """Every handler's model, loaded in this process (the shared server's constructor,
+    or the worker's own models without sharing)."""
+    return Models({tag: handler.load_device_model()
+                   if isinstance(handler, TransformerModelHandler) else handler.load_model()
+                   for tag, handler in handlers.items()})
 
 
 def _values(handler: ModelHandler, inputs: list[Any], model: Any) -> list[Any]:

@@ -193,12 +193,6 @@ class BatchModelHandler(ModelHandler):
         self._inner = inner
         self._failed_windows = beam.metrics.Metrics.counter(NAMESPACE, "failed_windows")
 
-    def share_model_across_processes(self) -> bool:
-        return self._inner.share_model_across_processes()
-
-    def model_copies(self) -> int:
-        return self._inner.model_copies()
-
     def load_model(self) -> Models:
         return self._inner.load_model()
 

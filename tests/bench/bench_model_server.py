@@ -1,0 +1,135 @@
+"""Where a shared model lives: inside a busy worker process (Beam's way) or in its own.
+
+    python -m tests.bench.bench_model_server [--windows 40] [--window 4] [--device cpu]
+        [--out bench_out]
+
+With `--share_model_across_processes` every worker process sends its padded passes to one
+copy of the model. Beam's `ModelHandler(large_model=True)` keeps that copy inside the
+first worker process that asks for it, served by threads of that process, while the
+process goes on reading and scoring rows; `transforms/scoring/model_server.py` keeps it in
+a process of its own. A torch forward pass gives up and takes back the GIL at every
+operator, so a process whose other thread runs Python serves the model slowly.
+
+A client process (standing for another worker) runs the real host side
+(`predictors.Predictor`, no output cache) over a served copy of the packaged MiniLM,
+`--windows` windows of `--window` new short texts each (small passes, as on a GPU, where
+the operators' dispatch is most of a pass's time), and times each window's
+`predict`. The copy is served:
+
+  in_worker_idle   Beam's way (`MultiProcessShared(always_proxy=True)`, no process of
+                   its own): in this process, which does nothing else meanwhile;
+  in_worker_busy   the same while a thread of this process runs Python without pause
+                   (a worker scoring its own rows: the arrangement of a real run);
+  own_process_busy `model_server.serve` (a process of its own), this process as busy.
+
+Printed: ms per window (median) and windows/s for each, and in_worker_busy /
+own_process_busy; `<out>/model_server.json`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import multiprocessing
+import statistics
+import sys
+import threading
+import time
+from pathlib import Path
+
+from apache_beam.utils import multi_process_shared
+
+from transforms.models import loading
+from transforms.models.device import DeviceModel
+from transforms.models.uses import encoder_use
+from transforms.scoring import model_server
+
+
+def _use(device: str = "cpu"):
+    return encoder_use(loading.ModelSpec.of(None, device=device), None, pooled=True)
+
+
+def _client(tag: str, device: str, windows: int, window: int, queue) -> None:
+    """Another worker: the host side over the served copy, one new window at a time."""
+    import torch
+
+    from transforms.models.predictors import Predictor
+    torch.set_num_threads(1)
+    proxy = multi_process_shared.MultiProcessShared(
+        lambda: None, tag=tag, always_proxy=True).acquire()
+    predictor = Predictor(_use(device), model=proxy, cache_size=0)
+    times = []
+    for w in range(windows + 2):  # the first two warm up
+        texts = [f"answer {w} {i}: the tower stands in Paris since 1889" for i in range(window)]
+        started = time.perf_counter()
+        predictor.predict(texts)
+        times.append(time.perf_counter() - started)
+    queue.put(times[2:])
+
+
+def _busy(stop: threading.Event) -> None:
+    total = 0
+    while not stop.is_set():
+        for i in range(2000):
+            total += i * i
+
+
+def _measure(tag: str, device: str, busy: bool, windows: int, window: int) -> dict:
+    ctx = multiprocessing.get_context("spawn")
+    queue = ctx.Queue()
+    stop = threading.Event()
+    thread = threading.Thread(target=_busy, args=(stop,), daemon=True)
+    if busy:
+        thread.start()
+    client = ctx.Process(target=_client, args=(tag, device, windows, window, queue))
+    client.start()
+    times = queue.get(timeout=600)
+    client.join()
+    stop.set()
+    if busy:
+        thread.join()
+    median = statistics.median(times)
+    return {"windows": len(times), "window": window, "ms_per_window": round(median * 1e3, 2),
+            "windows_per_s": round(1 / median, 1)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--windows", type=int, default=40)
+    parser.add_argument("--window", type=int, default=4)
+    parser.add_argument("--device", default="cpu", help="where the served copy runs (cuda)")
+    parser.add_argument("--out", default="bench_out")
+    args = parser.parse_args(argv)
+    import torch
+    torch.set_num_threads(1)
+    results = {}
+    # Beam's way: the copy in this process, served by its threads
+    tag = model_server.new_tag("bench_in_worker")
+    handle = multi_process_shared.MultiProcessShared(
+        functools.partial(DeviceModel, _use(args.device)), tag=tag, always_proxy=True)
+    handle.acquire()
+    for name, busy in (("in_worker_idle", False), ("in_worker_busy", True)):
+        results[name] = _measure(tag, args.device, busy, args.windows, args.window)
+    # a process of its own
+    tag = model_server.new_tag("bench_own_process")
+    served = model_server.serve(functools.partial(DeviceModel, _use(args.device)), tag)
+    results["own_process_busy"] = _measure(f"{tag}-0", args.device, True, args.windows,
+                                           args.window)
+    del served
+    print(f"a served MiniLM on {args.device}, windows of {args.window} new texts, one client "
+          "process:")
+    for name, r in results.items():
+        print(f"  {name:17} {r['ms_per_window']:8.2f} ms/window {r['windows_per_s']:8.1f} windows/s")
+    ratio = results["in_worker_busy"]["ms_per_window"] / results["own_process_busy"]["ms_per_window"]
+    print(f"  in_worker_busy / own_process_busy: {ratio:.1f}x the time per window")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "model_server.json").write_text(json.dumps(
+        {"device": args.device, "results": results, "busy_over_own": round(ratio, 2)}, indent=2))
+    print(f"wrote {out / 'model_server.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
