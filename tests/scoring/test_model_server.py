@@ -64,6 +64,24 @@ def test_the_model_lives_in_a_process_of_its_own(served):
         model._private  # noqa: B018 - only public methods are forwarded
 
 
+def test_a_server_that_is_gone_is_named_in_the_error(served):
+    model = served(Echo, model_server.new_tag("test"))
+    assert model.add(1, 2) == 3
+    with contextlib.suppress(EOFError, ConnectionError):
+        model._handles[0].unsafe_hard_delete()  # the server exits before it answers
+    with pytest.raises(model_server.ServerGone, match=r"process serving the shared model "
+                       r"\(qa_eval_test_\w+-0\) is gone \((EOFError|\w+Error)"):
+        model.add(1, 2)
+
+
+def test_a_daemonic_worker_serves_the_model_from_its_own_threads(served, monkeypatch, caplog):
+    # a daemonic process may not start processes (multiprocessing refuses): Beam's way
+    monkeypatch.setattr(model_server, "_daemonic", lambda: True)
+    model = served(Echo, model_server.new_tag("test"))
+    assert model.pid() == os.getpid() and model.add(2, 2) == 4
+    assert "daemonic" in caplog.text
+
+
 def test_copies_answer_in_turn(served):
     model = served(Echo, model_server.new_tag("test"), copies=2)
     pids = [model.pid() for _ in range(4)]

@@ -21,6 +21,8 @@ connection each, and nothing else runs Python there.
 from __future__ import annotations
 
 import itertools
+import logging
+import multiprocessing
 import threading
 import uuid
 from collections.abc import Callable
@@ -28,12 +30,18 @@ from typing import Any
 
 from apache_beam.utils import multi_process_shared
 
+logger = logging.getLogger(__name__)
+
 
 def new_tag(name: str) -> str:
     """A tag for one handler's served model: the same in every worker process of a run
     (the handler is pickled with it), different for every run (runs that overlap on one
     machine each serve their own copy)."""
     return f"qa_eval_{name}_{uuid.uuid4().hex}"
+
+
+class ServerGone(RuntimeError):
+    """A served model's process is no longer there (a call's connection broke)."""
 
 
 class ServedModel:
@@ -64,7 +72,18 @@ class ServedModel:
     def __getattr__(self, method: str) -> Callable[..., Any]:
         if method.startswith("_"):
             raise AttributeError(method)
-        return lambda *args: getattr(self._next(), method)(*args)
+
+        def call(*args: Any) -> Any:
+            proxy = self._next()
+            try:
+                return getattr(proxy, method)(*args)
+            except (EOFError, ConnectionError) as e:  # the server went away mid-run
+                tag = self._handles[self._proxies.index(proxy)]._tag
+                raise ServerGone(f"the process serving the shared model ({tag}) is gone "
+                                 f"({type(e).__name__}: {e}): killed or crashed; its "
+                                 "messages are in the log of the worker that started it") from e
+
+        return call
 
     def __repr__(self) -> str:
         return f"ServedModel({self.copies} copies)"
@@ -86,8 +105,15 @@ def serve(load: Callable[[], Any], tag: str, copies: int = 1,
     """
     if copies < 1:
         raise ValueError(f"copies must be >= 1, got {copies}")
+    own_process = not _daemonic()
+    if not own_process:
+        logger.warning(
+            "this worker process is daemonic (a Dask worker, for one) and cannot start a "
+            "process for the shared model %s: it is served by this process's threads, "
+            "slowly while this process scores rows (model_server.py)", tag)
     handles = [multi_process_shared.MultiProcessShared(
-        load, tag=f"{tag}-{i}", always_proxy=True, spawn_process=True) for i in range(copies)]
+        load, tag=f"{tag}-{i}", always_proxy=True, spawn_process=own_process)
+        for i in range(copies)]
     if meanwhile is None:
         return ServedModel(handles, [h.acquire() for h in handles])
     got: dict[str, Any] = {}
@@ -107,3 +133,8 @@ def serve(load: Callable[[], Any], tag: str, copies: int = 1,
     if "error" in got:
         raise got["error"]
     return ServedModel(handles, got["proxies"])
+
+
+def _daemonic() -> bool:
+    """Whether this process is daemonic (then it may not start processes)."""
+    return bool(multiprocessing.current_process().daemon)
