@@ -16,7 +16,8 @@
 # MP_WINDOWS ("4096"; the multi-process judge again with these windows, model inputs, when
 # time is left; "": none).
 # Stop 38 ran this in two calls (docs/benchmarks.md, "On an H200"); stop 39 added step 2b
-# (the shared model in its own process, model_server.py) and the windows of step 2c.
+# (the shared model in its own process, model_server.py) and the windows of step 2c; its
+# CPU dry run (DRY=1 ... WORKERS=2, PROFILE_ROWS=0) ran every step in 359 s.
 set -u
 budget=${1:-540}
 PY=${PY:-python3}
