@@ -34,6 +34,7 @@ def reference_vectors():
     ({"min_batch_size": 8, "max_batch_size": 4}, "min_batch_size 8 > max_batch_size 4"),
     ({"cache_size": -1}, "cache_size must be >= 0"),
     ({"model_copies": 0}, "model_copies must be >= 1"),
+    ({"model_copies": 2}, "model_copies needs share_model_across_processes"),
     ({"output": "cls"}, "output must be 'tokens' or 'mean'"),
     ({"layer": 7}, r"layer must be in 0..6"),
     ({"spec_kwargs": {"device": "gpu"}}, "device must be one of"),

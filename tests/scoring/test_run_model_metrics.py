@@ -234,7 +234,6 @@ def test_batch_handler_cuts_outputs_back_per_row_and_accepts_empty_batches():
     handler = BatchModelHandler(MultiUseModelHandler({t: FakeHandler(u) for t, u in uses.items()}))
     kwargs = handler.batch_elements_kwargs()
     assert kwargs["max_batch_size"] == 2 and kwargs["element_size_fn"] is request_count
-    assert not handler.share_model_across_processes()
     expand = ExpandModelRequestsFn(metrics, roles)
     elements = [e for batch in (ROWS[:2], ROWS[2:]) for e in expand.process(batch)]
     assert [[len(r.requests) for r in e.rows] for e in elements] == [[4, 2], [0, 2, 2]]
@@ -327,6 +326,17 @@ def test_a_window_that_fails_as_a_whole_dead_letters_its_rows():
     assert [len(v) for v in result.inference] == [2, 1]
     assert all(isinstance(v, InferenceFailure) and "CUDA out of memory" in v.reason
                for row in result.inference for v in row)
+
+    # the shared model's process gone for good is no fault of these rows: the bundle fails
+    from transforms.scoring.model_server import ServerGone
+
+    class Gone(MultiUseModelHandler):
+        def inferences(self, batch, model):
+            raise ServerGone("the process serving the shared model (qa_eval_x-0) is gone")
+
+    handler = BatchModelHandler(Gone({t: FakeHandler(u) for t, u in uses.items()}))
+    with pytest.raises(ServerGone, match="qa_eval_x-0"):
+        handler.run_inference([element], None)
 
 
 def test_window_size_in_bytes_is_its_texts_from_a_sample():

@@ -127,8 +127,8 @@ def test_model_metrics_alone(tmp_path, cross_encoder_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("runner, extra, fmt", [
     ("direct_in_process", [], "csv"),
-    # one copy of each model, in one of the two worker processes, fed by both; a CSV is
-    # one split, so the batches are reshuffled over the workers
+    # one copy of each model, in a process of its own (model_server.py), fed by both
+    # workers; a CSV is one split, so the batches are reshuffled over the workers
     ("direct_multi_processing", ["--share_model_across_processes"], "csv"),
     # JSONL in ranges of a few rows: each worker scores the splits it reads
     ("direct_multi_processing", ["--share_model_across_processes"], "jsonl"),

@@ -84,6 +84,8 @@ class TransformerModelHandler(ModelHandler[Hashable, PredictionResult, Any]):
             raise ValueError(f"cache_size must be >= 0, got {cache_size}")
         if model_copies is not None and model_copies < 1:
             raise ValueError(f"model_copies must be >= 1, got {model_copies}")
+        if model_copies is not None and not share_model_across_processes:
+            raise ValueError("model_copies needs share_model_across_processes")
         super().__init__(min_batch_size=min_batch_size, max_batch_size=max_batch_size,
                          max_batch_duration_secs=max_batch_duration_secs)
         self._use = use

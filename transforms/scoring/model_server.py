@@ -23,6 +23,8 @@ from __future__ import annotations
 import itertools
 import logging
 import multiprocessing
+import os
+import tempfile
 import threading
 import uuid
 from collections.abc import Callable
@@ -41,7 +43,9 @@ def new_tag(name: str) -> str:
 
 
 class ServerGone(RuntimeError):
-    """A served model's process is no longer there (a call's connection broke)."""
+    """A served model's process is gone and could not be started again: not an input's
+    fault, so the bundle fails (multi_use.py and run_model_metrics.py let it through)
+    instead of its rows being dead-lettered one by one."""
 
 
 class ServedModel:
@@ -49,23 +53,42 @@ class ServedModel:
 
     A public method call goes to the next copy in turn (round robin, like Beam's
     `model_copies`), its arguments and result pickled. Made once per worker process (Beam's
-    per-process cache of a loaded model holds it), and it keeps the handles whose pipe
-    keeps a server alive.
+    per-process cache of a loaded model holds it). A copy whose connection breaks (its
+    process was killed, or the worker that started it, which it does not outlive, ended)
+    is started again, once per breakage, and the call repeated (the models' methods keep
+    no state between calls); a second breakage raises `ServerGone`.
+
+    A copy lives as long as the process that started it (Beam's exit hook there ends it),
+    not as long as this object: in a launcher that runs several pipelines in process
+    (tests, a notebook), each run's copies stay until the launcher exits.
     """
 
-    def __init__(self, handles: list[Any], proxies: list[Any]) -> None:
-        if not proxies:
-            raise ValueError("a served model needs at least one copy")
-        self._handles = handles
-        self._proxies = proxies
-        self._turn = itertools.cycle(proxies)
+    def __init__(self, load: Callable[[], Any], tag: str, copies: int,
+                 own_process: bool) -> None:
+        if copies < 1:
+            raise ValueError(f"copies must be >= 1, got {copies}")
+        self._load = load
+        self._tags = [f"{tag}-{i}" for i in range(copies)]
+        self._own_process = own_process
+        self._handles: list[Any] = [None] * copies
+        self._proxies: list[Any] = [None] * copies
+        self._turn = itertools.cycle(range(copies))
         self._lock = threading.Lock()
 
     @property
     def copies(self) -> int:
-        return len(self._proxies)
+        return len(self._tags)
 
-    def _next(self) -> Any:
+    def _connect(self, i: int) -> None:
+        """Copy i's handle and proxy: started here if no process serves its tag (or the
+        one that did is gone: Beam drops an address nobody answers at), else joined."""
+        handle = multi_process_shared.MultiProcessShared(
+            self._load, tag=self._tags[i], path=_folder(), always_proxy=True,
+            spawn_process=self._own_process)
+        self._proxies[i] = handle.acquire()
+        self._handles[i] = handle
+
+    def _next(self) -> int:
         with self._lock:
             return next(self._turn)
 
@@ -73,15 +96,31 @@ class ServedModel:
         if method.startswith("_"):
             raise AttributeError(method)
 
-        def call(*args: Any) -> Any:
-            proxy = self._next()
+        def call(*args: Any, **kwargs: Any) -> Any:
+            i = self._next()
+            proxy = self._proxies[i]
             try:
-                return getattr(proxy, method)(*args)
-            except (EOFError, ConnectionError) as e:  # the server went away mid-run
-                tag = self._handles[self._proxies.index(proxy)]._tag
-                raise ServerGone(f"the process serving the shared model ({tag}) is gone "
-                                 f"({type(e).__name__}: {e}): killed or crashed; its "
-                                 "messages are in the log of the worker that started it") from e
+                return getattr(proxy, method)(*args, **kwargs)
+            except (EOFError, ConnectionError) as e:
+                lost = f"{type(e).__name__}: {e}"
+            logger.warning("the process serving %s is gone (%s); starting it again",
+                           self._tags[i], lost)
+            try:
+                with self._lock:
+                    if self._proxies[i] is proxy:  # not already replaced by another thread
+                        self._connect(i)
+            except Exception as e:  # noqa: BLE001 - raised as ServerGone, with the cause
+                raise ServerGone(
+                    f"the process serving the shared model ({self._tags[i]}) is gone "
+                    f"({lost}) and could not be started again: {type(e).__name__}: "
+                    f"{e}") from e
+            try:
+                return getattr(self._proxies[i], method)(*args, **kwargs)
+            except (EOFError, ConnectionError) as e:
+                raise ServerGone(
+                    f"the process serving the shared model ({self._tags[i]}) is gone "
+                    f"again after a restart ({type(e).__name__}: {e}): killed or crashed; "
+                    "its messages are in the log of the worker that started it") from e
 
         return call
 
@@ -94,7 +133,8 @@ def serve(load: Callable[[], Any], tag: str, copies: int = 1,
     """The model that `load()` makes, in `copies` processes of its own on this machine
     (started by the first caller; later callers, from any process, connect to them).
 
-    `load` must be picklable: it runs in a fresh interpreter. `meanwhile` runs in this
+    `load` must be picklable by the standard pickle (not Beam's): it is sent to a fresh
+    interpreter, so it must be defined in an importable module. `meanwhile` runs in this
     thread while the copies are started or connected to (from another thread, which
     mostly waits for their addresses): the caller's own start-up (importing the
     tokenizer's library takes seconds) overlaps the server's.
@@ -103,36 +143,51 @@ def serve(load: Callable[[], Any], tag: str, copies: int = 1,
         RuntimeError: a server process failed to start (its traceback in the message:
             a missing model, no GPU memory).
     """
-    if copies < 1:
-        raise ValueError(f"copies must be >= 1, got {copies}")
     own_process = not _daemonic()
     if not own_process:
         logger.warning(
             "this worker process is daemonic (a Dask worker, for one) and cannot start a "
             "process for the shared model %s: it is served by this process's threads, "
             "slowly while this process scores rows (model_server.py)", tag)
-    handles = [multi_process_shared.MultiProcessShared(
-        load, tag=f"{tag}-{i}", always_proxy=True, spawn_process=own_process)
-        for i in range(copies)]
+    model = ServedModel(load, tag, copies, own_process)
+
+    def connect() -> None:
+        for i in range(copies):
+            model._connect(i)
+
     if meanwhile is None:
-        return ServedModel(handles, [h.acquire() for h in handles])
-    got: dict[str, Any] = {}
+        connect()
+        return model
+    failed: list[BaseException] = []
 
-    def acquire() -> None:
+    def connect_here() -> None:
         try:
-            got["proxies"] = [h.acquire() for h in handles]
+            connect()
         except BaseException as e:  # noqa: BLE001 - raised in the caller's thread below
-            got["error"] = e
+            failed.append(e)
 
-    thread = threading.Thread(target=acquire, name=f"serve {tag}", daemon=True)
+    thread = threading.Thread(target=connect_here, name=f"serve {tag}", daemon=True)
     thread.start()
     try:
         meanwhile()
-    finally:
+    except BaseException:
         thread.join()
-    if "error" in got:
-        raise got["error"]
-    return ServedModel(handles, got["proxies"])
+        if failed:
+            logger.error("the shared model %s did not start either: %s: %s", tag,
+                         type(failed[0]).__name__, failed[0])
+        raise
+    thread.join()
+    if failed:
+        raise failed[0]
+    return model
+
+
+def _folder() -> str:
+    """Where the copies' lock and address files go (one folder of the machine's temporary
+    directory; every worker of the machine finds a copy's address there by its tag)."""
+    folder = os.path.join(tempfile.gettempdir(), "qa_eval_served_models")
+    os.makedirs(folder, exist_ok=True)
+    return folder
 
 
 def _daemonic() -> bool:

@@ -112,12 +112,6 @@ class MultiUseModelHandler(ModelHandler):
         state["_views"] = {}
         return state
 
-    @property
-    def shares_model(self) -> bool:
-        """Whether the models are served by processes of their own (any handler asked
-        for sharing)."""
-        return self._served_as is not None
-
     def load_model(self) -> Any:
         """The `Models`: here, or with sharing a `model_server.ServedModel` of them."""
         if self._served_as is not None:
@@ -150,6 +144,8 @@ class MultiUseModelHandler(ModelHandler):
         handler = self._handlers[tag]
         try:
             return _values(handler, inputs, model)
+        except model_server.ServerGone:
+            raise  # no input's fault: the bundle fails
         except Exception as e:  # noqa: BLE001 - isolated below, input by input
             if len(inputs) > 1:
                 logger.warning("a batch of %d inputs for %s failed (%s: %s); retrying them "
@@ -162,6 +158,8 @@ class MultiUseModelHandler(ModelHandler):
         for x in inputs:
             try:
                 values += _values(handler, [x], model)
+            except model_server.ServerGone:
+                raise
             except Exception as e:  # noqa: BLE001 - one input's failure is data, reported
                 self._failures.inc()
                 values.append(InferenceFailure(f"{type(e).__name__}: {e}"))
@@ -200,10 +198,13 @@ def _copies(handler: ModelHandler) -> int:
 
 def load_models(handlers: Mapping[str, ModelHandler]) -> Models:
     """Every handler's model, loaded in this process (the shared server's constructor,
-    or the worker's own models without sharing)."""
+    or the worker's own models without sharing): ours on their device here (not served
+    by a process of their own: these models are, together), others by their own
+    `load_model`."""
     return Models({tag: handler.load_device_model()
-                   if isinstance(handler, TransformerModelHandler) else handler.load_model()
-                   for tag, handler in handlers.items()})
+                   if isinstance(handler, TransformerModelHandler)
+                   and type(handler).load_model is TransformerModelHandler.load_model
+                   else handler.load_model() for tag, handler in handlers.items()})
 
 
 def _values(handler: ModelHandler, inputs: list[Any], model: Any) -> list[Any]:

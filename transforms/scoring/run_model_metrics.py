@@ -52,6 +52,7 @@ from transforms.metrics.model_base import ModelMetric
 from transforms.models.uses import ModelUse
 from transforms.scoring.batch_coder import typed_as
 from transforms.scoring.handlers import build_handler
+from transforms.scoring.model_server import ServerGone
 from transforms.scoring.multi_use import (
     NAMESPACE,
     InferenceFailure,
@@ -208,6 +209,8 @@ class BatchModelHandler(ModelHandler):
             values = self._inner.inferences(flat, model) if flat else []
             if len(values) != len(flat):
                 raise RuntimeError(f"{len(values)} model outputs for {len(flat)} inputs")
+        except ServerGone:
+            raise  # the shared model's process is gone: the bundle fails, rows are not at fault
         except Exception as e:  # noqa: BLE001 - the window's rows are dead-lettered, counted
             # (the multi-use handler already isolates a failing input; what is left is a
             # window that failed as a whole)
