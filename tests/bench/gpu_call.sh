@@ -13,8 +13,8 @@
 # Environment: ROWS (200000), MIXED (20000), FORWARD_ROWS (50000), BASE_ROWS (10000),
 # PROFILE_ROWS (100000; 0: no profile), WORKERS (8), REPEATED (set: the answers repeated as
 # they are, the cache answering the repeats, as stop 38 measured; unset: every answer new),
-# MP_WINDOWS ("4096"; the multi-process judge again with these windows, model inputs, when
-# time is left; "": none).
+# MP_RUNS ("4096:8:- 4096:12:- 4096:8:2"; the multi-process judge again, as
+# WINDOW:WORKERS:RAYON_NUM_THREADS, while time is left; "": none).
 # Stop 38 ran this in two calls (docs/benchmarks.md, "On an H200"); stop 39 added step 2b
 # (the shared model in its own process, model_server.py) and the windows of step 2c; its
 # CPU dry run (DRY=1 ... WORKERS=2, PROFILE_ROWS=0) ran every step in 359 s.
@@ -53,13 +53,17 @@ timeout $(( $(left) - 30 )) $PY -m tests.bench.bench_gpu $common --rows ${MIXED:
 served_on=cuda; [ -n "${DRY:-}" ] && served_on=cpu
 timeout 120 $PY -m tests.bench.bench_model_server --device $served_on \
     --out "$RES/model_server" 2>&1 | quiet
-# 2c. the multi-process judge with other windows (16384 model inputs above: 200,000 rows
-# over 8 workers is one or two windows each)
-for window in ${MP_WINDOWS-4096}; do
+# 2c. the multi-process judge again, as WINDOW:WORKERS:RAYON (model inputs a window, worker
+# processes, tokenizer threads a worker: "-" for the default, all cores each); 16384 inputs
+# above make 200,000 rows over 8 workers one or two windows each
+for config in ${MP_RUNS-4096:8:- 4096:12:- 4096:8:2}; do
+  IFS=: read -r window workers rayon <<< "$config"
   [ $(left) -gt 200 ] || break
-  timeout $(( $(left) - 60 )) $PY -m tests.bench.bench_gpu $common --rows ${ROWS:-200000} \
-      --only judge_mp --mp_model_batch_size $window --deadline_s $(( $(left) - 150 )) \
-      --out "$RES/judge_mp_w$window" 2>&1 | grep "qa_score_mp\|after start"
+  ( [ "$rayon" = "-" ] || export RAYON_NUM_THREADS=$rayon
+    timeout $(( $(left) - 60 )) $PY -m tests.bench.bench_gpu $common --rows ${ROWS:-200000} \
+        --only judge_mp --workers $workers --mp_model_batch_size $window \
+        --deadline_s $(( $(left) - 150 )) --out "$RES/judge_mp_w${window}_p${workers}_r${rayon}" \
+        2>&1 | grep "qa_score_mp\|after start" | sed "s/^/[$config] /" )
 done
 echo "benchmarks done at $(( $(date +%s) - t0 )) s; $(left) s left"
 # 3. where the judge's run spends its time (py-spy, 100 Hz, idle threads included)
