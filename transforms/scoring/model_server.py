@@ -6,16 +6,24 @@
 for it, served by threads of that process. That process also reads and scores rows, so
 its Python holds the GIL nearly all the time, and a torch forward pass gives up and takes
 back the GIL at every operator: each time another thread is running Python, taking it
-back waits for the switch interval (5 ms). Measured on the 2-core machine
-(`tests/bench/bench_model_server.py`): a MiniLM pass of 24 ms took 648 ms with one busy
-Python thread beside it. The model every worker waits on ran at a fraction of its speed.
+back waits for the switch interval (5 ms). Measured on the 2-core machine: a MiniLM pass
+of 24 ms took 648 ms beside one busy Python thread, and a served window of 4 texts 767 ms
+from a busy worker against 29 ms from a process of its own
+(`tests/bench/bench_model_server.py`). The model every worker waits on ran at a fraction
+of its speed.
 
 Here each copy lives in a process that does nothing else: Beam's
 `MultiProcessShared(spawn_process=True)` starts it from the first worker that asks (under
 a lock between processes; the others wait for its address), and it ends with that worker
 (it watches a pipe from it). Every worker process, the first included, reaches it through
 a proxy (public method calls only, arguments and results pickled); its threads serve one
-connection each, and nothing else runs Python there.
+connection each, and nothing else runs Python there. A copy that goes away is started
+again once by the call that finds it gone; a second loss fails the bundle (`ServerGone`).
+
+A daemonic process cannot start processes (a Dask worker under its nanny is one): there
+the copy is served the way Beam does it, by threads of the first worker that asks, with a
+warning. Each copy's lock file stays in the temporary folder `qa_eval_served_models`
+(Beam never removes it): one empty file per copy and run.
 """
 
 from __future__ import annotations
