@@ -56,8 +56,8 @@ def _client(tag: str, device: str, windows: int, window: int, queue) -> None:
 
     from transforms.models.predictors import Predictor
     torch.set_num_threads(1)
-    proxy = multi_process_shared.MultiProcessShared(
-        lambda: None, tag=tag, always_proxy=True).acquire()
+    proxy = multi_process_shared.MultiProcessShared(  # the copy is there: joined, not made
+        lambda: None, tag=tag, path=model_server.folder(), always_proxy=True).acquire()
     predictor = Predictor(_use(device), model=proxy, cache_size=0)
     times = []
     for w in range(windows + 2):  # the first two warm up
@@ -107,7 +107,8 @@ def main(argv: list[str] | None = None) -> int:
     # Beam's way: the copy in this process, served by its threads
     tag = model_server.new_tag("bench_in_worker")
     handle = multi_process_shared.MultiProcessShared(
-        functools.partial(DeviceModel, _use(args.device)), tag=tag, always_proxy=True)
+        functools.partial(DeviceModel, _use(args.device)), tag=tag, path=model_server.folder(),
+        always_proxy=True)
     handle.acquire()
     for name, busy in (("in_worker_idle", False), ("in_worker_busy", True)):
         results[name] = _measure(tag, args.device, busy, args.windows, args.window)

@@ -168,7 +168,7 @@ def _serve_in_a_daemon(tag: str, queue) -> None:
 @pytest.mark.slow
 def test_the_model_lives_in_a_process_of_its_own(served):
     tag = model_server.new_tag("test")
-    address = os.path.join(model_server._folder(), f"{tag}-0.address")
+    address = os.path.join(model_server.folder(), f"{tag}-0.address")
     seen = []
     model = served(Echo, tag, meanwhile=lambda: seen.append(os.path.exists(address)))
     assert seen == [False]  # the caller's start-up ran before the copy was up

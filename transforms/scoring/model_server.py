@@ -91,7 +91,7 @@ class ServedModel:
         """Copy i's handle and proxy: started here if no process serves its tag (or the
         one that did is gone: Beam drops an address nobody answers at), else joined."""
         handle = multi_process_shared.MultiProcessShared(
-            self._load, tag=self._tags[i], path=_folder(), always_proxy=True,
+            self._load, tag=self._tags[i], path=folder(), always_proxy=True,
             spawn_process=self._own_process)
         self._proxies[i] = handle.acquire()
         self._handles[i] = handle
@@ -190,7 +190,7 @@ def serve(load: Callable[[], Any], tag: str, copies: int = 1,
     return model
 
 
-def _folder() -> str:
+def folder() -> str:
     """Where the copies' lock and address files go (one folder of the machine's temporary
     directory; every worker of the machine finds a copy's address there by its tag)."""
     folder = os.path.join(tempfile.gettempdir(), "qa_eval_served_models")
