@@ -409,7 +409,7 @@ def decisions(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from tests.bench.judge_rows import EVOUNA_TQ
+    from tests.bench.judge_rows import EVOUNA_TQ, REPEATED_HELP
 
     argv = list(sys.argv[1:] if argv is None else argv)
     command = argv.pop(0) if argv and argv[0] in ("decisions", "cpu_scores") else "run"
@@ -437,11 +437,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.add_argument("--with_human", action="store_true",
                             help="keep the human judgments (the runs then also write the "
                                  "meta-evaluation report)")
-        parser.add_argument("--repeated", action="store_true",
-                            help="EVOUNA-TQ's 9,690 answers repeated as they are (rows past "
-                                 "the first 9,690 then come from the predictor's cache, as "
-                                 "every run up to stop 38 measured); default: each repeat's "
-                                 "answers are new texts, as in a corpus of model outputs")
+        parser.add_argument("--repeated", action="store_true", help=REPEATED_HELP)
         parser.add_argument("--allow_cpu", action="store_true",
                             help="run without CUDA (a dry run of the steps, tiny --rows)")
         return run_all(parser.parse_args(argv))

@@ -256,6 +256,8 @@ def million(judge: str, tmp: str) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from tests.bench.judge_rows import REPEATED_HELP
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=20_000)
     parser.add_argument("--model_rows", type=int, default=2_000,
@@ -266,11 +268,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="rows for the zero-cost bertscore,sas,judge run (0: skip it)")
     parser.add_argument("--million", action="store_true",
                         help="also score 1,000,000 rows (zero-cost model), peak RSS")
-    parser.add_argument("--repeated", action="store_true",
-                        help="EVOUNA-TQ's 9,690 answers repeated as they are (rows after "
-                             "the first 9,690 then come from the predictor's cache and the "
-                             "judge's memo, as the runs before stop 38 measured); default: "
-                             "every answer a new text, as in a corpus of model outputs")
+    parser.add_argument("--repeated", action="store_true", help=REPEATED_HELP)
     parser.add_argument("--out", default=str(REPO / "bench_out"))
     args = parser.parse_args(argv)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

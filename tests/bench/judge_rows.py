@@ -25,6 +25,11 @@ from transforms.training import evouna
 REPO = Path(__file__).resolve().parents[2]
 SHARED = Path(os.environ.get("QA_EVAL_SHARED_DATA", REPO.parent / "shared" / "data"))
 EVOUNA_TQ = SHARED / "judgments" / "evouna" / "TQ.json"
+# the benchmarks' `--repeated` flag (evouna_rows' `unique=False`)
+REPEATED_HELP = ("EVOUNA-TQ's 9,690 answers repeated as they are (rows past the first 9,690 "
+                 "then come from the predictor's cache and the judge's memo, as every run up "
+                 "to stop 38 measured); default: every answer a new text, as in a corpus of "
+                 "model outputs")
 
 
 def evouna_rows(n: int, path: str | Path = EVOUNA_TQ, unique: bool = False) -> list[dict]:

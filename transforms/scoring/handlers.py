@@ -26,7 +26,7 @@ DirectRunner's multi-processing mode). Beam sees an unshared handler (its
 """
 
 import functools
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
 from apache_beam.metrics import Metrics
@@ -127,11 +127,8 @@ class TransformerModelHandler(ModelHandler[Hashable, PredictionResult, Any]):
     def load_model(self) -> Any:
         """The model on its device: here, or with sharing a `model_server.ServedModel`
         (the copies started by the first process that asks)."""
-        if self._served_as is not None:
-            return model_server.serve(functools.partial(DeviceModel, self._use),
-                                      self._served_as, self._copies,
-                                      meanwhile=import_tokenizers)
-        return self.load_device_model()
+        return load_or_serve(functools.partial(DeviceModel, self._use), self._served_as,
+                             self._copies)
 
     def load_device_model(self) -> DeviceModel:
         """The model on its device, in this process."""
@@ -182,9 +179,16 @@ class TransformerModelHandler(ModelHandler[Hashable, PredictionResult, Any]):
         return f"{type(self).__name__}({self._use.task}, {self._use.spec.model})"
 
 
-def import_tokenizers() -> None:
-    """Imports what the host side's tokenizer needs (transformers' tokenizer modules,
-    torch with them: seconds), so that a worker does it while a served model starts."""
+def load_or_serve(load: Callable[[], Any], served_as: str | None, copies: int) -> Any:
+    """`load()` in this process, or with a tag (sharing) a `model_server.ServedModel` of
+    it, while this worker imports what its tokenizer needs (transformers' tokenizer
+    modules, torch with them: seconds), so the two start-ups overlap."""
+    if served_as is None:
+        return load()
+    return model_server.serve(load, served_as, copies, meanwhile=_import_tokenizers)
+
+
+def _import_tokenizers() -> None:
     from transformers import AutoTokenizer  # noqa: F401
 
 

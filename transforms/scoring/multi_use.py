@@ -18,7 +18,7 @@ import apache_beam as beam
 from apache_beam.ml.inference.base import ModelHandler, PredictionResult
 
 from transforms.scoring import model_server
-from transforms.scoring.handlers import TransformerModelHandler, import_tokenizers
+from transforms.scoring.handlers import TransformerModelHandler, load_or_serve
 
 logger = logging.getLogger(__name__)
 
@@ -114,11 +114,8 @@ class MultiUseModelHandler(ModelHandler):
 
     def load_model(self) -> Any:
         """The `Models`: here, or with sharing a `model_server.ServedModel` of them."""
-        if self._served_as is not None:
-            return model_server.serve(functools.partial(load_models, self._handlers),
-                                      self._served_as, self._copies,
-                                      meanwhile=import_tokenizers)
-        return load_models(self._handlers)
+        return load_or_serve(functools.partial(load_models, self._handlers), self._served_as,
+                             self._copies)
 
     def run_inference(self, batch: Sequence[tuple[str, Any]], model: Mapping[str, Any],
                       inference_args: dict[str, Any] | None = None) -> list[PredictionResult]:
