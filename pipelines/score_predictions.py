@@ -74,6 +74,7 @@ from transforms.io.options import (
 from transforms.io.ownership import OutputLock, OutputLocks, new_run_id
 from transforms.io.progress import (
     ProgressReporter,
+    divide_local_cores,
     is_local_runner,
     rate,
     tune_local_malloc,
@@ -347,7 +348,7 @@ def log_final_summary(config: ScoringConfig, elapsed: float) -> list[str]:
 def run(argv: list[str] | None = None, save_main_session: bool = True,
         test_pipeline: beam.Pipeline | None = None,
         handler_factory: Callable[..., "ModelHandler"] | None = None,
-        tune_malloc: bool = False) -> beam.runners.runner.PipelineResult:
+        tune_local: bool = False) -> beam.runners.runner.PipelineResult:
     """Builds and runs the scoring pipeline.
 
     Args:
@@ -356,10 +357,13 @@ def run(argv: list[str] | None = None, save_main_session: bool = True,
         test_pipeline: a pipeline to build into instead of a new one (tests).
         handler_factory: `(ModelUse, **handler_kwargs) -> ModelHandler` for the model
             metrics (tests inject fakes); None = transforms.scoring.handlers.
-        tune_malloc: tune glibc's malloc for a local run of text metrics
-            (`progress.tune_local_malloc`). Only for a process that is this run's alone
-            (`main` from the command line): the threshold it fixes cannot be undone, and
-            it would slow the model metrics of a later run in the same process.
+        tune_local: tune the processes of a local run: glibc's malloc for a run of text
+            metrics (`progress.tune_local_malloc`), and the tokenizer threads of each
+            worker process of a multi-process run with model metrics
+            (`progress.divide_local_cores`). Only for a process that is this run's alone
+            (`main` from the command line): the threshold it fixes cannot be undone, it
+            would slow the model metrics of a later run in the same process, and the
+            environment it sets would outlast the run.
 
     Returns:
         The pipeline result.
@@ -385,8 +389,9 @@ def run(argv: list[str] | None = None, save_main_session: bool = True,
         if config.model_metrics:
             warn_multiprocess_direct_runner(
                 options, shared=bool(config.handler_kwargs.get("share_model_across_processes")))
-        if tune_malloc:
+        if tune_local:
             tune_local_malloc(options, runs_models=bool(config.model_metrics))
+            divide_local_cores(options, runs_models=bool(config.model_metrics))
         pipeline = test_pipeline or beam.Pipeline(options=options)
         local = is_local_runner(pipeline.options if test_pipeline else options)
         if local:  # worker processes, where there are some, stop together at the end
@@ -415,9 +420,9 @@ def main(argv: list[str] | None = None) -> int:
     dead-lettered more rows than --max_dead_letter_fraction allows (one line).
 
     Called without `argv` (the console script, `python -m`), the process is the run's
-    own, and a local run of text metrics tunes glibc's malloc (`run(tune_malloc=True)`).
+    own, and a local run tunes its processes (`run(tune_local=True)`).
     """
-    return cli.run_main(PROG, functools.partial(run, tune_malloc=argv is None), argv)
+    return cli.run_main(PROG, functools.partial(run, tune_local=argv is None), argv)
 
 
 if __name__ == "__main__":

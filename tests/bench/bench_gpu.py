@@ -4,6 +4,7 @@ the tokenizer alone, for judge, sas, bertscore and the three together.
     python -m tests.bench.bench_gpu [--rows 200000] [--mixed_rows 50000]
         [--base_model DIR] [--evouna TQ.json] [--workers 8] [--out bench_out]
         [--baseline_checkout DIR] [--baseline_rows 10000] [--only judge,sas,...] [--repeated]
+        [--mp_model_batch_size N] [--mp_copies N] [--rows_dir DIR]
     python -m tests.bench.bench_gpu decisions --judge DIR --cpu_scores FILE [--evouna ...]
     python -m tests.bench.bench_gpu cpu_scores --judge DIR --out FILE [--evouna ...]
 
@@ -40,6 +41,7 @@ decisions at the checkpoint's threshold with the CPU's (float32) scores saved by
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import re
@@ -54,6 +56,7 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[2]
 MODEL_FLAGS = ["--max_batch_tokens=65536", "--model_batch_size=16384", "--max_batch_size=2048"]
+_READ = re.compile(r"progress (\d+(?:\.\d+)?) s: ([\d,]+) rows read")
 _PROGRESS = re.compile(r"progress (\d+(?:\.\d+)?) s: .*model metrics ([\d,]+)/")
 
 
@@ -75,14 +78,20 @@ class GpuSampler:
                 util, mem = (float(x) for x in line.split(",")[:2])
             except ValueError:
                 continue
-            self._samples.append((time.monotonic(), util, mem))
+            self._samples.append((time.monotonic(), time.time(), util, mem))
 
     def window(self, start: float, end: float) -> dict:
-        inside = [(u, m) for t, u, m in self._samples if start <= t <= end]
+        """The busy share and peak memory between two `time.monotonic()` readings."""
+        inside = [(u, m) for t, _, u, m in self._samples if start <= t <= end]
         if not inside:
             return {"gpu_busy": None, "gpu_mem_max_mb": None}
         return {"gpu_busy": sum(u for u, _ in inside) / len(inside) / 100,
                 "gpu_mem_max_mb": max(m for _, m in inside), "samples": len(inside)}
+
+    def busy_between(self, start: float, end: float) -> float | None:
+        """The busy share between two wall-clock times (`time.time()`: a log's clock)."""
+        inside = [u for _, t, u, _ in self._samples if start <= t <= end]
+        return sum(inside) / len(inside) / 100 if inside else None
 
     def stop(self) -> None:
         self._proc.terminate()
@@ -102,7 +111,7 @@ class Bench:
         self.results[name] = entry
         print(f"{name:34} {rows:8d} rows {wall:8.1f} s {rows / wall:9.0f} rows/s  "
               + " ".join(f"{k}={v}" for k, v in extra.items()
-                         if k in ("steady_rows_per_s", "real_token_share"))
+                         if k in ("steady_rows_per_s", "real_token_share", "steady_gpu_busy"))
               + (f"  busy {entry['gpu_busy']:.0%}" if entry.get("gpu_busy") is not None
                  else ""), flush=True)
         self.save()
@@ -112,19 +121,42 @@ class Bench:
         (self.out / "gpu.json").write_text(json.dumps(self.results, indent=1))
 
 
-def steady_rate(lines: list[str]) -> float | None:
-    """Rows per second through the model branch after start-up: from the first progress
-    line that saw rows done to the first that saw them all (later lines are the writing
-    of the outputs)."""
-    points = [(float(m.group(1)), int(m.group(2).replace(",", "")))
-              for m in map(_PROGRESS.search, lines) if m]
+def steady_span(lines: list[str]) -> tuple[float, float, float] | None:
+    """Rows per second through the model branch after start-up, and the wall-clock times
+    (the log's clock) it was measured between: from the first progress line that saw a
+    row read (start-up is over: the models are loaded) to the first that saw every row
+    through the branch (later lines are the writing of the outputs). Before stop 40 it
+    was measured from the first line that saw rows done, which leaves out the first
+    window's time: with windows of thousands of rows a worker and several workers, it
+    overstated the rate (80,245 rows/s against 40,000 from the first row read, on the
+    same H200 run)."""
+    points = []
+    for line in lines:
+        m = _READ.search(line)
+        if m:
+            done = _PROGRESS.search(line)
+            points.append((float(m.group(1)), int(m.group(2).replace(",", "")),
+                           int(done.group(2).replace(",", "")) if done else 0, line[:23]))
     points = [p for p in points if p[1] > 0]
-    if not points:
+    if not points or points[-1][2] == 0:
         return None
-    last = next(p for p in points if p[1] == points[-1][1])
-    if last[0] == points[0][0]:
+    first = points[0]
+    last = next(p for p in points if p[2] == points[-1][2])
+    if last[0] == first[0]:
         return None
-    return (last[1] - points[0][1]) / (last[0] - points[0][0])
+    rate = (last[2] - first[2]) / (last[0] - first[0])
+    try:
+        when = [datetime.datetime.strptime(p[3], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+                for p in (first, last)]
+    except ValueError:  # a log line without the timestamp: no span to sample
+        when = [float("nan"), float("nan")]
+    return rate, when[0], when[1]
+
+
+def steady_rate(lines: list[str]) -> float | None:
+    """`steady_span`'s rows per second."""
+    span = steady_span(lines)
+    return span[0] if span else None
 
 
 def qa_score(bench: Bench, name: str, rows_path: str, n: int, metrics: str,
@@ -165,7 +197,11 @@ def qa_score(bench: Bench, name: str, rows_path: str, n: int, metrics: str,
     (logs / (re.sub(r"[^\w.-]+", "_", name) + ".log")).write_text(done.stderr[-200_000:])
     # the launcher's plan: whether the workers score what they read (no reshuffle)
     plan = [x.split(": ", 1)[-1] for x in lines if " splits (JSONL in ranges of " in x][-1:]
-    return bench.record(name, n, start, end, steady_rows_per_s=steady_rate(lines),
+    span = steady_span(lines)
+    steady = {"steady_rows_per_s": span[0] if span else None}
+    if span and bench.sampler is not None:  # the GPU's busy share while rows flowed
+        steady["steady_gpu_busy"] = bench.sampler.busy_between(span[1], span[2])
+    return bench.record(name, n, start, end, **steady,
                         last_lines=[x for x in lines if "done in" in x][-1:], plan=plan)
 
 
@@ -284,17 +320,32 @@ def run_all(args) -> int:
 
     with tempfile.TemporaryDirectory() as tmp:
         models = make_models(base, tmp)
-        rows = evouna_rows(args.rows, args.evouna, unique=not args.repeated)
         bench.results["repeated"] = args.repeated
-        if not args.with_human:  # a corpus of LLM answers to judge has no human labels
-            rows = [{k: v for k, v in r.items() if k != "human"} for r in rows]
-        big = write_jsonl(rows, Path(tmp) / "rows.jsonl")
-        mixed = write_jsonl(rows[: args.mixed_rows], Path(tmp) / "mixed.jsonl")
-        small = write_jsonl(rows[: args.baseline_rows], Path(tmp) / "small.jsonl")
+        # the rows' files, kept in --rows_dir for the next invocation; the rows themselves
+        # are made (seconds for a million) where a file is missing or a step reads them
+        folder = Path(args.rows_dir or tmp)
+        folder.mkdir(parents=True, exist_ok=True)
+        kind = ("repeated" if args.repeated else "new") + ("_human" if args.with_human else "")
+        big, mixed, small = (str(folder / f"rows_{n}_{kind}.jsonl")
+                             for n in (args.rows, args.mixed_rows, args.baseline_rows))
+        rows: list[dict] = []
+        if (only is None or only & {"forward", "corpus"}
+                or not all(map(os.path.exists, (big, mixed, small)))):
+            rows = evouna_rows(args.rows, args.evouna, unique=not args.repeated)
+            if not args.with_human:  # a corpus of LLM answers to judge has no human labels
+                rows = [{k: v for k, v in r.items() if k != "human"} for r in rows]
+            for path, n in ((big, args.rows), (mixed, args.mixed_rows),
+                            (small, args.baseline_rows)):
+                if not os.path.exists(path):
+                    write_jsonl(rows[:n], path + ".tmp")
+                    os.replace(path + ".tmp", path)
+        n_rows = args.rows
         mp = [f"--direct_num_workers={args.workers}",
               "--direct_running_mode=multi_processing", "--share_model_across_processes"]
         if args.mp_model_batch_size:  # after MODEL_FLAGS' own: the last one counts
             mp.append(f"--model_batch_size={args.mp_model_batch_size}")
+        if args.mp_copies:
+            mp.append(f"--model_copies={args.mp_copies}")
         run = lambda name, path, n, metrics, extra=(), **kw: qa_score(  # noqa: E731
             bench, name, path, n, metrics, models, tmp, extra, args.step_timeout, **kw)
         baseline = Path(args.baseline_checkout).resolve() if args.baseline_checkout else None
@@ -310,12 +361,12 @@ def run_all(args) -> int:
         if want("forward"):
             forward_only(bench, models["judge"], rows[: min(len(rows), 100_000)])
         if want("judge"):
-            run("judge/qa_score", big, len(rows), "judge", MODEL_FLAGS)
+            run("judge/qa_score", big, n_rows, "judge", MODEL_FLAGS)
         if want("mixed"):
             run(f"{three}/qa_score", mixed, args.mixed_rows, three, MODEL_FLAGS)
         if (want("judge") and want("mp")) or (only and "judge_mp" in only and want("judge_mp")):
-            run("judge/qa_score_mp", big, len(rows), "judge", MODEL_FLAGS + mp)
-        if want("mixed") and want("mp"):
+            run("judge/qa_score_mp", big, n_rows, "judge", MODEL_FLAGS + mp)
+        if (want("mixed") and want("mp")) or (only and "mixed_mp" in only and want("mixed_mp")):
             run(f"{three}/qa_score_mp", mixed, args.mixed_rows, three, MODEL_FLAGS + mp)
         if want("corpus"):
             corpus(bench, "judge/score_corpus", [JudgeMetric(model=models["judge"])],
@@ -424,12 +475,19 @@ def main(argv: list[str] | None = None) -> int:
         parser.add_argument("--mp_model_batch_size", type=int, default=None,
                             help="the window (model inputs) of the multi-process runs "
                                  "(default: the in-process runs' 16384)")
+        parser.add_argument("--mp_copies", type=int, default=None,
+                            help="--model_copies of the multi-process runs (copies of each "
+                                 "model on the one GPU, each in a process of its own)")
+        parser.add_argument("--rows_dir", default=None,
+                            help="keep the rows' JSONL files here and reuse them in the next "
+                                 "invocation (default: a temporary folder)")
         parser.add_argument("--baseline_checkout", default=None)
         parser.add_argument("--baseline_rows", type=int, default=10_000)
         parser.add_argument("--only", default=None,
                             help="comma-separated: forward, judge, mixed, baseline, mp "
-                                 "(the multi-process runs), judge_mp (that of the judge "
-                                 "alone), corpus, sas, bertscore")
+                                 "(the multi-process runs), judge_mp, mixed_mp (the "
+                                 "multi-process run of the judge, of the three, alone), "
+                                 "corpus, sas, bertscore")
         parser.add_argument("--step_timeout", type=float, default=None,
                             help="seconds one qa-score run may take")
         parser.add_argument("--deadline_s", type=float, default=float("inf"),

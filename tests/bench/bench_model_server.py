@@ -1,7 +1,7 @@
 """Where a shared model lives: inside a busy worker process (Beam's way) or in its own.
 
     python -m tests.bench.bench_model_server [--windows 40] [--window 4] [--device cpu]
-        [--out bench_out]
+        [--model PATH] [--out bench_out]
 
 With `--share_model_across_processes` every worker process sends its padded passes to one
 copy of the model. Beam's `ModelHandler(large_model=True)` keeps that copy inside the
@@ -46,11 +46,12 @@ from transforms.models.uses import encoder_use
 from transforms.scoring import model_server
 
 
-def _use(device: str = "cpu"):
-    return encoder_use(loading.ModelSpec.of(None, device=device), None, pooled=True)
+def _use(device: str = "cpu", model: str | None = None):
+    return encoder_use(loading.ModelSpec.of(model, device=device), None, pooled=True)
 
 
-def _client(tag: str, device: str, windows: int, window: int, queue) -> None:
+def _client(tag: str, device: str, model: str | None, windows: int, window: int,
+            queue) -> None:
     """Another worker: the host side over the served copy, one new window at a time."""
     import torch
 
@@ -58,7 +59,7 @@ def _client(tag: str, device: str, windows: int, window: int, queue) -> None:
     torch.set_num_threads(1)
     proxy = multi_process_shared.MultiProcessShared(  # the copy is there: joined, not made
         lambda: None, tag=tag, path=model_server.folder(), always_proxy=True).acquire()
-    predictor = Predictor(_use(device), model=proxy, cache_size=0)
+    predictor = Predictor(_use(device, model), model=proxy, cache_size=0)
     times = []
     for w in range(windows + 2):  # the first two warm up
         texts = [f"answer {w} {i}: the tower stands in Paris since 1889" for i in range(window)]
@@ -75,14 +76,15 @@ def _busy(stop: threading.Event) -> None:
             total += i * i
 
 
-def _measure(tag: str, device: str, busy: bool, windows: int, window: int) -> dict:
+def _measure(tag: str, device: str, model: str | None, busy: bool, windows: int,
+             window: int) -> dict:
     ctx = multiprocessing.get_context("spawn")
     queue = ctx.Queue()
     stop = threading.Event()
     thread = threading.Thread(target=_busy, args=(stop,), daemon=True)
     if busy:
         thread.start()
-    client = ctx.Process(target=_client, args=(tag, device, windows, window, queue))
+    client = ctx.Process(target=_client, args=(tag, device, model, windows, window, queue))
     client.start()
     times = queue.get(timeout=600)
     client.join()
@@ -99,6 +101,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--windows", type=int, default=40)
     parser.add_argument("--window", type=int, default=4)
     parser.add_argument("--device", default="cpu", help="where the served copy runs (cuda)")
+    parser.add_argument("--model", default=None,
+                        help="the encoder (a path or Hub id; default the packaged MiniLM)")
     parser.add_argument("--out", default="bench_out")
     args = parser.parse_args(argv)
     import torch
@@ -107,16 +111,17 @@ def main(argv: list[str] | None = None) -> int:
     # Beam's way: the copy in this process, served by its threads
     tag = model_server.new_tag("bench_in_worker")
     handle = multi_process_shared.MultiProcessShared(
-        functools.partial(DeviceModel, _use(args.device)), tag=tag, path=model_server.folder(),
+        functools.partial(DeviceModel, _use(args.device, args.model)), tag=tag, path=model_server.folder(),
         always_proxy=True)
     handle.acquire()
     for name, busy in (("in_worker_idle", False), ("in_worker_busy", True)):
-        results[name] = _measure(tag, args.device, busy, args.windows, args.window)
+        results[name] = _measure(tag, args.device, args.model, busy, args.windows, args.window)
     # a process of its own
     tag = model_server.new_tag("bench_own_process")
-    served = model_server.serve(functools.partial(DeviceModel, _use(args.device)), tag)
-    results["own_process_busy"] = _measure(f"{tag}-0", args.device, True, args.windows,
-                                           args.window)
+    served = model_server.serve(functools.partial(DeviceModel, _use(args.device, args.model)),
+                                tag)
+    results["own_process_busy"] = _measure(f"{tag}-0", args.device, args.model, True,
+                                           args.windows, args.window)
     del served
     print(f"a served MiniLM on {args.device}, windows of {args.window} new texts, one client "
           "process:")

@@ -14,9 +14,14 @@
 # PROFILE_ROWS (100000; 0: no profile), WORKERS (8), REPEATED (set: the answers repeated as
 # they are, the cache answering the repeats, as stop 38 measured; unset: every answer new),
 # MP_RUNS ("4096:8:- 4096:12:- 4096:8:2"; the multi-process judge again, as
-# WINDOW:WORKERS:RAYON_NUM_THREADS, while time is left; "": none), CUDNN_RUNS ("0 1": the
-# forward ceiling with cuDNN's attention off and on; "0": off only), MIXED=0 (no three
-# metrics and no score_corpus), SERVER=0 (no step 2b).
+# WINDOW:WORKERS:RAYON_NUM_THREADS[:COPIES], while time is left; "-" for the default:
+# qa-score's own share of the cores, one copy; "": none), CUDNN_RUNS ("0 1": the forward
+# ceiling with cuDNN's attention off and on; "0": off only), JUDGE_STEPS ("judge,mp":
+# the judge in process and across WORKERS processes; "judge_mp": across processes only),
+# MIXED_STEPS ("mixed,corpus"; "mixed,mp": the three metrics in and across processes;
+# "mixed_mp": across processes only),
+# MIXED=0 (no step with the three metrics), SERVER=0 (no step 2b). The rows' files are
+# made once, in /tmp/bench_rows.
 # Stop 38 ran this in two calls (docs/benchmarks.md, "On an H200"); stop 39 added step 2b
 # (the shared model in its own process, model_server.py) and the windows of step 2c; its
 # CPU dry run (DRY=1 ... WORKERS=2, PROFILE_ROWS=0) ran every step in 359 s.
@@ -39,7 +44,7 @@ else
 fi
 echo "set-up done at $(( $(date +%s) - t0 )) s; $(left) s left"
 quiet() { grep -v "^WARNING\|Loading weights\|LOAD REPORT\|^Key \|^---\|classifier\|^Notes\|MISSING\|Writing model\|^$"; }
-common="--base_model /tmp/minilm --evouna .gpu/data/evouna/TQ.json --workers ${WORKERS:-8} --step_timeout 110 ${dry:-} ${REPEATED:+--repeated}"
+common="--base_model /tmp/minilm --evouna .gpu/data/evouna/TQ.json --workers ${WORKERS:-8} --step_timeout 110 --rows_dir /tmp/bench_rows ${dry:-} ${REPEATED:+--repeated}"
 # 1. the forward ceiling, cuDNN's attention off (the default) and on, each in a fresh process
 for cudnn in ${CUDNN_RUNS:-0 1}; do
   QA_CUDNN_ATTENTION=$cudnn timeout 90 $PY -m tests.bench.bench_gpu $common --rows ${FORWARD_ROWS:-50000} \
@@ -47,24 +52,25 @@ for cudnn in ${CUDNN_RUNS:-0 1}; do
 done
 # 2. the judge in process and across processes, then the three metrics and score_corpus
 timeout $(( $(left) - 60 )) $PY -m tests.bench.bench_gpu $common --rows ${ROWS:-200000} \
-    --only judge,mp --deadline_s $(( $(left) - 150 )) --out "$RES/judge" 2>&1 | quiet
+    --only ${JUDGE_STEPS:-judge,mp} --deadline_s $(( $(left) - 150 )) --out "$RES/judge" 2>&1 | quiet
 [ "${MIXED:-20000}" -gt 0 ] && timeout $(( $(left) - 30 )) $PY -m tests.bench.bench_gpu $common \
-    --rows ${MIXED:-20000} --mixed_rows ${MIXED:-20000} --only mixed,corpus \
+    --rows ${MIXED:-20000} --mixed_rows ${MIXED:-20000} --only ${MIXED_STEPS:-mixed,corpus} \
     --deadline_s $(( $(left) - 90 )) --out "$RES/mixed" 2>&1 | quiet
 # 2b. where a shared model lives: inside a busy worker (Beam's way) or in its own process
 served_on=cuda; [ -n "${DRY:-}" ] && served_on=cpu
-[ "${SERVER:-1}" = 0 ] || timeout 120 $PY -m tests.bench.bench_model_server --device $served_on \
+[ "${SERVER:-1}" = 0 ] || timeout 120 $PY -m tests.bench.bench_model_server --device $served_on --model /tmp/minilm \
     --out "$RES/model_server" 2>&1 | quiet
 # 2c. the multi-process judge again, as WINDOW:WORKERS:RAYON (model inputs a window, worker
 # processes, tokenizer threads a worker: "-" for the default, all cores each); 16384 inputs
 # above make 200,000 rows over 8 workers one or two windows each
 for config in ${MP_RUNS-4096:8:- 4096:12:- 4096:8:2}; do
-  IFS=: read -r window workers rayon <<< "$config"
-  [ $(left) -gt 200 ] || break
+  IFS=: read -r window workers rayon copies <<< "$config"
+  [ $(left) -gt 150 ] || break
   ( [ "$rayon" = "-" ] || export RAYON_NUM_THREADS=$rayon
-    timeout $(( $(left) - 60 )) $PY -m tests.bench.bench_gpu $common --rows ${ROWS:-200000} \
+    timeout $(( $(left) - 30 )) $PY -m tests.bench.bench_gpu $common --rows ${ROWS:-200000} \
         --only judge_mp --workers $workers --mp_model_batch_size $window \
-        --deadline_s $(( $(left) - 150 )) --out "$RES/judge_mp_w${window}_p${workers}_r${rayon}" \
+        ${copies:+--mp_copies $copies} --deadline_s $(( $(left) - 120 )) \
+        --out "$RES/judge_mp_w${window}_p${workers}_r${rayon}_c${copies:-1}" \
         2>&1 | grep "qa_score_mp\|after start" | sed "s/^/[$config] /" )
 done
 echo "benchmarks done at $(( $(date +%s) - t0 )) s; $(left) s left"

@@ -70,6 +70,38 @@ def test_local_runners():
         ["--runner=PortableRunner", "--environment_type=DOCKER"]))
 
 
+def test_local_worker_processes_share_the_cores_among_their_tokenizers(monkeypatch):
+    """Each worker process's tokenizer pool gets cores // workers threads (at least one),
+    only for a direct runner's worker processes with model metrics; the user's value
+    stays."""
+    import os
+
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from transforms.io import progress
+
+    def divide(*flags, runs_models=True, cpus=16):
+        return progress.divide_local_cores(PipelineOptions(list(flags)),
+                                           runs_models=runs_models, cpus=cpus)
+
+    multi = ("--runner=FnApiRunner", "--direct_running_mode=multi_processing")
+    monkeypatch.delenv("RAYON_NUM_THREADS", raising=False)
+    assert divide(*multi, "--direct_num_workers=8", runs_models=False) == {}
+    assert divide("--runner=FnApiRunner", "--direct_num_workers=8") == {}  # threads
+    assert divide("--runner=DataflowRunner", "--direct_running_mode=multi_processing",
+                  "--direct_num_workers=8") == {}
+    assert "RAYON_NUM_THREADS" not in os.environ
+    assert divide(*multi, "--direct_num_workers=8") == {"RAYON_NUM_THREADS": "2"}
+    assert os.environ["RAYON_NUM_THREADS"] == "2"  # the workers inherit it
+    monkeypatch.delenv("RAYON_NUM_THREADS")
+    assert divide(*multi, "--direct_num_workers=12") == {"RAYON_NUM_THREADS": "1"}
+    monkeypatch.delenv("RAYON_NUM_THREADS")
+    assert divide(*multi, "--direct_num_workers=0") == {"RAYON_NUM_THREADS": "1"}  # a core each
+    monkeypatch.setenv("RAYON_NUM_THREADS", "6")
+    assert divide(*multi, "--direct_num_workers=8") == {}
+    assert os.environ["RAYON_NUM_THREADS"] == "6"
+
+
 def test_local_runs_tune_malloc_and_leave_the_users_settings(monkeypatch):
     import os
 

@@ -301,14 +301,18 @@ def test_keep_input_columns_and_signatures_in_the_parquet_metadata(tmp_path):
 def test_qa_score_tunes_malloc_only_in_a_process_of_its_own(monkeypatch, tmp_path):
     """glibc's fixed mmap threshold cannot be undone and slows torch, so `run()` called
     by a program (the demo scores text metrics, then model metrics, in one process)
-    leaves malloc alone; the command line (`main()` reading sys.argv) tunes it."""
+    leaves malloc alone; the command line (`main()` reading sys.argv) tunes it, and the
+    workers' tokenizer threads."""
     tuned = []
     monkeypatch.setattr(score_predictions, "tune_local_malloc",
                         lambda options, runs_models: tuned.append(runs_models) or {})
+    divided = []
+    monkeypatch.setattr(score_predictions, "divide_local_cores",
+                        lambda options, runs_models: divided.append(runs_models) or {})
     seen = []
 
-    def fake_run(argv, *, tune_malloc):  # stops before a pipeline is built
-        seen.append(tune_malloc)
+    def fake_run(argv, *, tune_local):  # stops before a pipeline is built
+        seen.append(tune_local)
 
     real_run = score_predictions.run
     monkeypatch.setattr(score_predictions, "run", fake_run)
@@ -322,5 +326,5 @@ def test_qa_score_tunes_malloc_only_in_a_process_of_its_own(monkeypatch, tmp_pat
     for n, tune in enumerate((False, True)):
         real_run(["--input", _judged_jsonl(tmp_path), "--output", str(tmp_path / f"o{n}"),
                   "--metrics", "em", *RUNNER_ARGS["direct_in_process"]],
-                 save_main_session=False, tune_malloc=tune)
-    assert tuned == [False]
+                 save_main_session=False, tune_local=tune)
+    assert tuned == [False] and divided == [False]

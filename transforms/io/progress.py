@@ -280,6 +280,26 @@ def _mallopt(parameter: int, value: int) -> bool:
         return False
 
 
+def divide_local_cores(options, *, runs_models: bool, cpus: int | None = None) -> dict[str, str]:
+    """For the worker processes of a direct runner's `--direct_running_mode=
+    multi_processing` run with model metrics: each worker's tokenizer gets the machine's
+    cores divided by the workers, at least one (RAYON_NUM_THREADS, the fast tokenizer's
+    thread pool, read by each worker when it starts: they inherit the launcher's
+    environment). Left alone, every worker's pool has a thread per core, so N workers run
+    N x cores tokenizer threads on the cores their own Python also needs. A value the
+    user set stays. Returns what was set."""
+    from apache_beam.options.pipeline_options import DirectOptions
+
+    direct = options.view_as(DirectOptions)
+    if (not runs_models or direct_workers(options) is None or "RAYON_NUM_THREADS" in os.environ
+            or direct.direct_running_mode != "multi_processing"):
+        return {}
+    cpus = cpus or os.cpu_count() or 1
+    workers = cpus if direct.direct_num_workers == 0 else (direct.direct_num_workers or 1)
+    os.environ["RAYON_NUM_THREADS"] = str(max(1, cpus // workers))
+    return {"RAYON_NUM_THREADS": os.environ["RAYON_NUM_THREADS"]}
+
+
 def tune_local_malloc(options, *, runs_models: bool = False,
                       mallopt=_mallopt) -> dict[str, str]:
     """On a local runner: a fixed mmap threshold for this process (mallopt) and for the
