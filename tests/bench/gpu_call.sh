@@ -10,21 +10,24 @@
 #     bash tests/bench/gpu_call.sh [budget_s]
 # What comes back: $OUT/run.log and $OUT/res.tgz (gpu.json and logs of every step; the
 # device tool returns at most 8 files, so the rest is packed every 15 s).
-# Environment: ROWS (200000), MIXED (20000), FORWARD_ROWS (50000), BASE_ROWS (10000),
-# PROFILE_ROWS (100000; 0: no profile), WORKERS (8), REPEATED (set: the answers repeated as
-# they are, the cache answering the repeats, as stop 38 measured; unset: every answer new),
-# MP_RUNS ("4096:8:- 4096:12:- 4096:8:2"; the multi-process judge again, as
-# WINDOW:WORKERS:RAYON_NUM_THREADS[:COPIES], while time is left; "-" for the default:
-# qa-score's own share of the cores, one copy; "": none), CUDNN_RUNS ("0 1": the forward
-# ceiling with cuDNN's attention off and on; "0": off only), JUDGE_STEPS ("judge,mp":
-# the judge in process and across WORKERS processes; "judge_mp": across processes only),
-# MIXED_STEPS ("mixed,corpus"; "mixed,mp": the three metrics in and across processes;
-# "mixed_mp": across processes only),
-# MIXED=0 (no step with the three metrics), SERVER=0 (no step 2b). The rows' files are
-# made once, in /tmp/bench_rows.
+# Environment (defaults: what stop 40 left open): ROWS (1000000), MIXED (60000),
+# FORWARD_ROWS (50000), BASE_ROWS (10000), PROFILE_ROWS (0: no profile; 100000 for one),
+# WORKERS (16), REPEATED (set: the answers repeated as they are, the cache answering the
+# repeats, as stop 38 measured; unset: every answer new), CUDNN_RUNS ("0": the forward
+# ceiling with cuDNN's attention off; "0 1": off and on), JUDGE_STEPS ("judge_mp": the
+# judge across WORKERS processes; "judge,mp": in process too), MIXED_STEPS ("mixed_mp":
+# the three metrics across processes; "mixed,mp": in process too; "mixed,corpus": in
+# process and score_corpus), MIXED=0 (no step with the three metrics), MP_RUNS
+# ("16384:16:-:2 4096:16:-:1 16384:8:-:2": the multi-process judge again, as
+# WINDOW:WORKERS:RAYON_NUM_THREADS[:COPIES], while time is left; "-" for qa-score's own
+# share of the cores; "": none), SERVER=0 (no step 2b, which runs after 2c). The rows'
+# files are made once, in /tmp/bench_rows.
 # Stop 38 ran this in two calls (docs/benchmarks.md, "On an H200"); stop 39 added step 2b
-# (the shared model in its own process, model_server.py) and the windows of step 2c; its
-# CPU dry run (DRY=1 ... WORKERS=2, PROFILE_ROWS=0) ran every step in 359 s.
+# (the shared model in its own process, model_server.py) and the windows of step 2c; stop
+# 40 ran it with CUDNN_RUNS=0 ROWS=1000000 JUDGE_STEPS=judge_mp WORKERS=8 MIXED=60000
+# MIXED_STEPS=mixed_mp PROFILE_ROWS=0 and MP_RUNS="16384:16:-:1 ..." in 381 s of a 470-s
+# budget: steps 1, 2, 2b (which then ran before 2c, and was stopped at its 120 s) and the
+# first of 2c's runs.
 set -u
 budget=${1:-540}
 PY=${PY:-python3}
@@ -44,43 +47,43 @@ else
 fi
 echo "set-up done at $(( $(date +%s) - t0 )) s; $(left) s left"
 quiet() { grep -v "^WARNING\|Loading weights\|LOAD REPORT\|^Key \|^---\|classifier\|^Notes\|MISSING\|Writing model\|^$"; }
-common="--base_model /tmp/minilm --evouna .gpu/data/evouna/TQ.json --workers ${WORKERS:-8} --step_timeout 110 --rows_dir /tmp/bench_rows ${dry:-} ${REPEATED:+--repeated}"
-# 1. the forward ceiling, cuDNN's attention off (the default) and on, each in a fresh process
-for cudnn in ${CUDNN_RUNS:-0 1}; do
+common="--base_model /tmp/minilm --evouna .gpu/data/evouna/TQ.json --workers ${WORKERS:-16} --step_timeout 110 --rows_dir /tmp/bench_rows ${dry:-} ${REPEATED:+--repeated}"
+# 1. the forward ceiling, cuDNN's attention off (the default) [and on], each in a fresh process
+for cudnn in ${CUDNN_RUNS:-0}; do
   QA_CUDNN_ATTENTION=$cudnn timeout 90 $PY -m tests.bench.bench_gpu $common --rows ${FORWARD_ROWS:-50000} \
       --only forward --out "$RES/forward_cudnn$cudnn" 2>&1 | grep "judge/\|device"
 done
-# 2. the judge in process and across processes, then the three metrics and score_corpus
-timeout $(( $(left) - 60 )) $PY -m tests.bench.bench_gpu $common --rows ${ROWS:-200000} \
-    --only ${JUDGE_STEPS:-judge,mp} --deadline_s $(( $(left) - 150 )) --out "$RES/judge" 2>&1 | quiet
-[ "${MIXED:-20000}" -gt 0 ] && timeout $(( $(left) - 30 )) $PY -m tests.bench.bench_gpu $common \
-    --rows ${MIXED:-20000} --mixed_rows ${MIXED:-20000} --only ${MIXED_STEPS:-mixed,corpus} \
+# 2. the judge across processes [and in process], then the three metrics
+timeout $(( $(left) - 60 )) $PY -m tests.bench.bench_gpu $common --rows ${ROWS:-1000000} \
+    --only ${JUDGE_STEPS:-judge_mp} --deadline_s $(( $(left) - 150 )) --out "$RES/judge" 2>&1 | quiet
+[ "${MIXED:-60000}" -gt 0 ] && timeout $(( $(left) - 30 )) $PY -m tests.bench.bench_gpu $common \
+    --rows ${MIXED:-60000} --mixed_rows ${MIXED:-60000} --only ${MIXED_STEPS:-mixed_mp} \
     --deadline_s $(( $(left) - 90 )) --out "$RES/mixed" 2>&1 | quiet
-# 2b. where a shared model lives: inside a busy worker (Beam's way) or in its own process
-served_on=cuda; [ -n "${DRY:-}" ] && served_on=cpu
-[ "${SERVER:-1}" = 0 ] || timeout 120 $PY -m tests.bench.bench_model_server --device $served_on --model /tmp/minilm \
-    --out "$RES/model_server" 2>&1 | quiet
-# 2c. the multi-process judge again, as WINDOW:WORKERS:RAYON (model inputs a window, worker
-# processes, tokenizer threads a worker: "-" for the default, all cores each); 16384 inputs
-# above make 200,000 rows over 8 workers one or two windows each
-for config in ${MP_RUNS-4096:8:- 4096:12:- 4096:8:2}; do
+# 2c. the multi-process judge again, as WINDOW:WORKERS:RAYON[:COPIES] (model inputs a window,
+# worker processes, tokenizer threads a worker: "-" for qa-score's own, the cores divided by
+# the workers; copies of the model, each in a process of its own)
+for config in ${MP_RUNS-16384:16:-:2 4096:16:-:1 16384:8:-:2}; do
   IFS=: read -r window workers rayon copies <<< "$config"
   [ $(left) -gt 150 ] || break
   ( [ "$rayon" = "-" ] || export RAYON_NUM_THREADS=$rayon
-    timeout $(( $(left) - 30 )) $PY -m tests.bench.bench_gpu $common --rows ${ROWS:-200000} \
+    timeout $(( $(left) - 30 )) $PY -m tests.bench.bench_gpu $common --rows ${ROWS:-1000000} \
         --only judge_mp --workers $workers --mp_model_batch_size $window \
         ${copies:+--mp_copies $copies} --deadline_s $(( $(left) - 120 )) \
         --out "$RES/judge_mp_w${window}_p${workers}_r${rayon}_c${copies:-1}" \
         2>&1 | grep "qa_score_mp\|after start" | sed "s/^/[$config] /" )
 done
+# 2b. where a shared model lives: inside a busy worker (Beam's way) or in its own process
+served_on=cuda; [ -n "${DRY:-}" ] && served_on=cpu
+[ "${SERVER:-1}" = 0 ] || timeout 120 $PY -m tests.bench.bench_model_server --device $served_on --model /tmp/minilm \
+    --out "$RES/model_server" 2>&1 | quiet
 echo "benchmarks done at $(( $(date +%s) - t0 )) s; $(left) s left"
 # 3. where the judge's run spends its time (py-spy, 100 Hz, idle threads included)
-if [ "${PROFILE_ROWS:-100000}" -gt 0 ] && [ -x /tmp/site/bin/py-spy ] && [ $(left) -gt 120 ]; then
+if [ "${PROFILE_ROWS:-0}" -gt 0 ] && [ -x /tmp/site/bin/py-spy ] && [ $(left) -gt 120 ]; then
   mkdir -p /tmp/profile
   $PY -c "
 from tests.bench.judge_rows import evouna_rows, write_jsonl, judge_checkpoint
 rows = [{k: v for k, v in r.items() if k != 'human'}
-        for r in evouna_rows(${PROFILE_ROWS:-100000}, '.gpu/data/evouna/TQ.json', unique=not '${REPEATED:-}')]
+        for r in evouna_rows(${PROFILE_ROWS:-0}, '.gpu/data/evouna/TQ.json', unique=not '${REPEATED:-}')]
 write_jsonl(rows, '/tmp/profile/rows.jsonl')
 judge_checkpoint('/tmp/minilm', '/tmp/profile/judge')" 2>&1 | quiet
   timeout $(( $(left) - 30 )) /tmp/site/bin/py-spy record -r 100 --idle --subprocesses -f raw \
