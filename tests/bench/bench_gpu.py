@@ -20,10 +20,10 @@ types, the marked layout), a sas cross-encoder, and the encoder itself for berts
 
 Per metric set, in one run on one device:
   qa_score      `qa-score` in process (FnApiRunner): rows/s overall and after start-up
-                (from the progress lines: rows through the model branch per second
-                between the first and the last line that saw any), the GPU's busy share
-                (nvidia-smi's utilization, sampled every 200 ms over the run) and peak
-                GPU memory;
+                (from the progress lines: rows through the model branch per second from
+                the first line that saw a row read to the first that saw them all), the
+                GPU's busy share (nvidia-smi's utilization, sampled every 200 ms) over
+                the run and over that span, and peak GPU memory;
   qa_score_mp   the same with `--direct_num_workers N --direct_running_mode
                 multi_processing --share_model_across_processes` (one model on the GPU,
                 N processes preparing its inputs);
@@ -125,11 +125,12 @@ def steady_span(lines: list[str]) -> tuple[float, float, float] | None:
     """Rows per second through the model branch after start-up, and the wall-clock times
     (the log's clock) it was measured between: from the first progress line that saw a
     row read (start-up is over: the models are loaded) to the first that saw every row
-    through the branch (later lines are the writing of the outputs). Before stop 40 it
-    was measured from the first line that saw rows done, which leaves out the first
-    window's time: with windows of thousands of rows a worker and several workers, it
-    overstated the rate (80,245 rows/s against 40,000 from the first row read, on the
-    same H200 run)."""
+    through the branch (later lines are the writing of the outputs), timed by the lines'
+    timestamps (milliseconds; their whole-second "progress N s" where a line has none).
+    Before stop 40 it was measured from the first line that saw rows done, which leaves
+    out the first window's time: with windows of thousands of rows a worker and several
+    workers, it overstated the rate (80,245 rows/s against 40,000 from the first row read,
+    on the same H200 run)."""
     points = []
     for line in lines:
         m = _READ.search(line)
@@ -142,15 +143,16 @@ def steady_span(lines: list[str]) -> tuple[float, float, float] | None:
         return None
     first = points[0]
     last = next(p for p in points if p[2] == points[-1][2])
-    if last[0] == first[0]:
-        return None
-    rate = (last[2] - first[2]) / (last[0] - first[0])
     try:
         when = [datetime.datetime.strptime(p[3], "%Y-%m-%d %H:%M:%S,%f").timestamp()
                 for p in (first, last)]
+        seconds = when[1] - when[0]
     except ValueError:  # a log line without the timestamp: no span to sample
         when = [float("nan"), float("nan")]
-    return rate, when[0], when[1]
+        seconds = last[0] - first[0]
+    if seconds <= 0:
+        return None
+    return (last[2] - first[2]) / seconds, when[0], when[1]
 
 
 def steady_rate(lines: list[str]) -> float | None:
@@ -325,13 +327,15 @@ def run_all(args) -> int:
         # are made (seconds for a million) where a file is missing or a step reads them
         folder = Path(args.rows_dir or tmp)
         folder.mkdir(parents=True, exist_ok=True)
-        kind = ("repeated" if args.repeated else "new") + ("_human" if args.with_human else "")
+        kind = (f"{Path(args.evouna).stem}_{'repeated' if args.repeated else 'new'}"
+                + ("_human" if args.with_human else ""))
         big, mixed, small = (str(folder / f"rows_{n}_{kind}.jsonl")
                              for n in (args.rows, args.mixed_rows, args.baseline_rows))
         rows: list[dict] = []
         if (only is None or only & {"forward", "corpus"}
                 or not all(map(os.path.exists, (big, mixed, small)))):
-            rows = evouna_rows(args.rows, args.evouna, unique=not args.repeated)
+            most = max(args.rows, args.mixed_rows, args.baseline_rows)  # each file its count
+            rows = evouna_rows(most, args.evouna, unique=not args.repeated)
             if not args.with_human:  # a corpus of LLM answers to judge has no human labels
                 rows = [{k: v for k, v in r.items() if k != "human"} for r in rows]
             for path, n in ((big, args.rows), (mixed, args.mixed_rows),
@@ -359,7 +363,7 @@ def run_all(args) -> int:
                     metrics, MODEL_FLAGS[:2])
 
         if want("forward"):
-            forward_only(bench, models["judge"], rows[: min(len(rows), 100_000)])
+            forward_only(bench, models["judge"], rows[: min(args.rows, 100_000)])
         if want("judge"):
             run("judge/qa_score", big, n_rows, "judge", MODEL_FLAGS)
         if want("mixed"):

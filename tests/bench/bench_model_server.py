@@ -131,8 +131,8 @@ def main(argv: list[str] | None = None) -> int:
     results["own_process_busy"] = _measure(f"{tag}-0", args.device, args.model, True,
                                            args.windows, args.window, args.phase_s)
     del served
-    print(f"a served MiniLM on {args.device}, windows of {args.window} new texts, one client "
-          "process:")
+    print(f"a served {args.model or 'MiniLM (packaged)'} on {args.device}, windows of "
+          f"{args.window} new texts, one client process:")
     for name, r in results.items():
         print(f"  {name:17} {r['ms_per_window']:8.2f} ms/window {r['windows_per_s']:8.1f} "
               f"windows/s ({r['windows']} windows)")

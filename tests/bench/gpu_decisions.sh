@@ -11,8 +11,8 @@
 # Prepared here, on the CPU (stop 40: 15 + 2 minutes), into the git-ignored .gpu/:
 #   .venv/bin/python -m pipelines.train_cross_encoder --format evouna \
 #       --input ../shared/data/judgments/evouna/TQ.json --output /tmp/judge --epochs 1
-#   .venv/bin/python tests/bench/pack_checkpoint.py /tmp/judge .gpu/judge_packed      # 34 MB
-#   .venv/bin/python tests/bench/unpack_checkpoint.py .gpu/judge_packed /tmp/judge_unpacked
+#   .venv/bin/python -m tests.bench.pack_checkpoint pack /tmp/judge .gpu/judge_packed embeddings
+#   .venv/bin/python -m tests.bench.pack_checkpoint unpack .gpu/judge_packed /tmp/judge_unpacked
 #   .venv/bin/python -m tests.bench.bench_gpu cpu_scores --judge /tmp/judge_unpacked \
 #       --evouna ../shared/data/judgments/evouna/TQ.json --out .gpu/judge_packed/cpu_scores.npy
 #   sha256sum ../shared/data/judgments/evouna/TQ.json | cut -d' ' -f1 > .gpu/judge_packed/TQ.json.sha256
@@ -31,7 +31,7 @@ if [ -f .gpu/judge_packed/TQ.json.sha256 ] && command -v sha256sum >/dev/null; t
   [ "$want" = "$got" ] || echo "WARNING: $EVOUNA differs from the TQ.json the CPU scores came from"
 fi
 rm -rf "$JUDGE_DIR"
-$PY tests/bench/unpack_checkpoint.py .gpu/judge_packed "$JUDGE_DIR" || { echo "unpack failed"; exit 2; }
+$PY -m tests.bench.pack_checkpoint unpack .gpu/judge_packed "$JUDGE_DIR" || { echo "unpack failed"; exit 2; }
 echo "unpacked at $(( $(date +%s) - t0 )) s"
 $PY -m tests.bench.bench_gpu decisions --judge "$JUDGE_DIR" \
     --cpu_scores .gpu/judge_packed/cpu_scores.npy --evouna "$EVOUNA" --out "$RES"

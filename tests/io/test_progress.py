@@ -88,8 +88,9 @@ def test_local_worker_processes_share_the_cores_among_their_tokenizers(monkeypat
     monkeypatch.delenv("RAYON_NUM_THREADS", raising=False)
     assert divide(*multi, "--direct_num_workers=8", runs_models=False) == {}
     assert divide("--runner=FnApiRunner", "--direct_num_workers=8") == {}  # threads
-    assert divide("--runner=DataflowRunner", "--direct_running_mode=multi_processing",
-                  "--direct_num_workers=8") == {}
+    for runner in ("DataflowRunner", "BundleBasedDirectRunner", "PrismRunner"):
+        assert divide(f"--runner={runner}", "--direct_running_mode=multi_processing",
+                      "--direct_num_workers=8") == {}
     assert "RAYON_NUM_THREADS" not in os.environ
     assert divide(*multi, "--direct_num_workers=8") == {"RAYON_NUM_THREADS": "2"}
     assert os.environ["RAYON_NUM_THREADS"] == "2"  # the workers inherit it
@@ -97,6 +98,12 @@ def test_local_worker_processes_share_the_cores_among_their_tokenizers(monkeypat
     assert divide(*multi, "--direct_num_workers=12") == {"RAYON_NUM_THREADS": "1"}
     monkeypatch.delenv("RAYON_NUM_THREADS")
     assert divide(*multi, "--direct_num_workers=0") == {"RAYON_NUM_THREADS": "1"}  # a core each
+    monkeypatch.delenv("RAYON_NUM_THREADS")
+    assert divide("--direct_running_mode=multi_processing",  # the DirectRunner, by default
+                  "--direct_num_workers=4") == {"RAYON_NUM_THREADS": "4"}
+    monkeypatch.delenv("RAYON_NUM_THREADS")
+    assert divide(*multi, "--direct_num_workers=2", cpus=None) == {  # this machine's cores
+        "RAYON_NUM_THREADS": str(max(1, len(os.sched_getaffinity(0)) // 2))}
     monkeypatch.setenv("RAYON_NUM_THREADS", "6")
     assert divide(*multi, "--direct_num_workers=8") == {}
     assert os.environ["RAYON_NUM_THREADS"] == "6"

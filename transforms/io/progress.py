@@ -291,13 +291,22 @@ def divide_local_cores(options, *, runs_models: bool, cpus: int | None = None) -
     from apache_beam.options.pipeline_options import DirectOptions
 
     direct = options.view_as(DirectOptions)
-    if (not runs_models or direct_workers(options) is None or "RAYON_NUM_THREADS" in os.environ
+    if (not runs_models or (_runner_name(options) or "DirectRunner") not in _DIRECT_RUNNERS
+            or "RAYON_NUM_THREADS" in os.environ
             or direct.direct_running_mode != "multi_processing"):
-        return {}
-    cpus = cpus or os.cpu_count() or 1
+        return {}  # (the BundleBasedDirectRunner tokenizes in one process: left alone)
+    cpus = cpus or _usable_cpus()
     workers = cpus if direct.direct_num_workers == 0 else (direct.direct_num_workers or 1)
     os.environ["RAYON_NUM_THREADS"] = str(max(1, cpus // workers))
     return {"RAYON_NUM_THREADS": os.environ["RAYON_NUM_THREADS"]}
+
+
+def _usable_cpus() -> int:
+    """The cores this process may run on (its affinity), else the machine's."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
 
 
 def tune_local_malloc(options, *, runs_models: bool = False,
