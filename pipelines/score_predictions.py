@@ -77,6 +77,7 @@ from transforms.io.progress import (
     divide_local_cores,
     is_local_runner,
     rate,
+    starts_worker_processes,
     tune_local_malloc,
 )
 from transforms.io.worker_shutdown import stop_workers_together
@@ -358,12 +359,13 @@ def run(argv: list[str] | None = None, save_main_session: bool = True,
         handler_factory: `(ModelUse, **handler_kwargs) -> ModelHandler` for the model
             metrics (tests inject fakes); None = transforms.scoring.handlers.
         tune_local: tune the processes of a local run: glibc's malloc for a run of text
-            metrics (`progress.tune_local_malloc`), and the tokenizer threads of each
-            worker process of a multi-process run with model metrics
-            (`progress.divide_local_cores`). Only for a process that is this run's alone
-            (`main` from the command line): the threshold it fixes cannot be undone, it
-            would slow the model metrics of a later run in the same process, and the
-            environment it sets would outlast the run.
+            metrics (`progress.tune_local_malloc`); for a multi-process run with model
+            metrics, each worker's tokenizer threads (`progress.divide_local_cores`) and
+            the shared models' copies started from here while the workers start
+            (`MultiUseModelHandler.start_serving`). Only for a process that is this run's
+            alone (`main` from the command line): the threshold it fixes cannot be
+            undone, it would slow the model metrics of a later run in the same process,
+            the environment it sets would outlast the run, and so would the copies.
 
     Returns:
         The pipeline result.
@@ -401,8 +403,12 @@ def run(argv: list[str] | None = None, save_main_session: bool = True,
                     ",".join(config.metric_columns), config.paths.prefix)
         with ProgressReporter(describe_progress, interval, logger) as reporter:
             with pipeline as p:
-                _ = p | "ScorePredictions" >> ScorePredictions(
-                    config, handler_factory, owned=True)
+                scoring = ScorePredictions(config, handler_factory, owned=True)
+                _ = p | "ScorePredictions" >> scoring
+                if tune_local and starts_worker_processes(options):
+                    # shared copies start loading now, while the runner starts the workers
+                    for handler in scoring.model_handlers():
+                        handler.start_serving()
         log_final_summary(config, reporter.elapsed())
         if config.max_dead_letter_fraction is not None:
             with FileSystems.open(config.paths.summary) as f:

@@ -146,13 +146,14 @@ def zero_cost_subprocesses() -> Iterator[None]:
 def main(argv: list[str] | None = None) -> int:
     """`python -m tests.bench.zero_model QA-SCORE-FLAGS`: `qa-score` with zero-cost
     models, in this process and any worker processes it starts, for memory and
-    host-speed runs."""
-    import sys
-
+    host-speed runs. From the command line (no `argv`) the process is the run's own, as
+    `qa-score`'s is, and the run tunes it the same way (`run(tune_local=True)`: since
+    stop 40; before, a multi-process run here kept each worker's tokenizer threads at
+    one per core and started its shared copies from a worker)."""
     from pipelines import score_predictions
 
     with zero_cost_models(), zero_cost_subprocesses():
-        return score_predictions.main(sys.argv[1:] if argv is None else argv)
+        return score_predictions.main(argv)
 
 
 if __name__ == "__main__":

@@ -187,6 +187,30 @@ def test_the_model_lives_in_a_process_of_its_own(served):
 
 
 @pytest.mark.slow
+def test_the_launcher_starts_a_copy_that_the_workers_join(caplog):
+    """`start_serving` (the launcher of a local multi-process run) starts the copy in a
+    thread; a worker's `serve` with the same tag reaches that copy, not one of its own.
+    A copy that cannot start is logged there, not raised: the workers try again."""
+    tag = model_server.new_tag("test")
+    model_server.start_serving(Echo, tag).join(timeout=120)
+    started = model_server._STARTED_HERE[-1]
+    try:
+        ctx = multiprocessing.get_context("spawn")
+        queue = ctx.Queue()
+        worker = ctx.Process(target=_pid_from_another_process, args=(tag, queue))
+        worker.start()
+        assert queue.get(timeout=120) == started.pid() != os.getpid()
+        worker.join()
+    finally:
+        with contextlib.suppress(EOFError, ConnectionError):
+            started._handles[0].unsafe_hard_delete()
+    model_server.start_serving(functools.partial(Echo, "no such checkpoint: /m"),
+                               model_server.new_tag("test")).join(timeout=120)
+    assert "could not start the shared model" in caplog.text
+    assert "no such checkpoint: /m" in caplog.text
+
+
+@pytest.mark.slow
 def test_a_killed_copy_is_started_again(served):
     model = served(Echo, model_server.new_tag("test"), copies=2)
     first = [model.pid(), model.pid()]

@@ -3,8 +3,10 @@ and the build-time errors."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import os
 
 import pandas as pd
 import pyarrow.parquet as pq
@@ -130,14 +132,16 @@ def test_model_metrics_alone(tmp_path, cross_encoder_path):
     # one copy of each model, in a process of its own (model_server.py), fed by both
     # workers; a CSV is one split, so the batches are reshuffled over the workers
     ("direct_multi_processing", ["--share_model_across_processes"], "csv"),
-    # JSONL in ranges of a few rows: each worker scores the splits it reads
+    # JSONL in ranges of a few rows: each worker scores the splits it reads; run as the
+    # command line runs it (`tune_local`): the launcher starts the copy while the workers
+    # start, and each worker's tokenizer gets its share of the cores
     ("direct_multi_processing", ["--share_model_across_processes"], "jsonl"),
 ])
 def test_real_minilm_end_to_end(tmp_path, cross_encoder_path, keyphrase_path, runner, extra,
                                 fmt, monkeypatch, caplog):
     """A small run with the real handlers: values equal the metrics run in plain Python,
     in process and with worker processes sharing one copy of each model."""
-    from transforms.scoring import read
+    from transforms.scoring import model_server, read
 
     frame = pd.read_csv(AVSD).head(12)
     path = tmp_path / f"avsd.{fmt}"
@@ -148,6 +152,9 @@ def test_real_minilm_end_to_end(tmp_path, cross_encoder_path, keyphrase_path, ru
         monkeypatch.setattr(read, "MIN_SPLIT_BYTES", 64)  # 12 rows: a dozen splits
     prefix = str(tmp_path / "out")
     caplog.set_level(logging.INFO, logger="transforms.scoring.score_predictions")
+    tune_local = fmt == "jsonl"
+    monkeypatch.delenv("RAYON_NUM_THREADS", raising=False)  # what the run sets goes after
+    started = len(model_server._STARTED_HERE)
     run(["--input", str(path), "--output", prefix,
          "--metrics", "bleu1,bertscore,bertscore_recall,bi_encoder,sas,kpqa_bleu1,"
                       "kpqa_rougeL,kpqa_bertscore",
@@ -155,7 +162,13 @@ def test_real_minilm_end_to_end(tmp_path, cross_encoder_path, keyphrase_path, ru
          "--max_references", "3", "--human_column", "scores",
          "--bertscore_layer", "4", "--bertscore_idf", "--sas_model", cross_encoder_path,
          "--kpqa_model", keyphrase_path, "--device", "cpu", "--model_batch_size", "5",
-         *RUNNER_ARGS[runner], *extra], save_main_session=False)
+         *RUNNER_ARGS[runner], *extra], save_main_session=False, tune_local=tune_local)
+    launched = model_server._STARTED_HERE[started:]
+    for model in launched:  # the copy started here lives as long as this process: ended
+        with contextlib.suppress(EOFError, ConnectionError):
+            model._handles[0].unsafe_hard_delete()
+    assert len(launched) == (1 if tune_local else 0)  # one copy for all the run's models
+    assert ("RAYON_NUM_THREADS" in os.environ) == tune_local
     scores = pq.read_table(prefix + ".scores.parquet").to_pandas().sort_values("row")
     assert len(scores) == 12
     if runner != "direct_in_process":

@@ -280,6 +280,17 @@ def _mallopt(parameter: int, value: int) -> bool:
         return False
 
 
+def starts_worker_processes(options) -> bool:
+    """Whether this process will start the run's worker processes on this machine: a
+    direct runner (the FnApiRunner) with `--direct_running_mode=multi_processing`. Not
+    the BundleBasedDirectRunner (one process), nor any other runner, whose workers this
+    process does not start."""
+    from apache_beam.options.pipeline_options import DirectOptions
+
+    return ((_runner_name(options) or "DirectRunner") in _DIRECT_RUNNERS
+            and options.view_as(DirectOptions).direct_running_mode == "multi_processing")
+
+
 def divide_local_cores(options, *, runs_models: bool, cpus: int | None = None) -> dict[str, str]:
     """For the worker processes of a direct runner's `--direct_running_mode=
     multi_processing` run with model metrics: each worker's tokenizer gets the machine's
@@ -291,10 +302,9 @@ def divide_local_cores(options, *, runs_models: bool, cpus: int | None = None) -
     from apache_beam.options.pipeline_options import DirectOptions
 
     direct = options.view_as(DirectOptions)
-    if (not runs_models or (_runner_name(options) or "DirectRunner") not in _DIRECT_RUNNERS
-            or "RAYON_NUM_THREADS" in os.environ
-            or direct.direct_running_mode != "multi_processing"):
-        return {}  # (the BundleBasedDirectRunner tokenizes in one process: left alone)
+    if (not runs_models or not starts_worker_processes(options)
+            or "RAYON_NUM_THREADS" in os.environ):
+        return {}
     cpus = cpus or _usable_cpus()
     workers = cpus if direct.direct_num_workers == 0 else (direct.direct_num_workers or 1)
     os.environ["RAYON_NUM_THREADS"] = str(max(1, cpus // workers))

@@ -190,6 +190,31 @@ def serve(load: Callable[[], Any], tag: str, copies: int = 1,
     return model
 
 
+# Copies this process started with `start_serving`: kept for its life (each copy ends
+# with the process that started it).
+_STARTED_HERE: list[ServedModel] = []
+
+
+def start_serving(load: Callable[[], Any], tag: str, copies: int = 1) -> threading.Thread:
+    """Starts the copies of `load()`'s model from this process now, in a thread, and
+    returns the thread. For the launcher of a local multi-process run: the copies' fresh
+    interpreters import torch and transformers and load the model while the runner
+    starts its worker processes (seconds each), and the workers' `serve` finds their
+    addresses and connects. The copies live as long as this process. A copy that fails
+    to start is logged here; each worker then tries to start it itself and fails the run
+    with the server's traceback, as it would have without this."""
+    def start() -> None:
+        try:
+            _STARTED_HERE.append(serve(load, tag, copies))
+        except Exception as e:  # noqa: BLE001 - the workers' own attempt reports it
+            logger.warning("could not start the shared model %s from the launcher (%s: %s); "
+                           "the workers will try", tag, type(e).__name__, e)
+
+    thread = threading.Thread(target=start, name=f"start {tag}", daemon=True)
+    thread.start()
+    return thread
+
+
 def folder() -> str:
     """Where the copies' lock and address files go (one folder of the machine's temporary
     directory; every worker of the machine finds a copy's address there by its tag)."""

@@ -11,6 +11,7 @@ them through a proxy (`ModelView`).
 
 import functools
 import logging
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -116,6 +117,15 @@ class MultiUseModelHandler(ModelHandler):
         """The `Models`: here, or with sharing a `model_server.ServedModel` of them."""
         return load_or_serve(functools.partial(load_models, self._handlers), self._served_as,
                              self._copies)
+
+    def start_serving(self) -> threading.Thread | None:
+        """With sharing, starts the shared copies from this process now, in a thread (the
+        launcher of a local multi-process run: `model_server.start_serving`), with the
+        same load the workers' `load_model` would use; None without sharing."""
+        if self._served_as is None:
+            return None
+        return model_server.start_serving(functools.partial(load_models, self._handlers),
+                                          self._served_as, self._copies)
 
     def run_inference(self, batch: Sequence[tuple[str, Any]], model: Mapping[str, Any],
                       inference_args: dict[str, Any] | None = None) -> list[PredictionResult]:

@@ -348,6 +348,7 @@ class ModelMetricsOnBatches(beam.PTransform):
         self._factory = handler_factory or build_handler
         self._handler_kwargs = dict(handler_kwargs or {})
         self._uses, self._roles = plan_uses(self._metrics)
+        self.models: MultiUseModelHandler | None = None  # the graph's handler, once expanded
 
     def expand(self, batches: beam.PCollection) -> beam.PCollection:
         # The edges typed with the batch classes: a runner sizes their elements without
@@ -355,8 +356,9 @@ class ModelMetricsOnBatches(beam.PTransform):
         requests = typed_as((batches | "ExpandModelRequests" >> beam.ParDo(
             ExpandModelRequestsFn(self._metrics, self._roles)).with_outputs(
                 STATS_TAG, main="requests")).requests, BatchRequests)
-        handler = BatchModelHandler(MultiUseModelHandler(
-            {tag: self._factory(use, **self._handler_kwargs) for tag, use in self._uses.items()}))
+        self.models = MultiUseModelHandler(
+            {tag: self._factory(use, **self._handler_kwargs) for tag, use in self._uses.items()})
+        handler = BatchModelHandler(self.models)
         # No `with_exception_handling` and its Flatten of good and failed batches: the
         # FnApiRunner materialises such a Flatten, which pickled every window's inputs and
         # cut the stage in two; a window that fails as a whole is caught by the handler.
@@ -400,10 +402,10 @@ class RunModelMetrics(beam.PTransform):
         if rows_per_batch < 1:
             raise ValueError(f"rows_per_batch must be >= 1, got {rows_per_batch}")
         self._rows_per_batch = rows_per_batch
-        self._inner = ModelMetricsOnBatches(metrics, **kwargs)
+        self.batches = ModelMetricsOnBatches(metrics, **kwargs)
 
     def expand(self, rows: beam.PCollection) -> beam.PCollection:
         return (rows
                 | "GatherRows" >> beam.BatchElements(min_batch_size=1,
                                                      max_batch_size=self._rows_per_batch)
-                | "ModelMetrics" >> self._inner)
+                | "ModelMetrics" >> self.batches)

@@ -98,6 +98,13 @@ class ScorePredictions(beam.PTransform):
         self._owned = owned  # the run owns its outputs: checked before publishing
         self._config = config
         self._handler_factory = handler_factory
+        self._model_branches: list[Any] = []  # ModelMetricsOnBatches, once expanded
+
+    def model_handlers(self) -> list["ModelHandler"]:
+        """The model handlers of the graph this transform built (after it is applied):
+        one multi-use handler per model branch (the launcher may start their shared
+        copies early: `MultiUseModelHandler.start_serving`)."""
+        return [branch.models for branch in self._model_branches]
 
     def expand(self, p):
         config, paths = self._config, self._config.paths
@@ -228,11 +235,11 @@ class ScorePredictions(beam.PTransform):
 
             if spread:
                 batches = batches | "SpreadBatchesOverWorkers" >> beam.Reshuffle()
-            batches = (batches
-                       | "ScoreModelMetrics" >> ScoreModelBatches(
-                           models, corpus_stats=corpus_stats,
-                           handler_factory=self._handler_factory,
-                           handler_kwargs=config.handler_kwargs))
+            branch = ScoreModelBatches(models, corpus_stats=corpus_stats,
+                                       handler_factory=self._handler_factory,
+                                       handler_kwargs=config.handler_kwargs)
+            self._model_branches.append(branch)
+            batches = batches | "ScoreModelMetrics" >> branch
         return batches | "ScoreInProcessMetrics" >> ScoreBatches(
             in_process, corpus_stats, config.df_shards, self._frozen,
             self._statistics_sink(in_process), emit=RECORDS, spread=spread and not models)
@@ -256,9 +263,11 @@ class ScorePredictions(beam.PTransform):
             # a run of text metrics alone never needs
             from transforms.scoring.run_model_metrics import RunModelMetrics
 
-            branches[f"models{label}"] = rows | f"ScoreModelMetrics{label}" >> RunModelMetrics(
+            branch = RunModelMetrics(
                 models, rows_per_batch=config.max_batch_size, corpus_stats=corpus_stats,
                 handler_factory=self._handler_factory, handler_kwargs=config.handler_kwargs)
+            self._model_branches.append(branch.batches)
+            branches[f"models{label}"] = rows | f"ScoreModelMetrics{label}" >> branch
         return branches
 
     def _incremental(self, p, rows: beam.PCollection, corpus_stats: Any) -> dict:
