@@ -401,14 +401,20 @@ def run(argv: list[str] | None = None, save_main_session: bool = True,
         interval = args.progress_interval if local else 0
         logger.info("scoring %d input file(s) with %s -> %s.*", len(config.files),
                     ",".join(config.metric_columns), config.paths.prefix)
+        starting = []
         with ProgressReporter(describe_progress, interval, logger) as reporter:
-            with pipeline as p:
-                scoring = ScorePredictions(config, handler_factory, owned=True)
-                _ = p | "ScorePredictions" >> scoring
-                if tune_local and starts_worker_processes(options):
-                    # shared copies start loading now, while the runner starts the workers
-                    for handler in scoring.model_handlers():
-                        handler.start_serving()
+            try:
+                with pipeline as p:
+                    scoring = ScorePredictions(config, handler_factory, owned=True)
+                    _ = p | "ScorePredictions" >> scoring
+                    if tune_local and starts_worker_processes(
+                            pipeline.options if test_pipeline else options):
+                        # shared copies start loading now, while the runner starts workers
+                        starting = [thread for handler in scoring.model_handlers()
+                                    if (thread := handler.start_serving()) is not None]
+            finally:  # a copy still starting when the run fails ends with this process
+                for thread in starting:
+                    thread.join(timeout=_COPY_START_S)
         log_final_summary(config, reporter.elapsed())
         if config.max_dead_letter_fraction is not None:
             with FileSystems.open(config.paths.summary) as f:
@@ -418,6 +424,12 @@ def run(argv: list[str] | None = None, save_main_session: bool = True,
             if alert:
                 raise DeadLetterAlert(alert)
     return p.result
+
+
+# How long a failed run waits for a shared copy that the launcher is still starting:
+# started, it is stopped with this process; still starting at exit, it would keep the
+# process waiting for it.
+_COPY_START_S = 300
 
 
 def main(argv: list[str] | None = None) -> int:

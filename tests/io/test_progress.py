@@ -85,7 +85,8 @@ def test_local_worker_processes_share_the_cores_among_their_tokenizers(monkeypat
                                            runs_models=runs_models, cpus=cpus)
 
     multi = ("--runner=FnApiRunner", "--direct_running_mode=multi_processing")
-    monkeypatch.delenv("RAYON_NUM_THREADS", raising=False)
+    monkeypatch.setenv("RAYON_NUM_THREADS", "-")  # recorded: what the calls set goes after
+    monkeypatch.delenv("RAYON_NUM_THREADS")
     assert divide(*multi, "--direct_num_workers=8", runs_models=False) == {}
     assert divide("--runner=FnApiRunner", "--direct_num_workers=8") == {}  # threads
     for runner in ("DataflowRunner", "BundleBasedDirectRunner", "PrismRunner"):

@@ -10,6 +10,7 @@ import functools
 import multiprocessing
 import os
 import threading
+import time
 
 import pytest
 
@@ -19,9 +20,10 @@ from transforms.scoring import model_server
 class Echo:
     """A stand-in model: says which process it lives in."""
 
-    def __init__(self, fail: str | None = None) -> None:
+    def __init__(self, fail: str | None = None, load_s: float = 0.0) -> None:
         if fail:
             raise ValueError(fail)
+        time.sleep(load_s)  # a model that takes a while to load
 
     def pid(self) -> int:
         return os.getpid()
@@ -189,23 +191,31 @@ def test_the_model_lives_in_a_process_of_its_own(served):
 @pytest.mark.slow
 def test_the_launcher_starts_a_copy_that_the_workers_join(caplog):
     """`start_serving` (the launcher of a local multi-process run) starts the copy in a
-    thread; a worker's `serve` with the same tag reaches that copy, not one of its own.
-    A copy that cannot start is logged there, not raised: the workers try again."""
+    thread; a worker that asks while it is still loading waits for it and reaches that
+    copy, not one of its own. A copy that cannot start is logged there, not raised: the
+    workers try again."""
     tag = model_server.new_tag("test")
-    model_server.start_serving(Echo, tag).join(timeout=120)
-    started = model_server._STARTED_HERE[-1]
+    before = len(model_server._STARTED_HERE)
+    starting = model_server.start_serving(functools.partial(Echo, load_s=3.0), tag)
+    ctx = multiprocessing.get_context("spawn")
+    queue = ctx.Queue()
+    worker = ctx.Process(target=_pid_from_another_process, args=(tag, queue))
+    worker.start()  # while the launcher's copy loads
     try:
-        ctx = multiprocessing.get_context("spawn")
-        queue = ctx.Queue()
-        worker = ctx.Process(target=_pid_from_another_process, args=(tag, queue))
-        worker.start()
-        assert queue.get(timeout=120) == started.pid() != os.getpid()
-        worker.join()
+        worker_saw = queue.get(timeout=120)
+        starting.join(timeout=120)
+        (started,) = model_server._STARTED_HERE[before:]
+        assert worker_saw == started.pid() != os.getpid()
     finally:
-        with contextlib.suppress(EOFError, ConnectionError):
-            started._handles[0].unsafe_hard_delete()
+        worker.join(timeout=30)
+        if worker.is_alive():  # it started a copy of its own, which it waits on at exit
+            worker.kill()
+        for model in model_server._STARTED_HERE[before:]:
+            with contextlib.suppress(EOFError, ConnectionError):
+                model._handles[0].unsafe_hard_delete()
     model_server.start_serving(functools.partial(Echo, "no such checkpoint: /m"),
                                model_server.new_tag("test")).join(timeout=120)
+    assert len(model_server._STARTED_HERE) == before + 1
     assert "could not start the shared model" in caplog.text
     assert "no such checkpoint: /m" in caplog.text
 

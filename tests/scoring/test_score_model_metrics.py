@@ -7,6 +7,7 @@ import contextlib
 import json
 import logging
 import os
+from unittest import mock
 
 import pandas as pd
 import pyarrow.parquet as pq
@@ -153,21 +154,32 @@ def test_real_minilm_end_to_end(tmp_path, cross_encoder_path, keyphrase_path, ru
     prefix = str(tmp_path / "out")
     caplog.set_level(logging.INFO, logger="transforms.scoring.score_predictions")
     tune_local = fmt == "jsonl"
-    monkeypatch.delenv("RAYON_NUM_THREADS", raising=False)  # what the run sets goes after
+    monkeypatch.setenv("RAYON_NUM_THREADS", "-")  # recorded, so what the run sets goes after
+    monkeypatch.delenv("RAYON_NUM_THREADS")
     started = len(model_server._STARTED_HERE)
-    run(["--input", str(path), "--output", prefix,
+    locks = set(os.listdir(model_server.folder()))
+    argv = ["--input", str(path), "--output", prefix,
          "--metrics", "bleu1,bertscore,bertscore_recall,bi_encoder,sas,kpqa_bleu1,"
                       "kpqa_rougeL,kpqa_bertscore",
          "--prediction_column", "answer", "--reference_prefix", "reference",
          "--max_references", "3", "--human_column", "scores",
          "--bertscore_layer", "4", "--bertscore_idf", "--sas_model", cross_encoder_path,
          "--kpqa_model", keyphrase_path, "--device", "cpu", "--model_batch_size", "5",
-         *RUNNER_ARGS[runner], *extra], save_main_session=False, tune_local=tune_local)
-    launched = model_server._STARTED_HERE[started:]
-    for model in launched:  # the copy started here lives as long as this process: ended
-        with contextlib.suppress(EOFError, ConnectionError):
-            model._handles[0].unsafe_hard_delete()
-    assert len(launched) == (1 if tune_local else 0)  # one copy for all the run's models
+         *RUNNER_ARGS[runner], *extra]
+    try:
+        run(argv, save_main_session=False, tune_local=tune_local)
+    finally:
+        launched = model_server._STARTED_HERE[started:]
+        for model in launched:  # a copy started here lives as long as this process: ended
+            with contextlib.suppress(EOFError, ConnectionError):
+                model._handles[0].unsafe_hard_delete()
+    if extra:  # one copy for all the run's models, started here when the run is tuned
+        assert len(launched) == (1 if tune_local else 0)
+        # a lock file for every copy that was ever started (Beam never removes them):
+        # the workers joined the launcher's copy, they did not start one of their own
+        made = [name for name in set(os.listdir(model_server.folder())) - locks
+                if name.startswith("qa_eval_models_") and name.endswith(".lock")]
+        assert made == ([f"{launched[0]._tags[0]}.lock"] if tune_local else [mock.ANY])
     assert ("RAYON_NUM_THREADS" in os.environ) == tune_local
     scores = pq.read_table(prefix + ".scores.parquet").to_pandas().sort_values("row")
     assert len(scores) == 12

@@ -284,7 +284,10 @@ def starts_worker_processes(options) -> bool:
     """Whether this process will start the run's worker processes on this machine: a
     direct runner (the FnApiRunner) with `--direct_running_mode=multi_processing`. Not
     the BundleBasedDirectRunner (one process), nor any other runner, whose workers this
-    process does not start."""
+    process does not start. The DirectRunner may hand a pipeline to Prism where Prism can
+    be fetched (not here): its workers then run elsewhere, and what this enables (a
+    tokenizer's share of the cores, the shared copies started here) stays correct, only
+    less useful; `--runner=FnApiRunner` names the runner these were measured on."""
     from apache_beam.options.pipeline_options import DirectOptions
 
     return ((_runner_name(options) or "DirectRunner") in _DIRECT_RUNNERS

@@ -16,10 +16,11 @@ Here each copy lives in a process that does nothing else: Beam's
 `MultiProcessShared(spawn_process=True)` starts it from the first worker that asks (under
 a lock between processes; the others wait for its address), and it ends with that worker
 (it watches a pipe from it). The launcher of a local multi-process run starts the copies
-itself while the runner starts the workers (`start_serving`); then they end with it. Every worker process, the first included, reaches it through
-a proxy (public method calls only, arguments and results pickled); its threads serve one
-connection each, and nothing else runs Python there. A copy that goes away is started
-again once by the call that finds it gone; a second loss fails the bundle (`ServerGone`).
+itself while the runner starts the workers (`start_serving`); then they end with it.
+Every worker process, the first included, reaches it through a proxy (public method calls
+only, arguments and results pickled); its threads serve one connection each, and nothing
+else runs Python there. A copy that goes away is started again once by the call that
+finds it gone; a second loss fails the bundle (`ServerGone`).
 
 A daemonic process cannot start processes (a Dask worker under its nanny is one): there
 the copy is served the way Beam does it, by threads of the first worker that asks, with a
