@@ -395,7 +395,8 @@ def run(argv: list[str] | None = None, save_main_session: bool = True,
             tune_local_malloc(options, runs_models=bool(config.model_metrics))
             divide_local_cores(options, runs_models=bool(config.model_metrics))
         pipeline = test_pipeline or beam.Pipeline(options=options)
-        local = is_local_runner(pipeline.options if test_pipeline else options)
+        run_options = pipeline.options if test_pipeline else options
+        local = is_local_runner(run_options)
         if local:  # worker processes, where there are some, stop together at the end
             stop_workers_together()
         interval = args.progress_interval if local else 0
@@ -407,8 +408,7 @@ def run(argv: list[str] | None = None, save_main_session: bool = True,
                 with pipeline as p:
                     scoring = ScorePredictions(config, handler_factory, owned=True)
                     _ = p | "ScorePredictions" >> scoring
-                    if tune_local and starts_worker_processes(
-                            pipeline.options if test_pipeline else options):
+                    if tune_local and starts_worker_processes(run_options):
                         # shared copies start loading now, while the runner starts workers
                         starting = [thread for handler in scoring.model_handlers()
                                     if (thread := handler.start_serving()) is not None]

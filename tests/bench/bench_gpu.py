@@ -129,7 +129,7 @@ def steady_span(lines: list[str]) -> tuple[float, float, float] | None:
     timestamps (milliseconds; their whole-second "progress N s" where a line has none).
     Before stop 40 it was measured from the first line that saw rows done, which leaves
     out the first window's time: with windows of thousands of rows a worker and several
-    workers, it overstated the rate (80,245 rows/s against 40,000 from the first row read,
+    workers, it overstated the rate (80,245 rows/s against 39,952 from the first row read,
     on the same H200 run)."""
     points = []
     for line in lines:
@@ -343,7 +343,6 @@ def run_all(args) -> int:
                 if not os.path.exists(path):
                     write_jsonl(rows[:n], path + ".tmp")
                     os.replace(path + ".tmp", path)
-        n_rows = args.rows
         mp = [f"--direct_num_workers={args.workers}",
               "--direct_running_mode=multi_processing", "--share_model_across_processes"]
         if args.mp_model_batch_size:  # after MODEL_FLAGS' own: the last one counts
@@ -365,11 +364,11 @@ def run_all(args) -> int:
         if want("forward"):
             forward_only(bench, models["judge"], rows[: min(args.rows, 100_000)])
         if want("judge"):
-            run("judge/qa_score", big, n_rows, "judge", MODEL_FLAGS)
+            run("judge/qa_score", big, args.rows, "judge", MODEL_FLAGS)
         if want("mixed"):
             run(f"{three}/qa_score", mixed, args.mixed_rows, three, MODEL_FLAGS)
         if (want("judge") and want("mp")) or (only and "judge_mp" in only and want("judge_mp")):
-            run("judge/qa_score_mp", big, n_rows, "judge", MODEL_FLAGS + mp)
+            run("judge/qa_score_mp", big, args.rows, "judge", MODEL_FLAGS + mp)
         if (want("mixed") and want("mp")) or (only and "mixed_mp" in only and want("mixed_mp")):
             run(f"{three}/qa_score_mp", mixed, args.mixed_rows, three, MODEL_FLAGS + mp)
         if want("corpus"):

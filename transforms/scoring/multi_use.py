@@ -115,8 +115,7 @@ class MultiUseModelHandler(ModelHandler):
 
     def load_model(self) -> Any:
         """The `Models`: here, or with sharing a `model_server.ServedModel` of them."""
-        return load_or_serve(functools.partial(load_models, self._handlers), self._served_as,
-                             self._copies)
+        return load_or_serve(self._load(), self._served_as, self._copies)
 
     def start_serving(self) -> threading.Thread | None:
         """With sharing, starts the shared copies from this process now, in a thread (the
@@ -124,8 +123,11 @@ class MultiUseModelHandler(ModelHandler):
         same load the workers' `load_model` would use; None without sharing."""
         if self._served_as is None:
             return None
-        return model_server.start_serving(functools.partial(load_models, self._handlers),
-                                          self._served_as, self._copies)
+        return model_server.start_serving(self._load(), self._served_as, self._copies)
+
+    def _load(self) -> Callable[[], "Models"]:
+        """Every model of this handler, loaded where it is called (here, or in a copy)."""
+        return functools.partial(load_models, self._handlers)
 
     def run_inference(self, batch: Sequence[tuple[str, Any]], model: Mapping[str, Any],
                       inference_args: dict[str, Any] | None = None) -> list[PredictionResult]:
