@@ -4,7 +4,7 @@ the tokenizer alone, for judge, sas, bertscore and the three together.
     python -m tests.bench.bench_gpu [--rows 200000] [--mixed_rows 50000]
         [--base_model DIR] [--evouna TQ.json] [--workers 8] [--out bench_out]
         [--baseline_checkout DIR] [--baseline_rows 10000] [--only judge,sas,...] [--repeated]
-        [--mp_model_batch_size N] [--mp_copies N] [--rows_dir DIR]
+        [--mp_model_batch_size N] [--mp_copies N] [--mp_first_batch_size N] [--rows_dir DIR]
     python -m tests.bench.bench_gpu decisions --judge DIR --cpu_scores FILE [--evouna ...]
     python -m tests.bench.bench_gpu cpu_scores --judge DIR --out FILE [--evouna ...]
 
@@ -204,7 +204,8 @@ def qa_score(bench: Bench, name: str, rows_path: str, n: int, metrics: str,
     if span and bench.sampler is not None:  # the GPU's busy share while rows flowed
         steady["steady_gpu_busy"] = bench.sampler.busy_between(span[1], span[2])
     return bench.record(name, n, start, end, **steady,
-                        last_lines=[x for x in lines if "done in" in x][-1:], plan=plan)
+                        last_lines=[x for x in lines if "done in" in x][-1:], plan=plan,
+                        flags=list(extra))
 
 
 def forward_only(bench: Bench, judge: str, rows: list[dict]) -> None:
@@ -349,6 +350,8 @@ def run_all(args) -> int:
             mp.append(f"--model_batch_size={args.mp_model_batch_size}")
         if args.mp_copies:
             mp.append(f"--model_copies={args.mp_copies}")
+        if args.mp_first_batch_size:
+            mp.append(f"--model_first_batch_size={args.mp_first_batch_size}")
         run = lambda name, path, n, metrics, extra=(), **kw: qa_score(  # noqa: E731
             bench, name, path, n, metrics, models, tmp, extra, args.step_timeout, **kw)
         baseline = Path(args.baseline_checkout).resolve() if args.baseline_checkout else None
@@ -481,6 +484,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.add_argument("--mp_copies", type=int, default=None,
                             help="--model_copies of the multi-process runs (copies of each "
                                  "model on the one GPU, each in a process of its own)")
+        parser.add_argument("--mp_first_batch_size", type=int, default=None,
+                            help="--model_first_batch_size of the multi-process runs "
+                                 "(default: qa-score's, 1/16 of the window; the window's "
+                                 "size: fixed windows, as before stop 41)")
         parser.add_argument("--rows_dir", default=None,
                             help="keep the rows' JSONL files here and reuse them in the next "
                                  "invocation (default: a temporary folder)")

@@ -18,10 +18,13 @@
 # judge across WORKERS processes; "judge,mp": in process too), MIXED_STEPS ("mixed_mp":
 # the three metrics across processes; "mixed,mp": in process too; "mixed,corpus": in
 # process and score_corpus), MIXED=0 (no step with the three metrics), MP_RUNS
-# ("16384:16:-:2 4096:16:-:1 16384:8:-:2": the multi-process judge again, as
-# WINDOW:WORKERS:RAYON_NUM_THREADS[:COPIES], while time is left; "-" for qa-score's own
-# share of the cores; "": none), SERVER=0 (no step 2b, which runs after 2c). The rows'
-# files are made once, in /tmp/bench_rows.
+# ("16384:16:-:1:16384 16384:16:-:2 4096:16:-:1 16384:8:-:2": the multi-process judge
+# again, as WINDOW:WORKERS:RAYON_NUM_THREADS[:COPIES[:FIRST]], while time is left; "-" for
+# qa-score's own share of the cores; FIRST the first window, default qa-score's 1/16 of
+# WINDOW, equal to WINDOW: fixed windows as before stop 41; "": none), SERVER=0 (no step
+# 2b, which runs after 2c). The rows' files are made once, in /tmp/bench_rows.
+# Stop 41 (no GPU lent): windows that double from 1/16 of --model_batch_size; the first
+# MP_RUNS entry is step 2 with the fixed windows of stop 40, the A/B of that change.
 # Stop 38 ran this in two calls (docs/benchmarks.md, "On an H200"); stop 39 added step 2b
 # (the shared model in its own process, model_server.py) and the windows of step 2c; stop
 # 40 ran it with CUDNN_RUNS=0 ROWS=1000000 JUDGE_STEPS=judge_mp WORKERS=8 MIXED=60000
@@ -39,6 +42,7 @@ pack() { tar czf "$OUT/.res.tgz" -C "$RES" . 2>/dev/null && mv "$OUT/.res.tgz" "
 ( while sleep 15; do pack; done ) & packer=$!
 trap 'kill $packer 2>/dev/null; pack' EXIT
 nvidia-smi > "$RES/nvidia-smi.txt" 2>&1
+lscpu > "$RES/lscpu.txt" 2>&1  # the host's cores: physical, or hyperthreads
 if [ -n "${DRY:-}" ]; then  # DRY=1 PY=.venv/bin/python ROWS=300 ...: the mechanics, on a CPU
   export PYTHONPATH=$PWD HF_HUB_OFFLINE=1; dry=--allow_cpu
   [ -e /tmp/minilm ] || ln -s "$($PY -c 'from transforms.models import loading; print(loading.packaged_model_path())' 2>/dev/null)" /tmp/minilm
@@ -62,14 +66,15 @@ timeout $(( $(left) - 60 )) $PY -m tests.bench.bench_gpu $common --rows ${ROWS:-
 # 2c. the multi-process judge again, as WINDOW:WORKERS:RAYON[:COPIES] (model inputs a window,
 # worker processes, tokenizer threads a worker: "-" for qa-score's own, the cores divided by
 # the workers; copies of the model, each in a process of its own)
-for config in ${MP_RUNS-16384:16:-:2 4096:16:-:1 16384:8:-:2}; do
-  IFS=: read -r window workers rayon copies <<< "$config"
+for config in ${MP_RUNS-16384:16:-:1:16384 16384:16:-:2 4096:16:-:1 16384:8:-:2}; do
+  IFS=: read -r window workers rayon copies first <<< "$config"
   [ $(left) -gt 150 ] || break
   ( [ "$rayon" = "-" ] || export RAYON_NUM_THREADS=$rayon
     timeout $(( $(left) - 30 )) $PY -m tests.bench.bench_gpu $common --rows ${ROWS:-1000000} \
         --only judge_mp --workers $workers --mp_model_batch_size $window \
-        ${copies:+--mp_copies $copies} --deadline_s $(( $(left) - 120 )) \
-        --out "$RES/judge_mp_w${window}_p${workers}_r${rayon}_c${copies:-1}" \
+        ${copies:+--mp_copies $copies} ${first:+--mp_first_batch_size $first} \
+        --deadline_s $(( $(left) - 120 )) \
+        --out "$RES/judge_mp_w${window}_p${workers}_r${rayon}_c${copies:-1}_f${first:-auto}" \
         2>&1 | grep "qa_score_mp\|after start" | sed "s/^/[$config] /" )
 done
 # 2b. where a shared model lives: inside a busy worker (Beam's way) or in its own process

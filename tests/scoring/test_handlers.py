@@ -3,12 +3,19 @@ packaged MiniLM (keyed and unkeyed, shared across processes)."""
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 import torch
 from apache_beam import Create, Map
 from apache_beam.metrics.metric import MetricsFilter
-from apache_beam.ml.inference.base import KeyedModelHandler, PredictionResult, RunInference
+from apache_beam.ml.inference.base import (
+    KeyedModelHandler,
+    ModelHandler,
+    PredictionResult,
+    RunInference,
+)
 from apache_beam.testing import test_pipeline
 from apache_beam.testing.util import assert_that, equal_to
 
@@ -70,13 +77,57 @@ def test_keyphrase_handler_needs_a_token_classifier(cross_encoder_path, keyphras
 def test_batching_and_sharing_options():
     handler = handlers.EncoderModelHandler(min_batch_size=4, max_batch_size=64,
                                            share_model_across_processes=True, model_copies=2)
-    assert handler.batch_elements_kwargs() == {"min_batch_size": 4, "max_batch_size": 64}
+    # windows that double: Beam's estimator without its timing targets or random spread
+    assert handler.batch_elements_kwargs() == {
+        "min_batch_size": 4, "max_batch_size": 64, "target_batch_overhead": None,
+        "target_batch_duration_secs": 1e9, "variance": 0.0}
     # served by processes of its own (model_server.py), not by Beam's large_model
     assert handler.shares_model and handler.copies == 2
     assert not handler.share_model_across_processes()
     default = handlers.EncoderModelHandler()
     assert not default.shares_model and default.copies == 1
-    assert default.batch_elements_kwargs() == {"min_batch_size": 2048, "max_batch_size": 2048}
+    assert default.batch_elements_kwargs() == {
+        "min_batch_size": 128, "max_batch_size": 2048, "target_batch_overhead": None,
+        "target_batch_duration_secs": 1e9, "variance": 0.0}
+    fixed = handlers.EncoderModelHandler(min_batch_size=64, max_batch_size=64)
+    assert fixed.batch_elements_kwargs() == {"min_batch_size": 64, "max_batch_size": 64}
+
+
+class _WindowSizes(handlers.DoublingWindows, ModelHandler):
+    """Records the size of each window `RunInference` hands it (in-process runner)."""
+
+    sizes: list[int] = []
+
+    def __init__(self, first: int, largest: int) -> None:
+        super().__init__(min_batch_size=first, max_batch_size=largest)
+
+    def load_model(self):
+        return None
+
+    def run_inference(self, batch, model, inference_args=None):
+        _WindowSizes.sizes.append(len(batch))
+        # a cost per input and none per window: Beam's own targets would keep every
+        # window at the first size (a fixed cost of 5% of a window's), and spread them
+        time.sleep(0.0005 * len(batch))
+        return [PredictionResult(x, x) for x in batch]
+
+
+def _window_sizes(first: int, largest: int, n: int) -> list[int]:
+    _WindowSizes.sizes = []
+    with test_pipeline.TestPipeline(argv=["--runner=FnApiRunner"]) as pipeline:
+        out = pipeline | Create(range(n), reshuffle=False) | RunInference(
+            _WindowSizes(first, largest))
+        assert_that(out | Map(lambda r: r.inference), equal_to(list(range(n))))
+    return _WindowSizes.sizes
+
+
+def test_windows_double_from_the_first_to_the_largest():
+    # one bundle: the first window twice (Beam times the second, not the first), then
+    # each twice the last up to the largest, then the bundle's rest
+    doubling = [4, 4, 8, 16, *[32] * 11, 16]
+    assert _window_sizes(4, 32, 400) == doubling
+    assert _window_sizes(4, 32, 400) == doubling  # every run
+    assert _window_sizes(8, 8, 20) == [8, 8, 4]  # equal sizes: fixed windows
 
 
 def test_run_inference_computes_each_distinct_input_once(reference_vectors):

@@ -207,7 +207,8 @@ def test_multi_use_handler_routes_by_tag_and_isolates_a_failing_input():
     from transforms.scoring.multi_use import InferenceFailure, MultiUseModelHandler
 
     handler = MultiUseModelHandler({"use0": FakeHandler(PAIR_USE), "use1": FakeHandler(TEXT_USE)})
-    assert handler.batch_elements_kwargs() == {"min_batch_size": 1, "max_batch_size": 2}
+    kwargs = handler.batch_elements_kwargs()  # the smallest first window, the largest window
+    assert (kwargs["min_batch_size"], kwargs["max_batch_size"], kwargs["variance"]) == (1, 2, 0)
     models = handler.load_model()
     batch = [("use0", ("a b", "a")), ("use1", ("BOOM", "x")), ("use0", ("c", "d")),
              ("use1", ("x y", "x y"))]

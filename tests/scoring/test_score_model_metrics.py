@@ -80,12 +80,13 @@ def test_model_branch_is_joined_with_the_lexical_one(tmp_path, cross_encoder_pat
     prefix = str(tmp_path / "out")
     run(["--input", _jsonl(tmp_path, ROWS), "--output", prefix, "--metrics", "f1,sas,bem",
          "--sas_model", cross_encoder_path, "--bem_model", bem_path,
-         "--model_batch_size", "8", "--max_batch_tokens", "512", *RUNNER_ARGS[runner]],
+         "--model_batch_size", "8", "--model_first_batch_size", "2", "--max_batch_tokens", "512",
+         *RUNNER_ARGS[runner]],
         save_main_session=False, handler_factory=OverlapHandler)
     # sas and bem are two different checkpoints: two handlers inside the one
     # RunInference, both given the handler flags (built on the launcher).
     assert sorted(t for t, _ in OverlapHandler.built) == ["sequence_score"] * 2
-    assert all(kw == {"max_batch_size": 8, "max_batch_tokens": 512}
+    assert all(kw == {"max_batch_size": 8, "min_batch_size": 2, "max_batch_tokens": 512}
                for _, kw in OverlapHandler.built)
 
     scores = pq.read_table(prefix + ".scores.parquet").to_pandas().set_index("id")
@@ -218,6 +219,10 @@ def test_real_minilm_end_to_end(tmp_path, cross_encoder_path, keyphrase_path, ru
     ("bertscore", {"device": "cpu", "dtype": "bfloat16"}, "needs CUDA"),
     ("bertscore", {"model_batch_size": 0}, "--model_batch_size must be >= 1"),
     ("bertscore", {"model_copies": 2}, "--model_copies needs --share_model_across_processes"),
+    ("bertscore", {"model_first_batch_size": 4096},
+     "--model_first_batch_size 4096 is larger than --model_batch_size 2048"),
+    ("bertscore", {"model_first_batch_size": 512, "model_batch_size": 256},
+     "--model_first_batch_size 512 is larger than --model_batch_size 256"),
 ])
 def test_bad_model_configuration_fails_at_build_time(tmp_path, metrics, flags, match):
     path = _jsonl(tmp_path, ROWS)

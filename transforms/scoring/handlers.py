@@ -40,16 +40,48 @@ from transforms.models.uses import ModelUse
 from transforms.scoring import model_server
 
 DEFAULT_NAMESPACE = "qa_eval_inference"
+# The first window is this share of the largest (`first_window`).
+FIRST_WINDOW_SHARE = 16
+# `BatchElements`' batch-size targets made moot: no overhead target, a duration no window
+# reaches, no random spread; what is left of its estimator is its growth rule.
+_DOUBLING = {"target_batch_overhead": None, "target_batch_duration_secs": 1e9,
+             "variance": 0.0}
 
 
-class TransformerModelHandler(ModelHandler[Hashable, PredictionResult, Any]):
+def first_window(max_batch_size: int) -> int:
+    """The default size of a worker's first window: 1/16 of the largest (at least 1)."""
+    return max(1, max_batch_size // FIRST_WINDOW_SHARE)
+
+
+class DoublingWindows:
+    """A `ModelHandler` mix-in: the windows `RunInference` forms (`BatchElements`) start at
+    `min_batch_size` and double, window by window, up to `max_batch_size`, the same sizes
+    on every run of the same bundles (Beam's batch-size estimator with its timing targets
+    and random spread turned off: its growth rule, at most twice the last window, is what
+    is left). A bundle that ends with a partial window starts the next at twice that
+    partial. Equal sizes: fixed windows, as Beam forms them.
+
+    Why: each worker's first rows reach the model after a small window, not a whole one,
+    so the device starts at once, and several workers sharing one copy reach it one
+    after another instead of all with their first whole window at the same moment
+    (docs/decisions.md, "Windows that double")."""
+
+    def batch_elements_kwargs(self) -> Mapping[str, Any]:
+        kwargs = dict(super().batch_elements_kwargs())
+        if kwargs.get("min_batch_size", 1) != kwargs.get("max_batch_size", 1):
+            kwargs.update(_DOUBLING)
+        return kwargs
+
+
+class TransformerModelHandler(DoublingWindows, ModelHandler[Hashable, PredictionResult, Any]):
     """A `ModelHandler` for one `ModelUse` (see the module docstring).
 
     Args:
         use: the model and the output wanted from it.
-        min_batch_size: smallest batch `BatchElements` forms; None = `max_batch_size`
-            (fixed-size batches: a batch is the window sorted by length; bundles still
-            end with a partial one).
+        min_batch_size: the first batch (window) `BatchElements` forms; later ones double
+            up to `max_batch_size` (`DoublingWindows`); None = `first_window(max)`;
+            equal to `max_batch_size`: fixed-size windows (bundles still end with a
+            partial one). A window is sorted by length into forward passes.
         max_batch_size: largest batch (rows) `BatchElements` forms; also the most rows per
             forward pass.
         max_batch_tokens: most padded tokens per forward pass (None: by device, see
@@ -72,7 +104,7 @@ class TransformerModelHandler(ModelHandler[Hashable, PredictionResult, Any]):
                  share_model_across_processes: bool = False, model_copies: int | None = None,
                  metrics_namespace: str = DEFAULT_NAMESPACE) -> None:
         if min_batch_size is None:
-            min_batch_size = max_batch_size
+            min_batch_size = first_window(max_batch_size)
         tokens = 1 if max_batch_tokens is None else max_batch_tokens  # None: by device
         if min(min_batch_size, max_batch_size, tokens) < 1:
             raise ValueError(

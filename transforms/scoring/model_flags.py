@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from transforms.metrics import registry
+from transforms.models.predictors import DEFAULT_MAX_BATCH_ROWS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,6 +90,10 @@ MODEL_FLAG_TABLE: tuple[ModelFlag, ...] = (
     ModelFlag("model_batch_size", "Model inputs per RunInference batch at most (default "
               "2048; rows are batched whole, weighed by their inputs).",
               handler_key="max_batch_size", smallest=1, type=int),
+    ModelFlag("model_first_batch_size", "Model inputs of a worker's first RunInference "
+              "batch; later ones double up to --model_batch_size (default 1/16 of it; "
+              "equal to it: fixed batches).", handler_key="min_batch_size", smallest=1,
+              type=int),
     ModelFlag("max_batch_tokens", "Padded tokens per forward pass at most (default 4096 on "
               "a CPU, 65536 on a GPU).", handler_key="max_batch_tokens", smallest=1, type=int),
     ModelFlag("share_model_across_processes",
@@ -153,6 +158,10 @@ def merge_model_flags(options: Mapping[str, Any], flags: Mapping[str, Any],
             for family in registry.model_families():
                 if family in requested:
                     _set_option(merged, family, flag.option, value, f"--{flag.name}")
+    first, largest = handler.get("min_batch_size"), handler.get("max_batch_size")
+    if first is not None and first > (largest or DEFAULT_MAX_BATCH_ROWS):
+        raise ValueError(f"--model_first_batch_size {first} is larger than --model_batch_size "
+                         f"{largest or DEFAULT_MAX_BATCH_ROWS}")
     if "model_copies" in handler and not handler.get("share_model_across_processes"):
         raise ValueError("--model_copies needs --share_model_across_processes")
     return merged, handler

@@ -19,7 +19,7 @@ import apache_beam as beam
 from apache_beam.ml.inference.base import ModelHandler, PredictionResult
 
 from transforms.scoring import model_server
-from transforms.scoring.handlers import TransformerModelHandler, load_or_serve
+from transforms.scoring.handlers import DoublingWindows, TransformerModelHandler, load_or_serve
 
 logger = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ class ModelView:
         return f"ModelView({self._tag})"
 
 
-class MultiUseModelHandler(ModelHandler):
+class MultiUseModelHandler(DoublingWindows, ModelHandler):
     """One `ModelHandler` over several uses: elements are `(use tag, model input)`.
 
     Every model of a `ModelMetricsOnBatches` runs inside one `RunInference` (one batching step,

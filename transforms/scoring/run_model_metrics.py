@@ -51,7 +51,7 @@ from transforms.metrics.corpus import unique_statistics
 from transforms.metrics.model_base import ModelMetric
 from transforms.models.uses import ModelUse
 from transforms.scoring.batch_coder import typed_as
-from transforms.scoring.handlers import build_handler
+from transforms.scoring.handlers import DoublingWindows, build_handler
 from transforms.scoring.model_server import ServerGone
 from transforms.scoring.multi_use import (
     NAMESPACE,
@@ -175,7 +175,7 @@ class ExpandModelRequestsFn(CountingDoFn):
         return RowRequests(row_key, value, tuple(requests), tuple(rejected))
 
 
-class BatchModelHandler(ModelHandler):
+class BatchModelHandler(DoublingWindows, ModelHandler):
     """Runs `BatchRequests` (batches of rows with their model inputs) through a
     `MultiUseModelHandler`.
 
@@ -190,7 +190,10 @@ class BatchModelHandler(ModelHandler):
     """
 
     def __init__(self, inner: MultiUseModelHandler) -> None:
-        super().__init__(**inner.batch_elements_kwargs(), element_size_fn=request_count)
+        sizes = inner.batch_elements_kwargs()
+        super().__init__(min_batch_size=sizes.get("min_batch_size"),
+                         max_batch_size=sizes.get("max_batch_size"),
+                         element_size_fn=request_count)
         self._inner = inner
         self._failed_windows = beam.metrics.Metrics.counter(NAMESPACE, "failed_windows")
 
