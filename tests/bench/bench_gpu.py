@@ -111,7 +111,8 @@ class Bench:
         self.results[name] = entry
         print(f"{name:34} {rows:8d} rows {wall:8.1f} s {rows / wall:9.0f} rows/s  "
               + " ".join(f"{k}={v}" for k, v in extra.items()
-                         if k in ("steady_rows_per_s", "real_token_share", "steady_gpu_busy"))
+                         if k in ("steady_rows_per_s", "real_token_share", "steady_gpu_busy",
+                                  "first_done_s"))
               + (f"  busy {entry['gpu_busy']:.0%}" if entry.get("gpu_busy") is not None
                  else ""), flush=True)
         self.save()
@@ -119,6 +120,30 @@ class Bench:
 
     def save(self) -> None:
         (self.out / "gpu.json").write_text(json.dumps(self.results, indent=1))
+
+
+def _points(lines: list[str]) -> list[tuple[float, int, int, str]]:
+    """(elapsed seconds, rows read, rows through the model branch, timestamp) of each
+    progress line that saw a row read."""
+    points = []
+    for line in lines:
+        m = _READ.search(line)
+        if m:
+            done = _PROGRESS.search(line)
+            points.append((float(m.group(1)), int(m.group(2).replace(",", "")),
+                           int(done.group(2).replace(",", "")) if done else 0, line[:23]))
+    return [p for p in points if p[1] > 0]
+
+
+def _seconds(first: tuple, last: tuple) -> tuple[float, float, float]:
+    """Seconds between two `_points` by their lines' timestamps (their whole-second
+    "progress N s" where a line has none), and the two times (NaN without timestamps)."""
+    try:
+        when = [datetime.datetime.strptime(p[3], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+                for p in (first, last)]
+        return when[1] - when[0], when[0], when[1]
+    except ValueError:  # a log line without the timestamp: no span to sample
+        return last[0] - first[0], float("nan"), float("nan")
 
 
 def steady_span(lines: list[str]) -> tuple[float, float, float] | None:
@@ -131,28 +156,25 @@ def steady_span(lines: list[str]) -> tuple[float, float, float] | None:
     out the first window's time: with windows of thousands of rows a worker and several
     workers, it overstated the rate (80,245 rows/s against 39,952 from the first row read,
     on the same H200 run)."""
-    points = []
-    for line in lines:
-        m = _READ.search(line)
-        if m:
-            done = _PROGRESS.search(line)
-            points.append((float(m.group(1)), int(m.group(2).replace(",", "")),
-                           int(done.group(2).replace(",", "")) if done else 0, line[:23]))
-    points = [p for p in points if p[1] > 0]
+    points = _points(lines)
     if not points or points[-1][2] == 0:
         return None
     first = points[0]
     last = next(p for p in points if p[2] == points[-1][2])
-    try:
-        when = [datetime.datetime.strptime(p[3], "%Y-%m-%d %H:%M:%S,%f").timestamp()
-                for p in (first, last)]
-        seconds = when[1] - when[0]
-    except ValueError:  # a log line without the timestamp: no span to sample
-        when = [float("nan"), float("nan")]
-        seconds = last[0] - first[0]
+    seconds, start, end = _seconds(first, last)
     if seconds <= 0:
         return None
-    return (last[2] - first[2]) / seconds, when[0], when[1]
+    return (last[2] - first[2]) / seconds, start, end
+
+
+def first_done_s(lines: list[str]) -> float | None:
+    """Seconds from the first progress line that saw a row read to the first that saw
+    rows through the model branch: how long the model waited for its first window (the
+    ramp that windows doubling from a small first one shorten, stop 41). None when no
+    line saw rows done."""
+    points = _points(lines)
+    done = next((p for p in points if p[2] > 0), None)
+    return None if done is None else _seconds(points[0], done)[0]
 
 
 def steady_rate(lines: list[str]) -> float | None:
@@ -200,7 +222,8 @@ def qa_score(bench: Bench, name: str, rows_path: str, n: int, metrics: str,
     # the launcher's plan: whether the workers score what they read (no reshuffle)
     plan = [x.split(": ", 1)[-1] for x in lines if " splits (JSONL in ranges of " in x][-1:]
     span = steady_span(lines)
-    steady = {"steady_rows_per_s": span[0] if span else None}
+    steady = {"steady_rows_per_s": span[0] if span else None,
+              "first_done_s": first_done_s(lines)}
     if span and bench.sampler is not None:  # the GPU's busy share while rows flowed
         steady["steady_gpu_busy"] = bench.sampler.busy_between(span[1], span[2])
     return bench.record(name, n, start, end, **steady,

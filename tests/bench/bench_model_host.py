@@ -191,19 +191,21 @@ def branch_beam(metric, batches: list) -> int:
 
 def qa_score(path: str, out: str, judge: str, zero_cost: bool,
              extra: tuple[str, ...] = (), mode: str = "in_memory",
-             metrics: str = "judge") -> tuple[float, float | None]:
+             metrics: str = "judge") -> tuple[float, dict[str, float | None]]:
     """`qa-score --metrics judge` (or `metrics`, their models' flags in `extra`) in its
-    own process (with zero-cost models when asked); returns its wall time and its rate
-    through the model branch after start-up (from its progress lines,
-    `bench_gpu.steady_rate`)."""
-    from tests.bench.bench_gpu import steady_rate
+    own process (with zero-cost models when asked); returns its wall time and, from its
+    progress lines, its rate through the model branch after start-up
+    (`bench_gpu.steady_rate`) and the seconds the model waited for its first window
+    (`bench_gpu.first_done_s`)."""
+    from tests.bench.bench_gpu import first_done_s, steady_rate
 
     module = "tests.bench.zero_model" if zero_cost else "pipelines.score_predictions"
     wall, done = _timed_process("qa-score", [
         "-m", module, f"--input={path}", f"--output={out}", f"--metrics={metrics}",
         f"--judge_model={judge}", "--runner=FnApiRunner", f"--direct_running_mode={mode}",
         "--overwrite", "--progress_interval=1", *extra])
-    return wall, steady_rate(done.stderr.splitlines())
+    lines = done.stderr.splitlines()
+    return wall, {"steady_rows_per_s": steady_rate(lines), "first_done_s": first_done_s(lines)}
 
 
 def _timed_process(what: str, args: list[str]) -> tuple[float, subprocess.CompletedProcess]:
@@ -285,9 +287,11 @@ def main(argv: list[str] | None = None) -> int:
 
     def record(name: str, rows: int, wall: float, **extra) -> None:
         results[name] = {"rows": rows, "wall_s": wall, "rows_per_s": rows / wall, **extra}
-        after = extra.get("steady_rows_per_s")
+        after, first = extra.get("steady_rows_per_s"), extra.get("first_done_s")
         print(f"  {name:16} {rows:8d} rows {wall:7.1f} s {rows / wall:9.0f} rows/s "
               + (f"({after:.0f} after start-up) " if after else "")
+              + (f"(first window {first:.1f} s after the first row read) "
+                 if first is not None else "")
               + f"(load {os.getloadavg()[0]:.1f})", flush=True)
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -311,12 +315,12 @@ def main(argv: list[str] | None = None) -> int:
             scored, wall = _timed(branch_beam, metric, batches)
             record("branch_beam", scored, wall)
         wall, steady = qa_score(path, str(Path(tmp) / "zero" / "run"), judge, True)
-        record("qa_score_zero", len(rows), wall, steady_rows_per_s=steady)
+        record("qa_score_zero", len(rows), wall, **steady)
         if args.workers:
             wall, steady = qa_score(path, str(Path(tmp) / "zero_mp" / "run"), judge, True, (
                 f"--direct_num_workers={args.workers}", "--share_model_across_processes"),
                 mode="multi_processing")
-            record("qa_score_zero_mp", len(rows), wall, steady_rows_per_s=steady,
+            record("qa_score_zero_mp", len(rows), wall, **steady,
                    workers=args.workers)
         if args.mixed_rows:
             from tests.bench.bench_gpu import make_models
@@ -329,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
                 (f"--sas_model={models['sas']}", f"--bertscore_model={models['bertscore']}"),
                 metrics="bertscore,sas,judge")
             record("qa_score_zero_three", min(args.mixed_rows, len(rows)), wall,
-                   steady_rows_per_s=steady)
+                   **steady)
         if args.model_rows:
             # no human column: score_corpus writes no report, so neither does qa-score here
             few = write_jsonl([{k: v for k, v in r.items() if k != "human"}
@@ -344,7 +348,7 @@ def main(argv: list[str] | None = None) -> int:
             # see several of them
             wall, steady = qa_score(few, str(Path(tmp) / "real" / "run"), judge, False,
                                     ("--model_batch_size=512",))
-            record("qa_score", len(examples), wall, steady_rows_per_s=steady)
+            record("qa_score", len(examples), wall, **steady)
         if args.million:
             results["million"] = million(judge, tmp)
             m = results["million"]

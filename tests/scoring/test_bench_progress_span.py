@@ -5,7 +5,7 @@ longer parses fails here, not silently on a lent GPU."""
 import math
 
 from pipelines.score_predictions import describe_progress
-from tests.bench.bench_gpu import steady_rate, steady_span
+from tests.bench.bench_gpu import first_done_s, steady_rate, steady_span
 
 
 def _line(clock: str, elapsed: float, read: int, done: int, rows_in: int) -> str:
@@ -27,14 +27,17 @@ def test_the_span_runs_from_the_first_row_read_to_every_row_done():
     assert end - start == 12.5  # the clocks' span (a line can come late), not 38 - 28 s
     assert rate == 80_000.0  # from 0 done at the first row read
     assert steady_rate(lines) == rate
+    assert first_done_s(lines) == 5.0  # the model's wait for its first window, by the clocks
 
 
 def test_no_span_before_rows_are_done_and_seconds_where_lines_have_no_clock():
     read_only = [_line("22:31:16,300", 28, 640, 0, 0), _line("22:31:17,300", 29, 9_000, 0, 9_000)]
     assert steady_span(read_only) is None
+    assert first_done_s(read_only) is None
     bare = [describe_progress({"read/passed": 10, "qa_eval_model_metrics/rows_in": 10}, 2),
             describe_progress({"read/passed": 10, "join/passed": 10,
                                "qa_eval_model_metrics/rows_in": 10,
                                "qa_eval_model_metrics/rows_done": 10}, 7)]
     rate, start, end = steady_span(bare)
     assert rate == 2.0 and math.isnan(start) and math.isnan(end)
+    assert first_done_s(bare) == 5.0

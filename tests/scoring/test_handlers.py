@@ -4,6 +4,7 @@ packaged MiniLM (keyed and unkeyed, shared across processes)."""
 from __future__ import annotations
 
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -128,6 +129,33 @@ def test_windows_double_from_the_first_to_the_largest():
     assert _window_sizes(4, 32, 400) == doubling
     assert _window_sizes(4, 32, 400) == doubling  # every run
     assert _window_sizes(8, 8, 20) == [8, 8, 4]  # equal sizes: fixed windows
+
+
+def _estimator_warnings(quiet: bool) -> list[str]:
+    """What Beam's estimator warns when every window it timed but one has the largest
+    size (as after a bundle's partial window, or once its thinning of old timings has
+    left one window of the ramp): its regression then divides by zero and fits a line to
+    about one size."""
+    from apache_beam.transforms.util import _BatchSizeEstimator
+
+    ticks = iter(np.cumsum(np.arange(1, 1000) % 3 * 0.01 + 0.1).tolist())  # uneven times
+    estimator = _BatchSizeEstimator(min_batch_size=4, max_batch_size=64, record_metrics=False,
+                                    clock=lambda: next(ticks), **handlers._DOUBLING)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        if quiet:  # what every handler's load_model does in the worker
+            assert handlers.load_or_serve(lambda: "model", None, 1) == "model"
+        for size in (32, *[64] * 19):
+            with estimator.record_time(size):
+                pass
+            estimator.next_batch_size()
+    return sorted({type(w.message).__name__ for w in caught})
+
+
+def test_the_window_estimator_is_quiet_in_a_worker(monkeypatch):
+    assert _estimator_warnings(quiet=False) == ["RankWarning", "RuntimeWarning"]
+    monkeypatch.setattr(handlers, "_quiet", False)  # as in a fresh worker process
+    assert _estimator_warnings(quiet=True) == []
 
 
 def test_run_inference_computes_each_distinct_input_once(reference_vectors):

@@ -23,10 +23,12 @@ from transforms.models import loading
 from transforms.models.uses import ModelUse
 from transforms.scoring.run_model_metrics import (
     NAMESPACE,
+    BatchModelHandler,
     ModelMetricsOnBatches,
     ModelScoreResult,
     RunModelMetrics,
     plan_uses,
+    request_count,
 )
 from transforms.scoring.score import CorpusStatisticsCombineFn, example_of
 
@@ -249,6 +251,50 @@ def test_batch_handler_cuts_outputs_back_per_row_and_accepts_empty_batches():
     # BatchElements emits an empty batch before an element heavier than its target.
     assert handler.run_inference([], handler.load_model()) == []
     assert request_count(next(expand.process([ROWS[2]]))) == 1  # no inputs still weighs 1
+
+
+class SizedHandler(FakeHandler):
+    """A use's handler with its own first and largest window."""
+
+    def __init__(self, use, first: int, largest: int):
+        ModelHandler.__init__(self, min_batch_size=first, max_batch_size=largest)
+
+
+class RecordingWindows(BatchModelHandler):
+    """Records the inputs of each window `RunInference` forms (module level: pickled by
+    reference, so the in-process runner's copy appends to this module's list)."""
+
+    sizes: list[int] = []
+
+    def run_inference(self, batch, model, inference_args=None):
+        RecordingWindows.sizes.append(sum(request_count(e) for e in batch))
+        return super().run_inference(batch, model, inference_args)
+
+
+def test_the_branch_windows_double_from_the_smallest_first_window():
+    from apache_beam.ml.inference.base import RunInference
+
+    from transforms.scoring.multi_use import MultiUseModelHandler
+    from transforms.scoring.run_model_metrics import BatchRequests, RowRequests
+
+    # the smallest first window of the uses, the largest window
+    multi = MultiUseModelHandler({"use0": SizedHandler(PAIR_USE, 3, 64),
+                                  "use1": SizedHandler(TEXT_USE, 2, 32)})
+    handler = RecordingWindows(multi)
+    assert handler.batch_elements_kwargs() == {
+        "min_batch_size": 2, "max_batch_size": 64, "element_size_fn": request_count,
+        "target_batch_overhead": None, "target_batch_duration_secs": 1e9, "variance": 0.0}
+    example = QAExample("a b", ("a",))
+    elements = [BatchRequests([(k, example)], (RowRequests(k, example, tuple(
+        (0, j, "use0", ("a b", "a")) for j in range(4))),)) for k in range(40)]
+    RecordingWindows.sizes = []
+    with test_pipeline.TestPipeline(argv=["--runner=FnApiRunner"]) as pipeline:
+        results = (pipeline | Create(elements, reshuffle=False) | RunInference(handler)
+                   | beam.Map(lambda r: (r.example.rows[0].row_key, r.inference)))
+        assert_that(results, equal_to([(k, [[0.5] * 4]) for k in range(40)]))
+    # an element of 4 inputs is heavier than the first window (2): an empty window, then
+    # the first element alone, twice (Beam times the second), then doubling to 64
+    assert RecordingWindows.sizes == [0, 4, 4, 8, 16, 32, 64, 32]
 
 
 def test_fold_checks_the_outputs_and_reports_rejections():

@@ -26,6 +26,7 @@ DirectRunner's multi-processing mode). Beam sees an unshared handler (its
 """
 
 import functools
+import warnings
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -53,13 +54,39 @@ def first_window(max_batch_size: int) -> int:
     return max(1, max_batch_size // FIRST_WINDOW_SHARE)
 
 
+_quiet = False
+
+
+def quiet_window_estimator() -> None:
+    """Silences, in this process, what Beam's batch-size estimator says at every window
+    when all its timed windows but one have the largest size (after a bundle's partial
+    window, or once its thinning of old timings leaves one window of the ramp): its
+    regression of time on size divides by zero and fits a line to about one size, and
+    numpy warns that the fit is poorly conditioned (a warning numpy shows every time). The sizes do not
+    depend on that fit (`DoublingWindows`). Only these two categories, only from Beam's
+    module; once per process."""
+    global _quiet
+    if _quiet:
+        return
+    _quiet = True
+    import numpy as np
+
+    for category in (np.exceptions.RankWarning, RuntimeWarning):
+        warnings.filterwarnings("ignore", category=category,
+                                module=r"apache_beam\.transforms\.util$")
+
+
 class DoublingWindows:
     """A `ModelHandler` mix-in: the windows `RunInference` forms (`BatchElements`) start at
     `min_batch_size` and double, window by window, up to `max_batch_size`, the same sizes
     on every run of the same bundles (Beam's batch-size estimator with its timing targets
     and random spread turned off: its growth rule, at most twice the last window, is what
-    is left). A bundle that ends with a partial window starts the next at twice that
-    partial. Equal sizes: fixed windows, as Beam forms them.
+    is left). Beam times the second window, not the first, so the first size comes twice;
+    a window holds whole elements, so one heavier than the first size makes the first
+    window that element alone (after an empty one). A bundle that ends with a partial
+    window starts the next at twice that partial (at least the first size, twice). Equal
+    sizes: fixed windows, as Beam forms them. Not with `max_batch_duration_secs`
+    (streaming): Beam's stateful batching there counts elements and flushes on a timer.
 
     Why: each worker's first rows reach the model after a small window, not a whole one,
     so the device starts at once, and several workers sharing one copy reach it one
@@ -78,8 +105,9 @@ class TransformerModelHandler(DoublingWindows, ModelHandler[Hashable, Prediction
 
     Args:
         use: the model and the output wanted from it.
-        min_batch_size: the first batch (window) `BatchElements` forms; later ones double
-            up to `max_batch_size` (`DoublingWindows`); None = `first_window(max)`;
+        min_batch_size: the first batch (window) `BatchElements` forms (or the first
+            element, if heavier); later ones double up to `max_batch_size`
+            (`DoublingWindows`); None = `first_window(max)`;
             equal to `max_batch_size`: fixed-size windows (bundles still end with a
             partial one). A window is sorted by length into forward passes.
         max_batch_size: largest batch (rows) `BatchElements` forms; also the most rows per
@@ -214,7 +242,10 @@ class TransformerModelHandler(DoublingWindows, ModelHandler[Hashable, Prediction
 def load_or_serve(load: Callable[[], Any], served_as: str | None, copies: int) -> Any:
     """`load()` in this process, or with a tag (sharing) a `model_server.ServedModel` of
     it, while this worker imports what its tokenizer needs (transformers' tokenizer
-    modules, torch with them: seconds), so the two start-ups overlap."""
+    modules, torch with them: seconds), so the two start-ups overlap. Every handler's
+    `load_model` comes here, in the process whose `RunInference` forms the windows: the
+    estimator's warnings are silenced there (`quiet_window_estimator`)."""
+    quiet_window_estimator()
     if served_as is None:
         return load()
     return model_server.serve(load, served_as, copies, meanwhile=_import_tokenizers)
