@@ -15,6 +15,13 @@ serves a shared model) are fresh interpreters, so they get them through a
 would load and run the real model, and a multi-process run would measure the CPU's
 forward passes instead of the host work.
 
+`ZERO_COST_DEVICE_S_PER_ROW=S` (inherited too) makes each forward pass hold one lock of
+its process for S seconds per row of the pass, asleep (the GIL released): a device that
+takes time and runs one pass at a time, as a GPU's stream does, so that a run of worker
+processes sharing one copy shows what waiting for the device does to them (S x the rows
+per second through the branch is then the stand-in device's busy share; stop 41's
+windows that double were measured so).
+
 `ZERO_COST_DISPATCH=1` (inherited by those processes) gives each stand-in a shadow: the
 checkpoint's architecture with every width cut to 16, run on the same ids and masks
 before the zeros are returned. Its passes make as many operator calls as the real
@@ -27,6 +34,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
+import time
 from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
@@ -34,6 +43,9 @@ from typing import Any
 import torch
 
 from transforms.models import loading
+
+# the stand-in device: one pass at a time per process (ZERO_COST_DEVICE_S_PER_ROW)
+_DEVICE = threading.Lock()
 
 
 class ZeroCostModel(torch.nn.Module):
@@ -47,11 +59,15 @@ class ZeroCostModel(torch.nn.Module):
         # what loading.truncate_layers looks for, so a layer choice is accepted
         self.encoder = SimpleNamespace(layer=torch.nn.ModuleList())
         self.shadow = _shadow(config) if dispatch else None
+        self.device_s_per_row = float(os.environ.get("ZERO_COST_DEVICE_S_PER_ROW") or 0)
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
                 token_type_ids: torch.Tensor | None = None,
                 output_hidden_states: bool = False) -> SimpleNamespace:
         rows, longest = input_ids.shape
+        if self.device_s_per_row:
+            with _DEVICE:
+                time.sleep(rows * self.device_s_per_row)
         if self.shadow is not None:
             self.shadow(input_ids=input_ids, attention_mask=attention_mask,
                         token_type_ids=token_type_ids)
