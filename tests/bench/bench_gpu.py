@@ -206,7 +206,7 @@ def qa_score(bench: Bench, name: str, rows_path: str, n: int, metrics: str,
         print(f"{name}: stopped after {timeout_s} s; {steady_rate(lines)} rows/s so far",
               flush=True)
         bench.results[name] = {"timed_out_s": timeout_s, "steady_rows_per_s": steady_rate(lines),
-                               "last_lines": lines[-3:]}
+                               "first_done_s": first_done_s(lines), "last_lines": lines[-3:]}
         bench.save()
         return {}
     end = time.monotonic()

@@ -18,7 +18,7 @@
 # judge across WORKERS processes; "judge,mp": in process too), MIXED_STEPS ("mixed_mp":
 # the three metrics across processes; "mixed,mp": in process too; "mixed,corpus": in
 # process and score_corpus), MIXED=0 (no step with the three metrics), MP_RUNS
-# ("16384:16:-:1:16384 16384:16:-:2 4096:16:-:1 16384:8:-:2": the multi-process judge
+# ("16384:W:-:1:16384 16384:W:-:2 4096:W:-:1 16384:8:-:2", W = WORKERS: the multi-process judge
 # again, as WINDOW:WORKERS:RAYON_NUM_THREADS[:COPIES[:FIRST]], while time is left; "-" for
 # qa-score's own share of the cores; FIRST the first window, default qa-score's 1/16 of
 # WINDOW, equal to WINDOW: fixed windows as before stop 41; "": none), SERVER=0 (no step
@@ -63,10 +63,13 @@ timeout $(( $(left) - 60 )) $PY -m tests.bench.bench_gpu $common --rows ${ROWS:-
 [ "${MIXED:-60000}" -gt 0 ] && timeout $(( $(left) - 30 )) $PY -m tests.bench.bench_gpu $common \
     --rows ${MIXED:-60000} --mixed_rows ${MIXED:-60000} --only ${MIXED_STEPS:-mixed_mp} \
     --deadline_s $(( $(left) - 90 )) --out "$RES/mixed" 2>&1 | quiet
-# 2c. the multi-process judge again, as WINDOW:WORKERS:RAYON[:COPIES] (model inputs a window,
-# worker processes, tokenizer threads a worker: "-" for qa-score's own, the cores divided by
-# the workers; copies of the model, each in a process of its own)
-for config in ${MP_RUNS-16384:16:-:1:16384 16384:16:-:2 4096:16:-:1 16384:8:-:2}; do
+# 2c. the multi-process judge again, as WINDOW:WORKERS:RAYON[:COPIES[:FIRST]] (model inputs a
+# window, worker processes, tokenizer threads a worker: "-" for qa-score's own, the cores
+# divided by the workers; copies of the model, each in a process of its own; the first
+# window, default qa-score's). The defaults use step 2's WORKERS, so the first entry is
+# step 2 with fixed windows.
+w=${WORKERS:-16}
+for config in ${MP_RUNS-16384:$w:-:1:16384 16384:$w:-:2 4096:$w:-:1 16384:8:-:2}; do
   IFS=: read -r window workers rayon copies first <<< "$config"
   [ $(left) -gt 150 ] || break
   ( [ "$rayon" = "-" ] || export RAYON_NUM_THREADS=$rayon

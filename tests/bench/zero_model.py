@@ -18,9 +18,13 @@ forward passes instead of the host work.
 `ZERO_COST_DEVICE_S_PER_ROW=S` (inherited too) makes each forward pass hold one lock of
 its process for S seconds per row of the pass, asleep (the GIL released): a device that
 takes time and runs one pass at a time, as a GPU's stream does, so that a run of worker
-processes sharing one copy shows what waiting for the device does to them (S x the rows
-per second through the branch is then the stand-in device's busy share; stop 41's
-windows that double were measured so).
+processes sharing one copy shows what waiting for the device does to them (stop 41's
+windows that double were measured so). The lock is per process: one device per served
+copy, so with `--model_copies N` (or workers with models of their own) N devices run
+side by side, where real copies share one GPU. S x the rows per second through the
+branch is the stand-in's busy share only where each row is one row of one pass (the
+judge on new answers); SAS and BERTScore send a pass row per gold, and repeated inputs
+(de-duplication, the output cache) send fewer.
 
 `ZERO_COST_DISPATCH=1` (inherited by those processes) gives each stand-in a shadow: the
 checkpoint's architecture with every width cut to 16, run on the same ids and masks

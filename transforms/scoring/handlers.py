@@ -54,21 +54,14 @@ def first_window(max_batch_size: int) -> int:
     return max(1, max_batch_size // FIRST_WINDOW_SHARE)
 
 
-_quiet = False
-
-
 def quiet_window_estimator() -> None:
     """Silences, in this process, what Beam's batch-size estimator says at every window
     when all its timed windows but one have the largest size (after a bundle's partial
     window, or once its thinning of old timings leaves one window of the ramp): its
     regression of time on size divides by zero and fits a line to about one size, and
-    numpy warns that the fit is poorly conditioned (a warning numpy shows every time). The sizes do not
-    depend on that fit (`DoublingWindows`). Only these two categories, only from Beam's
-    module; once per process."""
-    global _quiet
-    if _quiet:
-        return
-    _quiet = True
+    numpy warns that the fit is poorly conditioned (a warning numpy shows every time).
+    The sizes do not depend on that fit (`DoublingWindows`). Only these two categories,
+    only from Beam's module (a filter added again replaces itself)."""
     import numpy as np
 
     for category in (np.exceptions.RankWarning, RuntimeWarning):

@@ -10,7 +10,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from transforms.metrics import registry
-from transforms.models.predictors import DEFAULT_MAX_BATCH_ROWS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -158,10 +157,14 @@ def merge_model_flags(options: Mapping[str, Any], flags: Mapping[str, Any],
             for family in registry.model_families():
                 if family in requested:
                     _set_option(merged, family, flag.option, value, f"--{flag.name}")
-    first, largest = handler.get("min_batch_size"), handler.get("max_batch_size")
-    if first is not None and first > (largest or DEFAULT_MAX_BATCH_ROWS):
-        raise ValueError(f"--model_first_batch_size {first} is larger than --model_batch_size "
-                         f"{largest or DEFAULT_MAX_BATCH_ROWS}")
+    first = handler.get("min_batch_size")
+    if first is not None:  # named by its flags here; the handler checks it again
+        from transforms.models.predictors import DEFAULT_MAX_BATCH_ROWS  # not at every launch
+
+        largest = handler.get("max_batch_size", DEFAULT_MAX_BATCH_ROWS)
+        if first > largest:
+            raise ValueError(f"--model_first_batch_size {first} is larger than "
+                             f"--model_batch_size {largest}")
     if "model_copies" in handler and not handler.get("share_model_across_processes"):
         raise ValueError("--model_copies needs --share_model_across_processes")
     return merged, handler
