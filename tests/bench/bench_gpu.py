@@ -41,7 +41,6 @@ decisions at the checkpoint's threshold with the CPU's (float32) scores saved by
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
 import re
@@ -54,10 +53,10 @@ from pathlib import Path
 
 import numpy as np
 
+from tests.bench.progress_span import progress_figures
+
 REPO = Path(__file__).resolve().parents[2]
 MODEL_FLAGS = ["--max_batch_tokens=65536", "--model_batch_size=16384", "--max_batch_size=2048"]
-_READ = re.compile(r"progress (\d+(?:\.\d+)?) s: ([\d,]+) rows read")
-_PROGRESS = re.compile(r"progress (\d+(?:\.\d+)?) s: .*model metrics ([\d,]+)/")
 
 
 class GpuSampler:
@@ -122,67 +121,6 @@ class Bench:
         (self.out / "gpu.json").write_text(json.dumps(self.results, indent=1))
 
 
-def _points(lines: list[str]) -> list[tuple[float, int, int, str]]:
-    """(elapsed seconds, rows read, rows through the model branch, timestamp) of each
-    progress line that saw a row read."""
-    points = []
-    for line in lines:
-        m = _READ.search(line)
-        if m:
-            done = _PROGRESS.search(line)
-            points.append((float(m.group(1)), int(m.group(2).replace(",", "")),
-                           int(done.group(2).replace(",", "")) if done else 0, line[:23]))
-    return [p for p in points if p[1] > 0]
-
-
-def _seconds(first: tuple, last: tuple) -> tuple[float, float, float]:
-    """Seconds between two `_points` by their lines' timestamps (their whole-second
-    "progress N s" where a line has none), and the two times (NaN without timestamps)."""
-    try:
-        when = [datetime.datetime.strptime(p[3], "%Y-%m-%d %H:%M:%S,%f").timestamp()
-                for p in (first, last)]
-        return when[1] - when[0], when[0], when[1]
-    except ValueError:  # a log line without the timestamp: no span to sample
-        return last[0] - first[0], float("nan"), float("nan")
-
-
-def steady_span(lines: list[str]) -> tuple[float, float, float] | None:
-    """Rows per second through the model branch after start-up, and the wall-clock times
-    (the log's clock) it was measured between: from the first progress line that saw a
-    row read (start-up is over: the models are loaded) to the first that saw every row
-    through the branch (later lines are the writing of the outputs), timed by the lines'
-    timestamps (milliseconds; their whole-second "progress N s" where a line has none).
-    Before stop 40 it was measured from the first line that saw rows done, which leaves
-    out the first window's time: with windows of thousands of rows a worker and several
-    workers, it overstated the rate (80,245 rows/s against 39,952 from the first row read,
-    on the same H200 run)."""
-    points = _points(lines)
-    if not points or points[-1][2] == 0:
-        return None
-    first = points[0]
-    last = next(p for p in points if p[2] == points[-1][2])
-    seconds, start, end = _seconds(first, last)
-    if seconds <= 0:
-        return None
-    return (last[2] - first[2]) / seconds, start, end
-
-
-def first_done_s(lines: list[str]) -> float | None:
-    """Seconds from the first progress line that saw a row read to the first that saw
-    rows through the model branch: how long the model waited for its first window (the
-    ramp that windows doubling from a small first one shorten, stop 41). None when no
-    line saw rows done."""
-    points = _points(lines)
-    done = next((p for p in points if p[2] > 0), None)
-    return None if done is None else _seconds(points[0], done)[0]
-
-
-def steady_rate(lines: list[str]) -> float | None:
-    """`steady_span`'s rows per second."""
-    span = steady_span(lines)
-    return span[0] if span else None
-
-
 def qa_score(bench: Bench, name: str, rows_path: str, n: int, metrics: str,
              models: dict[str, str], tmp: str, extra: list[str] = (),
              timeout_s: float | None = None, checkout: Path = REPO) -> dict:
@@ -203,10 +141,10 @@ def qa_score(bench: Bench, name: str, rows_path: str, n: int, metrics: str,
                               timeout=timeout_s)
     except subprocess.TimeoutExpired as e:
         lines = (e.stderr or b"").decode(errors="replace").splitlines()
-        print(f"{name}: stopped after {timeout_s} s; {steady_rate(lines)} rows/s so far",
-              flush=True)
-        bench.results[name] = {"timed_out_s": timeout_s, "steady_rows_per_s": steady_rate(lines),
-                               "first_done_s": first_done_s(lines), "last_lines": lines[-3:]}
+        figures, _ = progress_figures(lines)
+        print(f"{name}: stopped after {timeout_s} s; {figures['steady_rows_per_s']} rows/s "
+              "so far", flush=True)
+        bench.results[name] = {"timed_out_s": timeout_s, **figures, "last_lines": lines[-3:]}
         bench.save()
         return {}
     end = time.monotonic()
@@ -221,9 +159,7 @@ def qa_score(bench: Bench, name: str, rows_path: str, n: int, metrics: str,
     (logs / (re.sub(r"[^\w.-]+", "_", name) + ".log")).write_text(done.stderr[-200_000:])
     # the launcher's plan: whether the workers score what they read (no reshuffle)
     plan = [x.split(": ", 1)[-1] for x in lines if " splits (JSONL in ranges of " in x][-1:]
-    span = steady_span(lines)
-    steady = {"steady_rows_per_s": span[0] if span else None,
-              "first_done_s": first_done_s(lines)}
+    steady, span = progress_figures(lines)
     if span and bench.sampler is not None:  # the GPU's busy share while rows flowed
         steady["steady_gpu_busy"] = bench.sampler.busy_between(span[1], span[2])
     return bench.record(name, n, start, end, **steady,

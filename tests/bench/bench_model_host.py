@@ -195,17 +195,15 @@ def qa_score(path: str, out: str, judge: str, zero_cost: bool,
     """`qa-score --metrics judge` (or `metrics`, their models' flags in `extra`) in its
     own process (with zero-cost models when asked); returns its wall time and, from its
     progress lines, its rate through the model branch after start-up
-    (`bench_gpu.steady_rate`) and the seconds the model waited for its first window
-    (`bench_gpu.first_done_s`)."""
-    from tests.bench.bench_gpu import first_done_s, steady_rate
+    and the seconds the model waited for its first window (`progress_span`)."""
+    from tests.bench.progress_span import progress_figures
 
     module = "tests.bench.zero_model" if zero_cost else "pipelines.score_predictions"
     wall, done = _timed_process("qa-score", [
         "-m", module, f"--input={path}", f"--output={out}", f"--metrics={metrics}",
         f"--judge_model={judge}", "--runner=FnApiRunner", f"--direct_running_mode={mode}",
         "--overwrite", "--progress_interval=1", *extra])
-    lines = done.stderr.splitlines()
-    return wall, {"steady_rows_per_s": steady_rate(lines), "first_done_s": first_done_s(lines)}
+    return wall, progress_figures(done.stderr.splitlines())[0]
 
 
 def _timed_process(what: str, args: list[str]) -> tuple[float, subprocess.CompletedProcess]:

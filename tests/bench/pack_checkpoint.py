@@ -25,6 +25,8 @@ PACKED = "packed.safetensors"
 
 
 def pack(src: str, dst: str, only: str = "") -> None:
+    if only not in ("", "embeddings"):
+        raise ValueError(f"pack takes `embeddings` or nothing after its folders, got {only!r}")
     os.makedirs(dst, exist_ok=True)
     for name in os.listdir(src):
         path = os.path.join(src, name)
