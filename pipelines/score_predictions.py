@@ -75,6 +75,7 @@ from transforms.io.ownership import OutputLock, OutputLocks, new_run_id
 from transforms.io.progress import (
     ProgressReporter,
     divide_local_cores,
+    freeze_startup_objects,
     is_local_runner,
     rate,
     starts_worker_processes,
@@ -362,10 +363,12 @@ def run(argv: list[str] | None = None, save_main_session: bool = True,
             metrics (`progress.tune_local_malloc`); for a multi-process run with model
             metrics, each worker's tokenizer threads (`progress.divide_local_cores`) and
             the shared models' copies started from here while the workers start
-            (`MultiUseModelHandler.start_serving`). Only for a process that is this run's
-            alone (`main` from the command line): the threshold it fixes cannot be
-            undone, it would slow the model metrics of a later run in the same process,
-            the environment it sets would outlast the run, and so would the copies.
+            (`MultiUseModelHandler.start_serving`); and the objects of its start-up
+            out of the cyclic collector's reach (`progress.freeze_startup_objects`).
+            Only for a process that is this run's alone (`main` from the command
+            line): the threshold it fixes cannot be undone, it would slow the model
+            metrics of a later run in the same process, the environment it sets would
+            outlast the run, and so would the copies and the frozen objects' cycles.
 
     Returns:
         The pipeline result.
@@ -392,6 +395,7 @@ def run(argv: list[str] | None = None, save_main_session: bool = True,
             warn_multiprocess_direct_runner(
                 options, shared=bool(config.handler_kwargs.get("share_model_across_processes")))
         if tune_local:
+            freeze_startup_objects()
             tune_local_malloc(options, runs_models=bool(config.model_metrics))
             divide_local_cores(options, runs_models=bool(config.model_metrics))
         pipeline = test_pipeline or beam.Pipeline(options=options)
@@ -408,6 +412,8 @@ def run(argv: list[str] | None = None, save_main_session: bool = True,
                 with pipeline as p:
                     scoring = ScorePredictions(config, handler_factory, owned=True)
                     _ = p | "ScorePredictions" >> scoring
+                    if tune_local:  # torch and the model modules, imported by the graph
+                        freeze_startup_objects()
                     if tune_local and starts_worker_processes(run_options):
                         # shared copies start loading now, while the runner starts workers
                         starting = [thread for handler in scoring.model_handlers()

@@ -150,3 +150,40 @@ def test_local_runs_tune_malloc_and_leave_the_users_settings(monkeypatch):
     monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_")
     assert progress.tune_local_malloc(  # not glibc: nothing claimed
         PipelineOptions(["--runner=FnApiRunner"]), mallopt=lambda *_: False) == {}
+
+
+def test_freeze_startup_objects_freezes_now_and_at_exit():
+    """In a process of its own (the test process would keep its cycles): what is alive is
+    frozen at the call, what is made afterwards is not, the exit hook freezes what is
+    alive then, and calling again adds no second hook."""
+    import subprocess
+    import sys
+
+    script = """
+import atexit, gc
+atexit.register(lambda: print("at exit", gc.get_freeze_count()))  # runs after the hook
+import types
+from transforms.io import progress
+calls = []
+def freeze():
+    calls.append(1)
+    gc.freeze()
+progress.gc = types.SimpleNamespace(freeze=freeze)  # counts the calls, the hook's too
+atexit.register(lambda: print("calls", len(calls)))  # runs after the hook
+assert gc.get_freeze_count() == 0
+progress.freeze_startup_objects()
+frozen = gc.get_freeze_count()
+assert frozen > 1000, frozen
+progress.freeze_startup_objects()
+progress.freeze_startup_objects()
+later = [[i] for i in range(5000)]  # made after the calls: not frozen until exit
+assert gc.get_freeze_count() < frozen + 100
+print("frozen", gc.get_freeze_count())
+"""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          cwd=root)
+    assert done.returncode == 0, done.stderr
+    frozen, calls, at_exit = (int(line.split()[-1]) for line in done.stdout.splitlines())
+    assert calls == 4  # three calls, one hook at exit
+    assert at_exit > frozen + 4000  # the hook froze the later lists too

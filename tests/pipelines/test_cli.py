@@ -302,13 +302,16 @@ def test_qa_score_tunes_malloc_only_in_a_process_of_its_own(monkeypatch, tmp_pat
     """glibc's fixed mmap threshold cannot be undone and slows torch, so `run()` called
     by a program (the demo scores text metrics, then model metrics, in one process)
     leaves malloc alone; the command line (`main()` reading sys.argv) tunes it, and the
-    workers' tokenizer threads."""
+    workers' tokenizer threads, and freezes its start-up's objects."""
     tuned = []
     monkeypatch.setattr(score_predictions, "tune_local_malloc",
                         lambda options, runs_models: tuned.append(runs_models) or {})
     divided = []
     monkeypatch.setattr(score_predictions, "divide_local_cores",
                         lambda options, runs_models: divided.append(runs_models) or {})
+    frozen = []  # the real one would keep this test process's cycles
+    monkeypatch.setattr(score_predictions, "freeze_startup_objects",
+                        lambda: frozen.append(True))
     seen = []
 
     def fake_run(argv, *, tune_local):  # stops before a pipeline is built
@@ -328,3 +331,4 @@ def test_qa_score_tunes_malloc_only_in_a_process_of_its_own(monkeypatch, tmp_pat
                   "--metrics", "em", *RUNNER_ARGS["direct_in_process"]],
                  save_main_session=False, tune_local=tune)
     assert tuned == [False] and divided == [False]
+    assert frozen == [True, True]  # when the run starts and once its graph is built

@@ -157,6 +157,8 @@ def test_real_minilm_end_to_end(tmp_path, cross_encoder_path, keyphrase_path, ru
     tune_local = fmt == "jsonl"
     monkeypatch.setenv("RAYON_NUM_THREADS", "-")  # recorded, so what the run sets goes after
     monkeypatch.delenv("RAYON_NUM_THREADS")
+    # the real freeze would keep this test process's cycles (test_cli checks the call)
+    monkeypatch.setattr("pipelines.score_predictions.freeze_startup_objects", lambda: None)
     started = len(model_server._STARTED_HERE)
     locks = set(os.listdir(model_server.folder()))
     argv = ["--input", str(path), "--output", prefix,
