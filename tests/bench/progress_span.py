@@ -48,7 +48,29 @@ def steady_span(lines: list[str]) -> tuple[float, float, float] | None:
     out the first window's time: with windows of thousands of rows a worker and several
     workers, it overstated the rate (80,245 rows/s against 39,952 from the first row read,
     on the same H200 run)."""
+    return _steady(_points(lines))
+
+
+def first_done_s(lines: list[str]) -> float | None:
+    """Seconds from the first progress line that saw a row read to the first that saw
+    rows through the model branch: how long the model waited for its first window (the
+    ramp that windows doubling from a small first one shorten, stop 41). None when no
+    line saw rows done."""
+    return _first_done(_points(lines))
+
+
+def progress_figures(lines: list[str]) -> tuple[dict[str, float | None],
+                                                 tuple[float, float, float] | None]:
+    """What a benchmark records of a run's progress lines (`steady_rows_per_s`,
+    `first_done_s`), and `steady_span`'s span (None without one); the lines parsed
+    once."""
     points = _points(lines)
+    span = _steady(points)
+    return ({"steady_rows_per_s": span[0] if span else None,
+             "first_done_s": _first_done(points)}, span)
+
+
+def _steady(points: list[tuple]) -> tuple[float, float, float] | None:
     if not points or points[-1][2] == 0:
         return None
     first = points[0]
@@ -59,26 +81,6 @@ def steady_span(lines: list[str]) -> tuple[float, float, float] | None:
     return (last[2] - first[2]) / seconds, start, end
 
 
-def first_done_s(lines: list[str]) -> float | None:
-    """Seconds from the first progress line that saw a row read to the first that saw
-    rows through the model branch: how long the model waited for its first window (the
-    ramp that windows doubling from a small first one shorten, stop 41). None when no
-    line saw rows done."""
-    points = _points(lines)
+def _first_done(points: list[tuple]) -> float | None:
     done = next((p for p in points if p[2] > 0), None)
     return None if done is None else _seconds(points[0], done)[0]
-
-
-def steady_rate(lines: list[str]) -> float | None:
-    """`steady_span`'s rows per second."""
-    span = steady_span(lines)
-    return span[0] if span else None
-
-
-def progress_figures(lines: list[str]) -> tuple[dict[str, float | None],
-                                                 tuple[float, float, float] | None]:
-    """What a benchmark records of a run's progress lines (`steady_rows_per_s`,
-    `first_done_s`), and `steady_span`'s span (None without one)."""
-    span = steady_span(lines)
-    return ({"steady_rows_per_s": span[0] if span else None,
-             "first_done_s": first_done_s(lines)}, span)
