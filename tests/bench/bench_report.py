@@ -7,8 +7,9 @@ Synthetic scored rows (seeded): four systems; metrics of the shapes the product 
 continuous scores (bertscore/sas-like, all values distinct), a 0/1 metric (em-like) and
 one rounded to 0.01 (f1-like); the human column either binary (0/1, with AUROC) or graded
 on five levels (Likert-like). For each human kind it times `meta_evaluate` over all its
-scopes (all rows, the system level, the four systems) and reports, next to it, the
-baseline measured in the same run: the plain approach of explicit resamples with scipy /
+scopes (all rows, the system level, the four systems) on the bootstrap's default threads
+and on one thread (the values are the same), and reports, next to them, the baseline
+measured in the same run: the plain approach of explicit resamples with scipy /
 scikit-learn per resample and metric (timed on `--baseline-resamples` resamples of one
 metric and scaled to the same work). Peak memory: tracemalloc's peak (numpy's arrays
 included) during `meta_evaluate`. Prints a table and writes `<out>/report.json`.
@@ -27,6 +28,7 @@ import numpy as np
 from scipy import stats
 from sklearn.metrics import roc_auc_score
 
+from transforms.scoring.bootstrap import default_threads
 from transforms.scoring.report import meta_evaluate
 from transforms.scoring.report_spec import ReportSpec
 
@@ -81,17 +83,22 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     results = []
     print(f"rows={args.rows:,} metrics={args.metrics} resamples={args.resamples}")
-    print("| human | scopes | ours: s | ours: peak MiB | Kendall CIs | baseline (scaled): s |")
-    print("|---|---:|---:|---:|---|---:|")
+    threads = default_threads()
+    print(f"| human | scopes | ours, {threads} threads: s | peak MiB | ours, 1 thread: s | "
+          "peak MiB | Kendall CIs | baseline (scaled): s |")
+    print("|---|---:|---:|---:|---:|---:|---|---:|")
     for binary in (True, False):
         points, columns, human, matrix = make_rows(args.rows, args.metrics, binary)
         spec = ReportSpec(resamples=args.resamples)
-        tracemalloc.start()
-        started = time.perf_counter()
-        scopes = meta_evaluate(points, columns, spec)
-        seconds = time.perf_counter() - started
-        peak = tracemalloc.get_traced_memory()[1] / 2**20
-        tracemalloc.stop()
+        timed = {}
+        for n_threads in (threads, 1):
+            tracemalloc.start()
+            started = time.perf_counter()
+            scopes = meta_evaluate(points, columns, spec, threads=n_threads)
+            timed[n_threads] = (time.perf_counter() - started,
+                                tracemalloc.get_traced_memory()[1] / 2**20)
+            tracemalloc.stop()
+        (seconds, peak), (one_seconds, one_peak) = timed[threads], timed[1]
         per = baseline_seconds_per_resample(human, matrix[:, -1], binary,
                                             args.baseline_resamples)
         # the same work: every scope's rows (all rows + each system = 2 n), every metric
@@ -99,10 +106,13 @@ def main(argv=None) -> int:
         kendall = sum(r.kendall_ci is not None for s in scopes for r in s.rows)
         total = sum(len(s.rows) for s in scopes)
         print(f"| {'binary' if binary else '5 levels'} | {len(scopes)} | {seconds:.1f} | "
-              f"{peak:.0f} | {kendall}/{total} | {baseline:.0f} |", flush=True)
+              f"{peak:.0f} | {one_seconds:.1f} | {one_peak:.0f} | {kendall}/{total} | "
+              f"{baseline:.0f} |", flush=True)
         results.append({"human": "binary" if binary else "5 levels", "rows": args.rows,
                         "metrics": args.metrics, "resamples": args.resamples,
-                        "scopes": len(scopes), "seconds": seconds, "peak_mib": peak,
+                        "scopes": len(scopes), "threads": threads, "seconds": seconds,
+                        "peak_mib": peak, "one_thread_seconds": one_seconds,
+                        "one_thread_peak_mib": one_peak,
                         "kendall_intervals": [kendall, total], "baseline_seconds": baseline})
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "report.json"), "w") as f:

@@ -106,3 +106,67 @@ def test_kendall_from_auroc_equals_the_level_count():
     assert via_auroc == pytest.approx(bs.weighted_kendall(w, c, wx, wy))
     assert via_auroc[0] == pytest.approx(stats.kendalltau(
         np.repeat(x, counts[:, 0].astype(int)), np.repeat(human, counts[:, 0].astype(int)))[0])
+
+
+def _scopes(rng: np.random.Generator) -> list[bs.Resampling]:
+    """Scopes of each kind: binary human values, graded ones, one whose Kendall needs the
+    loop with scipy (many distinct values on both sides), an empty one."""
+    binary = rng.integers(0, 2, 120).astype(float)
+    graded = rng.integers(0, 5, 90).astype(float)
+    many = rng.random(100)  # more distinct values than KENDALL_MAX_LEVELS on both sides
+    return [bs.Resampling(binary, np.stack([binary + rng.random(120),
+                                            np.round(rng.random(120), 1)], axis=1), True, 0),
+            bs.Resampling(graded, np.stack([graded + rng.random(90),
+                                            np.full(90, np.nan)], axis=1), False, 1),
+            bs.Resampling(many, (many + rng.random(100))[:, None], False, 2),
+            bs.Resampling(np.zeros(0), np.zeros((0, 2)), False, 3)]
+
+
+def test_threads_do_not_change_the_values(monkeypatch):
+    monkeypatch.setattr(bs, "KENDALL_MAX_GRID", 100)  # the third scope loops with scipy
+    monkeypatch.setattr(bs, "CHUNK_ELEMENTS", 120 * 7)  # several chunks per scope
+    scopes = _scopes(np.random.default_rng(6))
+    one = bs.bootstrap_scopes(scopes, resamples=40, threads=1)
+    three = bs.bootstrap_scopes(scopes, resamples=40, threads=3)
+    alone = [bs.bootstrap(s.human, s.values, s.binary, resamples=40, seed=s.seed, threads=2)
+             for s in scopes]
+    for a, b, c in zip(one, three, alone, strict=True):
+        assert a.kendall_missing == b.kendall_missing == c.kendall_missing
+        for k in bs.STATS:
+            np.testing.assert_array_equal(a.values[k], b.values[k])
+            np.testing.assert_array_equal(a.values[k], c.values[k])
+    assert not np.isnan(one[2].values["kendall"]).all()  # the loop ran
+    assert np.isnan(one[3].values["pearson"]).all()
+
+
+def test_chunks_run_on_the_threads_and_at_most_threads_are_held(monkeypatch):
+    import threading
+
+    monkeypatch.setattr(bs, "KENDALL_MAX_GRID", 100)
+    monkeypatch.setattr(bs, "CHUNK_ELEMENTS", 120 * 5)
+    lock = threading.Lock()
+    held, most, where = [0], [0], []
+    draw, compute = bs.row_weights, bs._State.chunk_statistics
+
+    def drawn(*args):
+        with lock:
+            held[0] += 1
+            most[0] = max(most[0], held[0])
+        return draw(*args)
+
+    def computed(self, span, rows):
+        import time
+
+        time.sleep(0.01)  # long enough for the calling thread to run ahead if it could
+        compute(self, span, rows)
+        with lock:
+            held[0] -= 1
+            where.append((self.scope.seed, threading.current_thread().name))
+
+    monkeypatch.setattr(bs, "row_weights", drawn)
+    monkeypatch.setattr(bs._State, "chunk_statistics", computed)
+    bs.bootstrap_scopes(_scopes(np.random.default_rng(7)), resamples=40, threads=3)
+    assert most[0] == 3
+    names = {seed: {name.startswith("bootstrap") for s, name in where if s == seed}
+             for seed in (0, 1, 2)}
+    assert names == {0: {True}, 1: {True}, 2: {False}}  # the scipy loop: the caller's thread
