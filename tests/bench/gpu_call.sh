@@ -22,7 +22,9 @@
 # again, as WINDOW:WORKERS:RAYON_NUM_THREADS[:COPIES[:FIRST]], while time is left; "-" for
 # qa-score's own share of the cores; FIRST the first window, default qa-score's 1/16 of
 # WINDOW, equal to WINDOW: fixed windows as before stop 41; "": none), SERVER=0 (no step
-# 2b, which runs after 2c). The rows' files are made once, in /tmp/bench_rows.
+# 2b, which runs after 2c), REPORT_ROWS (0: none; e.g. 200000: the report's bootstrap on
+# its threads and on one, 3 metrics, step 5). The rows' files are made once, in
+# /tmp/bench_rows.
 # Stop 41 (no GPU lent): windows that double from 1/16 of --model_batch_size; the first
 # MP_RUNS entry is step 2 with the fixed windows of stop 40, the A/B of that change.
 # Stop 38 ran this in two calls (docs/benchmarks.md, "On an H200"); stop 39 added step 2b
@@ -107,5 +109,10 @@ if [ -d .gpu/base ] && [ $(left) -gt 90 ]; then
   timeout $(( $(left) - 10 )) $PY -m tests.bench.bench_gpu $common --only baseline \
       --rows ${BASE_ROWS:-10000} --baseline_checkout .gpu/base --baseline_rows ${BASE_ROWS:-10000} \
       --deadline_s $(( $(left) - 80 )) --out "$RES/baseline" 2>&1 | quiet
+fi
+# 5. the report's bootstrap on the host's cores (stop 43: threads measured on 2 cores only)
+if [ "${REPORT_ROWS:-0}" -gt 0 ] && [ $(left) -gt 60 ]; then
+  timeout $(( $(left) - 10 )) $PY -m tests.bench.bench_report --rows ${REPORT_ROWS:-0} \
+      --metrics 3 --baseline-resamples 1 --out "$RES/report" 2>&1 | tail -4
 fi
 echo "end at $(( $(date +%s) - t0 )) s"
