@@ -12,7 +12,8 @@ and on one thread (the values are the same), and reports, next to them, the base
 measured in the same run: the plain approach of explicit resamples with scipy /
 scikit-learn per resample and metric (timed on `--baseline-resamples` resamples of one
 metric and scaled to the same work). Peak memory: tracemalloc's peak (numpy's arrays
-included) during `meta_evaluate`. Prints a table and writes `<out>/report.json`.
+included) during `meta_evaluate`; both timings run under tracemalloc (as since issue 16,
+so the figures compare across stops), after a warm-up on 200 rows, one thread first. Prints a table and writes `<out>/report.json`.
 """
 
 from __future__ import annotations
@@ -90,8 +91,9 @@ def main(argv=None) -> int:
     for binary in (True, False):
         points, columns, human, matrix = make_rows(args.rows, args.metrics, binary)
         spec = ReportSpec(resamples=args.resamples)
+        meta_evaluate(points[:200], columns, spec, threads=threads)  # imports, pool: warm
         timed = {}
-        for n_threads in (threads, 1):
+        for n_threads in sorted({1, threads}):  # one thread first: no first-use cost to it
             tracemalloc.start()
             started = time.perf_counter()
             scopes = meta_evaluate(points, columns, spec, threads=n_threads)

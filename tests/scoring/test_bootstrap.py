@@ -145,13 +145,14 @@ def test_chunks_run_on_the_threads_and_at_most_threads_are_held(monkeypatch):
     monkeypatch.setattr(bs, "KENDALL_MAX_GRID", 100)
     monkeypatch.setattr(bs, "CHUNK_ELEMENTS", 120 * 5)
     lock = threading.Lock()
-    held, most, where = [0], [0], []
+    held, most, where, drawers = [0], [0], [], set()
     draw, compute = bs.row_weights, bs._State.chunk_statistics
 
     def drawn(*args):
         with lock:
             held[0] += 1
             most[0] = max(most[0], held[0])
+            drawers.add(threading.current_thread().name)
         return draw(*args)
 
     def computed(self, span, rows):
@@ -170,3 +171,47 @@ def test_chunks_run_on_the_threads_and_at_most_threads_are_held(monkeypatch):
     names = {seed: {name.startswith("bootstrap") for s, name in where if s == seed}
              for seed in (0, 1, 2)}
     assert names == {0: {True}, 1: {True}, 2: {False}}  # the scipy loop: the caller's thread
+    assert drawers == {threading.current_thread().name}  # every draw in the calling thread
+
+
+def test_an_error_in_the_last_chunks_reaches_the_caller(monkeypatch):
+    compute = bs._State.chunk_statistics
+
+    def failing(self, span, rows):
+        if span.stop == 40 and self.scope.seed == 1:  # the last chunk of the last scope
+            raise RuntimeError("chunk failed")
+        compute(self, span, rows)
+
+    monkeypatch.setattr(bs, "CHUNK_ELEMENTS", 120 * 5)
+    monkeypatch.setattr(bs._State, "chunk_statistics", failing)
+    with pytest.raises(RuntimeError, match="chunk failed"):
+        bs.bootstrap_scopes(_scopes(np.random.default_rng(8))[:2], resamples=40, threads=3)
+
+
+def test_the_exact_shortcuts_equal_numpys_sums_past_int16(monkeypatch):
+    """The int32 cumulative sums and the matrix-vector column sums give numpy's own
+    float64 values bit for bit, on a scope whose counts add up past 2^15."""
+    rng = np.random.default_rng(9)
+    n = 40_000
+    quality = rng.random(n)
+    scopes = [bs.Resampling((quality + rng.normal(0, .2, n) > .5).astype(float),
+                            np.stack([quality + rng.random(n), np.round(quality, 2)], axis=1),
+                            True, 0),
+              bs.Resampling(np.round(quality * 4), (quality + rng.random(n))[:, None],
+                            False, 1)]
+    fast = bs.bootstrap_scopes(scopes, resamples=3, threads=1)
+    monkeypatch.setattr(bs, "_cumsum", lambda w: np.cumsum(w, axis=0))
+    monkeypatch.setattr(bs, "_total", lambda a: a.sum(axis=0))
+    plain = bs.bootstrap_scopes(scopes, resamples=3, threads=1)
+    for a, b in zip(fast, plain, strict=True):
+        for k in bs.STATS:
+            np.testing.assert_array_equal(a.values[k], b.values[k])
+
+
+def test_a_scope_past_int32_counts_is_refused():
+    class Huge:
+        def __len__(self):
+            return 2**31
+
+    with pytest.raises(ValueError, match="2\\^31 rows"):
+        bs.bootstrap_scopes([bs.Resampling(Huge(), np.zeros((0, 1)), False, 0)])

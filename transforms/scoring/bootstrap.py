@@ -136,12 +136,15 @@ def _total(a: np.ndarray) -> np.ndarray:
     """Column sums of (rows, resamples) counts, or of halves of counts' products: one
     matrix-vector product, about ten times faster than `sum(axis=0)` on the tall arrays
     here (measured: 1.3 ms against 14.7 ms for 1,000,000 x 4). The values are multiples
-    of 1/2 below 2^52, so every order of adding them gives exactly the same sum."""
+    of 1/2 whose sums stay below 2^52 (they grow as the scope's rows squared: below about
+    90 million rows), so every order of adding them gives exactly the same sum; beyond,
+    the sums are as accurate, only their last bits may differ from numpy's order."""
     return np.ones(len(a)) @ a
 
 
 def _cumsum(weights: np.ndarray) -> np.ndarray:
-    """Cumulative sums down the rows of (rows, resamples) counts, computed in int32 (a
+    """Cumulative sums down the rows of (rows, resamples) counts (whole numbers: the
+    weights here are always resampled row counts), computed in int32 (a
     resample's counts add up to its scope's rows, below 2^31; `bootstrap_scopes` checks)
     and exact: two to four times faster than numpy's float64 cumsum across a tall array
     (measured: 22 ms against 52 ms for 200,000 x 20)."""
@@ -335,9 +338,12 @@ def bootstrap_scopes(scopes: Sequence[Resampling], resamples: int = DEFAULT_RESA
     after chunk, exactly as one thread would, so the values are the same for any number
     of threads; the threads compute the statistics of the drawn chunks (numpy releases
     the GIL in its array loops). At most `threads` chunks are held at once, the one being
-    drawn included (measured at 200,000 rows: about 180 MiB each). The Kendall loop with scipy (small scopes only) runs in the calling
-    thread: it silences scipy's warnings with `warnings.catch_warnings`, which is not
-    safe to enter from several threads at once.
+    drawn included (measured at 200,000 rows: about 180 MiB each). The Kendall loop with
+    scipy (small scopes only) runs in the calling thread: it silences scipy's warnings
+    with `warnings.catch_warnings`, which is not safe to enter from several threads at
+    once. The BLAS limit is entered once here, around the pool: OpenBLAS built with
+    pthreads (numpy's wheels) holds it for the process; a build whose limit is per thread
+    would only run the small products with more threads (the values are the same).
     """
     threads = default_threads() if threads is None else max(1, threads)
     if any(len(scope.human) >= 2**31 for scope in scopes):

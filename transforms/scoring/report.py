@@ -239,7 +239,8 @@ def _scope(title: str, system: str | None, subset: Subset | None, human: np.ndar
     for condition in subset.conditions if subset else ():
         column = human if condition.column == HUMAN else values[:, columns.index(condition.column)]
         mask &= OPS[condition.op](column, condition.value)
-    human, values = human[mask], values[mask]
+    if not mask.all():  # every scope's rows are held until the bootstrap: no copy of all
+        human, values = human[mask], values[mask]
     binary = bool(len(human)) and bool(np.all((human == 0) | (human == 1)))
     return _Rows(title, system, subset.name if subset else None, human, values, binary)
 
