@@ -82,7 +82,7 @@ def test_auroc_equals_scikit_learn_with_and_without_ties():
 
 
 def test_the_report_does_not_import_scikit_learn():
-    """Its import took 0.4 s of every report with binary human values; the statistics and
+    """Its import cost every report with binary human values 0.1-0.4 s; the statistics and
     the PNG need only numpy, scipy and matplotlib."""
     import subprocess
     import sys
