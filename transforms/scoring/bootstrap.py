@@ -384,7 +384,6 @@ class _State:
     """One scope's resampling: its cells, its generator and the arrays it fills."""
 
     scope: Resampling
-    n: int
     per_metric: list[Cells]
     missing: tuple[int, ...]
     loops: bool  # some metric's Kendall needs the loop with scipy
@@ -401,8 +400,12 @@ class _State:
                         if not kendall_by_levels(c) and len(c.order) > KENDALL_LOOP_MAX_N)
         loops = any(len(c.order) and not kendall_by_levels(c) and j not in missing
                     and not (scope.binary and c.ky == 2) for j, c in enumerate(per_metric))
-        return cls(scope, n, per_metric, missing, loops, np.random.default_rng(scope.seed),
+        return cls(scope, per_metric, missing, loops, np.random.default_rng(scope.seed),
                    max(1, min(resamples, CHUNK_ELEMENTS // max(n, 1))), out)
+
+    @property
+    def n(self) -> int:
+        return len(self.scope.human)
 
     def chunk_statistics(self, span: slice, rows: np.ndarray) -> None:
         """Every statistic of every metric for the resamples `span` ((n, count) row
