@@ -77,7 +77,9 @@ from transforms.io.progress import (
     divide_local_cores,
     freeze_startup_objects,
     is_local_runner,
+    pause_collector_until_rows,
     rate,
+    resume_collector,
     starts_worker_processes,
     tune_local_malloc,
 )
@@ -363,8 +365,10 @@ def run(argv: list[str] | None = None, save_main_session: bool = True,
             metrics (`progress.tune_local_malloc`); for a multi-process run with model
             metrics, each worker's tokenizer threads (`progress.divide_local_cores`) and
             the shared models' copies started from here while the workers start
-            (`MultiUseModelHandler.start_serving`); and the objects of its start-up
-            out of the cyclic collector's reach (`progress.freeze_startup_objects`).
+            (`MultiUseModelHandler.start_serving`); the objects of its start-up out
+            of the cyclic collector's reach (`progress.freeze_startup_objects`), and
+            in process the collector off until the first row is read
+            (`progress.pause_collector_until_rows`).
             Only for a process that is this run's alone (`main` from the command
             line): the threshold it fixes cannot be undone, it would slow the model
             metrics of a later run in the same process, the environment it sets would
@@ -408,6 +412,8 @@ def run(argv: list[str] | None = None, save_main_session: bool = True,
                     ",".join(config.metric_columns), config.paths.prefix)
         starting = []
         with ProgressReporter(describe_progress, interval, logger) as reporter:
+            if tune_local and local and not starts_worker_processes(run_options):
+                pause_collector_until_rows()  # on again at the first row read here
             try:
                 with pipeline as p:
                     scoring = ScorePredictions(config, handler_factory, owned=True)
@@ -419,6 +425,7 @@ def run(argv: list[str] | None = None, save_main_session: bool = True,
                         starting = [thread for handler in scoring.model_handlers()
                                     if (thread := handler.start_serving()) is not None]
             finally:  # a copy still starting when the run fails ends with this process
+                resume_collector()
                 for thread in starting:
                     thread.join(timeout=_COPY_START_S)
         log_final_summary(config, reporter.elapsed())

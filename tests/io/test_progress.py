@@ -187,3 +187,41 @@ print("frozen", gc.get_freeze_count())
     frozen, calls, at_exit = (int(line.split()[-1]) for line in done.stdout.splitlines())
     assert calls == 4  # three calls, one hook at exit
     assert at_exit > frozen + 4000  # the hook froze the later lists too
+
+
+def test_the_collector_is_paused_until_the_first_count():
+    """In a process of its own (the resume freezes what is alive): the pause switches the
+    collector off; the first count tallied switches it on again, after freezing what the
+    start-up made; a resume with no pause on, or a second one, does nothing; and a
+    collector the user switched off stays off."""
+    import subprocess
+    import sys
+
+    script = """
+import gc
+from transforms.io import progress
+assert gc.isenabled() and gc.get_freeze_count() == 0
+progress.pause_collector_until_rows()
+progress.pause_collector_until_rows()
+assert not gc.isenabled()
+startup = [[i] for i in range(5000)]  # made while paused: frozen at the resume
+progress.add("read/passed", 3)
+assert gc.isenabled()
+frozen = gc.get_freeze_count()
+assert frozen > 5000, frozen
+later = [[i] for i in range(5000)]
+progress.add("read/passed", 3)  # no second freeze
+progress.resume_collector()
+assert gc.isenabled() and gc.get_freeze_count() == frozen
+gc.disable()  # the user's choice
+progress.pause_collector_until_rows()
+progress.add("read/passed", 1)
+progress.resume_collector()
+assert not gc.isenabled() and gc.get_freeze_count() == frozen
+print("ok")
+"""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          cwd=root)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["ok"]

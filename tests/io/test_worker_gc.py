@@ -1,4 +1,5 @@
-"""The collector's thresholds: raised once per process, never lowered, never switched on."""
+"""The collector's thresholds: raised once per process, never lowered, never switched on
+or off."""
 
 from __future__ import annotations
 
@@ -27,15 +28,27 @@ def test_the_defaults_are_raised_once(fresh):
     assert gc.get_threshold() == (700, 10, 10)
 
 
-def test_higher_settings_and_a_disabled_collector_are_left_alone(fresh):
+def test_higher_settings_and_no_automatic_collection_are_left_alone(fresh):
     gc.set_threshold(500_000, 5, 1_000)
     worker_gc.tune_gc()
     assert gc.get_threshold() == (500_000, 5, 1_000)
     worker_gc._tuned = False
+    gc.set_threshold(0, 10, 10)  # a first threshold of 0: no automatic collection
+    worker_gc.tune_gc()
+    assert gc.get_threshold() == (0, 10, 10)
+
+
+def test_a_collector_switched_off_stays_off_with_the_thresholds_raised(fresh):
+    """The command line's in-process run switches the collector off until its first
+    rows are read, after its first bundle has started (progress.py): the collector it
+    switches on again must have the raised thresholds."""
     gc.set_threshold(700, 10, 10)
     gc.disable()
     worker_gc.tune_gc()
-    assert gc.get_threshold() == (700, 10, 10) and not gc.isenabled()
+    assert gc.get_threshold() == worker_gc.THRESHOLDS and not gc.isenabled()
+    gc.enable()
+    worker_gc.tune_gc()
+    assert gc.get_threshold() == worker_gc.THRESHOLDS and gc.isenabled()
 
 
 def test_a_counting_dofn_tunes_the_collector_at_its_first_bundle(fresh):

@@ -3,6 +3,7 @@ against the parser), typos fail with exit 2 before any pipeline is built, user m
 end in one line, progress lines appear during local runs."""
 
 import argparse
+import gc
 import json
 import logging
 import os
@@ -20,7 +21,7 @@ from pipelines import (
     train_keyphrase,
 )
 from tests.runners import RUNNER_ARGS
-from transforms.io import cli
+from transforms.io import cli, progress
 from transforms.io.options import InputOutputOptions, RuntimeOptions
 from transforms.metrics import registry
 from transforms.training import evouna, short_answers
@@ -312,6 +313,14 @@ def test_qa_score_tunes_malloc_only_in_a_process_of_its_own(monkeypatch, tmp_pat
     frozen = []  # the real one would keep this test process's cycles
     monkeypatch.setattr(score_predictions, "freeze_startup_objects",  # outputs yet?
                         lambda: frozen.append(os.path.exists(tmp_path / "o1.summary.json")))
+    # the collector's pause ends with a freeze too: was the collector still off then, had
+    # this run read its rows, had it written its outputs?
+    resumed = []
+    rows_key = "read/passed"
+    monkeypatch.setattr(progress, "freeze_startup_objects", lambda: resumed.append(
+        (gc.isenabled(), progress._TALLY.snapshot().get(rows_key, 0) - rows_before[0],
+         os.path.exists(tmp_path / "o1.summary.json"))))
+    rows_before = [0]
     seen = []
 
     def fake_run(argv, *, tune_local):  # stops before a pipeline is built
@@ -326,10 +335,16 @@ def test_qa_score_tunes_malloc_only_in_a_process_of_its_own(monkeypatch, tmp_pat
     assert seen == [False, True]
     # run() itself tunes only when asked, and says whether model metrics run
     monkeypatch.setattr(score_predictions, "run", real_run)
+    assert gc.isenabled()
     for n, tune in enumerate((False, True)):
+        rows_before[0] = progress._TALLY.snapshot().get(rows_key, 0)
         real_run(["--input", _judged_jsonl(tmp_path), "--output", str(tmp_path / f"o{n}"),
                   "--metrics", "em", *RUNNER_ARGS["direct_in_process"]],
                  save_main_session=False, tune_local=tune)
+        assert gc.isenabled()
     assert tuned == [False] and divided == [False]
     # when the run starts and once its graph is built, both before the pipeline runs
     assert frozen == [False, False] and os.path.exists(tmp_path / "o1.summary.json")
+    # the tuned run's collector was off from its start to its first rows read (all 3),
+    # and on again before its end
+    assert resumed == [(False, 3, False)]

@@ -20,12 +20,16 @@ _tuned = False
 
 
 def tune_gc() -> None:
-    """Raises the collector's thresholds to `THRESHOLDS`, once per process. Leaves a
-    collector that is switched off, or already set at least as high, as it is."""
+    """Raises the collector's thresholds to `THRESHOLDS`, once per process. Leaves
+    thresholds already at least as high, or a first threshold of 0 (no automatic
+    collection), as they are, and never switches the collector on or off: one that is
+    off keeps off, with the thresholds it will have when it is on again (the command
+    line's in-process run switches it off until its first rows are read, after its
+    first bundle has started: `progress.pause_collector_until_rows`)."""
     global _tuned
     if _tuned:
         return
     _tuned = True
     current = gc.get_threshold()
-    if gc.isenabled() and current[0] and current[0] < THRESHOLDS[0]:
+    if current[0] and current[0] < THRESHOLDS[0]:
         gc.set_threshold(*(max(c, t) for c, t in zip(current, THRESHOLDS)))
