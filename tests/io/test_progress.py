@@ -152,13 +152,23 @@ def test_local_runs_tune_malloc_and_leave_the_users_settings(monkeypatch):
         PipelineOptions(["--runner=FnApiRunner"]), mallopt=lambda *_: False) == {}
 
 
+def _in_own_process(script: str) -> str:
+    """The standard output of `script` run by a fresh interpreter from the repository's
+    root (the collector's state there is the script's alone); fails on its failure."""
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          cwd=root)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
 def test_freeze_startup_objects_freezes_now_and_at_exit():
     """In a process of its own (the test process would keep its cycles): what is alive is
     frozen at the call, what is made afterwards is not, the exit hook freezes what is
     alive then, and calling again adds no second hook."""
-    import subprocess
-    import sys
-
     script = """
 import atexit, gc
 atexit.register(lambda: print("at exit", gc.get_freeze_count()))  # runs after the hook
@@ -180,11 +190,8 @@ later = [[i] for i in range(5000)]  # made after the calls: not frozen until exi
 assert gc.get_freeze_count() < frozen + 100
 print("frozen", gc.get_freeze_count())
 """
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          cwd=root)
-    assert done.returncode == 0, done.stderr
-    frozen, calls, at_exit = (int(line.split()[-1]) for line in done.stdout.splitlines())
+    frozen, calls, at_exit = (int(line.split()[-1])
+                              for line in _in_own_process(script).splitlines())
     assert calls == 4  # three calls, one hook at exit
     assert at_exit > frozen + 4000  # the hook froze the later lists too
 
@@ -194,9 +201,6 @@ def test_the_collector_is_paused_until_the_first_count():
     collector off; the first count tallied switches it on again, after freezing what the
     start-up made; a resume with no pause on, or a second one, does nothing; and a
     collector the user switched off stays off."""
-    import subprocess
-    import sys
-
     script = """
 import gc
 from transforms.io import progress
@@ -220,8 +224,4 @@ progress.resume_collector()
 assert not gc.isenabled() and gc.get_freeze_count() == frozen
 print("ok")
 """
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          cwd=root)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["ok"]
+    assert _in_own_process(script).split() == ["ok"]

@@ -386,7 +386,7 @@ class _State:
     scope: Resampling
     per_metric: list[Cells]
     missing: tuple[int, ...]
-    loops: bool  # some metric's Kendall needs the loop with scipy
+    looped: tuple[int, ...]  # the metrics whose Kendall is the loop with scipy
     rng: np.random.Generator
     chunk: int
     out: dict[str, np.ndarray]
@@ -398,14 +398,20 @@ class _State:
         per_metric = [cells(scope.values[:, j], scope.human) for j in range(m)] if n else []
         missing = tuple(j for j, c in enumerate(per_metric)
                         if not kendall_by_levels(c) and len(c.order) > KENDALL_LOOP_MAX_N)
-        loops = any(len(c.order) and not kendall_by_levels(c) and j not in missing
-                    and not (scope.binary and c.ky == 2) for j, c in enumerate(per_metric))
-        return cls(scope, per_metric, missing, loops, np.random.default_rng(scope.seed),
+        looped = tuple(j for j, c in enumerate(per_metric)
+                       if len(c.order) and not kendall_by_levels(c) and j not in missing
+                       and not (scope.binary and c.ky == 2))
+        return cls(scope, per_metric, missing, looped, np.random.default_rng(scope.seed),
                    max(1, min(resamples, CHUNK_ELEMENTS // max(n, 1))), out)
 
     @property
     def n(self) -> int:
         return len(self.scope.human)
+
+    @property
+    def loops(self) -> bool:
+        """Whether some metric's chunks run the scipy loop (kept in the calling thread)."""
+        return bool(self.looped)
 
     def chunk_statistics(self, span: slice, rows: np.ndarray) -> None:
         """Every statistic of every metric for the resamples `span` ((n, count) row
@@ -426,7 +432,7 @@ class _State:
             tau = weighted_kendall(w, c, wx, wy)
             if tau is not None:
                 out["kendall"][span, j] = tau
-            elif j not in self.missing:
+            elif j in self.looped:
                 out["kendall"][span, j] = _kendall_loop(rows[c.order], values[c.order, j],
                                                         human[c.order])
             if self.scope.binary:
