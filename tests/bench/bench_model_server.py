@@ -34,6 +34,7 @@ import json
 import multiprocessing
 import statistics
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -50,15 +51,24 @@ def _use(device: str = "cpu", model: str | None = None):
     return encoder_use(loading.ModelSpec.of(model, device=device), None, pooled=True)
 
 
-def _client(tag: str, device: str, model: str | None, windows: int, window: int,
-            phase_s: float, queue) -> None:
-    """Another worker: the host side over the served copy, one new window at a time."""
+def _not_started() -> None:
+    raise RuntimeError("the bench's copy is started before its clients")
+
+
+def _client(served: tuple[str, str] | model_server.Serving, device: str, model: str | None,
+            windows: int, window: int, phase_s: float, queue) -> None:
+    """Another worker: the host side over the served copy (Beam's by its tag and folder,
+    or ours by its `Serving`), one new window at a time."""
     import torch
 
     from transforms.models.predictors import Predictor
     torch.set_num_threads(1)
-    proxy = multi_process_shared.MultiProcessShared(  # the copy is there: joined, not made
-        lambda: None, tag=tag, path=model_server.folder(), always_proxy=True).acquire()
+    if isinstance(served, tuple):  # the copy is there: joined, not made
+        tag, folder = served
+        proxy = multi_process_shared.MultiProcessShared(
+            lambda: None, tag=tag, path=folder, always_proxy=True).acquire()
+    else:
+        proxy = model_server.serve(_not_started, served)
     predictor = Predictor(_use(device, model), model=proxy, cache_size=0)
     times = []
     began = time.perf_counter()
@@ -79,7 +89,7 @@ def _busy(stop: threading.Event) -> None:
             total += i * i
 
 
-def _measure(tag: str, device: str, model: str | None, busy: bool, windows: int,
+def _measure(served: tuple[str, str] | model_server.Serving, device: str, model: str | None, busy: bool, windows: int,
              window: int, phase_s: float) -> dict:
     ctx = multiprocessing.get_context("spawn")
     queue = ctx.Queue()
@@ -87,7 +97,8 @@ def _measure(tag: str, device: str, model: str | None, busy: bool, windows: int,
     thread = threading.Thread(target=_busy, args=(stop,), daemon=True)
     if busy:
         thread.start()
-    client = ctx.Process(target=_client, args=(tag, device, model, windows, window, phase_s, queue))
+    client = ctx.Process(target=_client, args=(served, device, model, windows, window, phase_s,
+                                               queue))
     client.start()
     times = queue.get(timeout=600)
     client.join()
@@ -116,21 +127,21 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     results = {}
     # Beam's way: the copy in this process, served by its threads
-    tag = model_server.new_tag("bench_in_worker")
+    beam_way = ("bench_in_worker", tempfile.mkdtemp(prefix="bench_model_server"))
     handle = multi_process_shared.MultiProcessShared(
-        functools.partial(DeviceModel, _use(args.device, args.model)), tag=tag, path=model_server.folder(),
-        always_proxy=True)
+        functools.partial(DeviceModel, _use(args.device, args.model)), tag=beam_way[0],
+        path=beam_way[1], always_proxy=True)
     handle.acquire()
     for name, busy in (("in_worker_idle", False), ("in_worker_busy", True)):
-        results[name] = _measure(tag, args.device, args.model, busy, args.windows, args.window,
+        results[name] = _measure(beam_way, args.device, args.model, busy, args.windows, args.window,
                                  args.phase_s)
     # a process of its own
-    tag = model_server.new_tag("bench_own_process")
+    serving = model_server.new_serving("bench_own_process")
     served = model_server.serve(functools.partial(DeviceModel, _use(args.device, args.model)),
-                                tag)
-    results["own_process_busy"] = _measure(f"{tag}-0", args.device, args.model, True,
+                                serving)
+    results["own_process_busy"] = _measure(serving, args.device, args.model, True,
                                            args.windows, args.window, args.phase_s)
-    del served
+    served.stop()
     print(f"a served {args.model or 'MiniLM (packaged)'} on {args.device}, windows of "
           f"{args.window} new texts, one client process:")
     for name, r in results.items():

@@ -5,10 +5,11 @@ interpreter), from one process and from two, and in a daemonic worker."""
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import multiprocessing
 import os
+import pickle
+import signal
 import threading
 import time
 
@@ -45,6 +46,13 @@ class _Proxy:
         return self.name
 
 
+def _serving(tag: str) -> model_server.Serving:
+    """A served model's identity with a tag the test names."""
+    serving = model_server.new_serving("test")
+    serving.tag = tag
+    return serving
+
+
 @pytest.fixture
 def fake_copies(monkeypatch):
     """`ServedModel._connect` gives fake proxies, from a list per copy (a reconnect takes
@@ -64,23 +72,23 @@ def fake_copies(monkeypatch):
 
 def test_copies_answer_in_turn(fake_copies):
     fake_copies.update({0: [_Proxy("a")], 1: [_Proxy("b")]})
-    model = model_server.serve(Echo, "t", copies=2)
+    model = model_server.serve(Echo, _serving("t"), copies=2)
     assert model.copies == 2
     assert [model.which() for _ in range(5)] == ["a", "b", "a", "b", "a"]
     with pytest.raises(AttributeError):
         model._private  # noqa: B018 - only public methods are forwarded
     with pytest.raises(ValueError, match="copies must be >= 1"):
-        model_server.serve(Echo, "t", copies=0)
+        model_server.serve(Echo, _serving("t"), copies=0)
 
 
 def test_a_copy_that_is_gone_is_started_again_once(fake_copies, caplog):
     fake_copies[0] = [_Proxy("first", broken=True), _Proxy("second")]
-    model = model_server.serve(Echo, "qa_eval_x")
+    model = model_server.serve(Echo, _serving("qa_eval_x"))
     assert model.which() == "second"  # started again, the call repeated
     assert "qa_eval_x-0 is gone (BrokenPipeError" in caplog.text
     # gone again right after its restart: the bundle must fail, not dead-letter its rows
     fake_copies[0] = [_Proxy("third", broken=True), _Proxy("fourth", broken=True)]
-    model = model_server.serve(Echo, "qa_eval_y")
+    model = model_server.serve(Echo, _serving("qa_eval_y"))
     with pytest.raises(model_server.ServerGone,
                        match=r"\(qa_eval_y-0\) is gone again after a restart \(BrokenPipeError"):
         model.which()
@@ -89,7 +97,7 @@ def test_a_copy_that_is_gone_is_started_again_once(fake_copies, caplog):
 def test_a_copy_that_cannot_start_again_names_both_causes(fake_copies):
     fake_copies[0] = [_Proxy("first", broken=True),
                       RuntimeError("Shared Server Process crashed: CUDA out of memory")]
-    model = model_server.serve(Echo, "qa_eval_z")
+    model = model_server.serve(Echo, _serving("qa_eval_z"))
     with pytest.raises(model_server.ServerGone,
                        match=r"\(qa_eval_z-0\) is gone \(BrokenPipeError: .*\) and could not "
                              r"be started again: RuntimeError: .*CUDA out of memory"):
@@ -99,7 +107,7 @@ def test_a_copy_that_cannot_start_again_names_both_causes(fake_copies):
 def test_meanwhile_runs_in_the_callers_thread_and_its_error_wins(fake_copies, caplog):
     fake_copies[0] = [_Proxy("a")]
     ran = []
-    model = model_server.serve(Echo, "t", meanwhile=lambda: ran.append(
+    model = model_server.serve(Echo, _serving("t"), meanwhile=lambda: ran.append(
         threading.current_thread()))
     assert ran == [threading.current_thread()] and model.which() == "a"
 
@@ -108,11 +116,11 @@ def test_meanwhile_runs_in_the_callers_thread_and_its_error_wins(fake_copies, ca
 
     fake_copies[0] = [RuntimeError("Shared Server Process crashed: no such checkpoint")]
     with pytest.raises(KeyError, match="own start-up failed"):
-        model_server.serve(Echo, "qa_eval_w", meanwhile=fails)
+        model_server.serve(Echo, _serving("qa_eval_w"), meanwhile=fails)
     assert "qa_eval_w did not start either: RuntimeError" in caplog.text
     fake_copies[0] = [RuntimeError("Shared Server Process crashed: no such checkpoint")]
     with pytest.raises(RuntimeError, match="no such checkpoint"):
-        model_server.serve(Echo, "t", meanwhile=lambda: None)
+        model_server.serve(Echo, _serving("t"), meanwhile=lambda: None)
 
 
 def test_a_model_server_gone_fails_the_window_instead_of_dead_lettering_it():
@@ -135,6 +143,21 @@ def test_a_model_server_gone_fails_the_window_instead_of_dead_lettering_it():
 
 # Real processes: each copy is a fresh interpreter (seconds).
 
+def _wait_gone(pid: int, timeout_s: float = 30.0) -> None:
+    """Waits until process `pid` has ended (gone, or a zombie nobody has reaped yet)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    return
+        except FileNotFoundError:
+            return
+        multiprocessing.active_children()  # reaps a copy this process started
+        time.sleep(0.05)
+    raise AssertionError(f"process {pid} still exists after {timeout_s} s")
+
+
 @pytest.fixture
 def served():
     """`serve` whose copies are stopped after the test (a run's end with its worker)."""
@@ -146,33 +169,26 @@ def served():
         return model
 
     yield serve
-    stopped = set()
     for model in made:
-        for tag, handle in zip(model._tags, model._handles):
-            if handle is not None and tag not in stopped:
-                stopped.add(tag)
-                with contextlib.suppress(EOFError, ConnectionError):  # it exits at once
-                    handle.unsafe_hard_delete()
+        model.stop()
 
 
-def _pid_from_another_process(tag: str, queue) -> None:
-    queue.put(model_server.serve(Echo, tag).pid())
+def _pid_from_another_process(serving, queue) -> None:
+    queue.put(model_server.serve(Echo, serving).pid())
 
 
-def _serve_in_a_daemon(tag: str, queue) -> None:
-    model = model_server.serve(Echo, tag)
+def _serve_in_a_daemon(serving, queue) -> None:
+    model = model_server.serve(Echo, serving)
     queue.put((os.getpid(), model.pid()))
-    for handle in model._handles:
-        with contextlib.suppress(EOFError, ConnectionError):
-            handle.unsafe_hard_delete()
+    model.stop()
 
 
 @pytest.mark.slow
 def test_the_model_lives_in_a_process_of_its_own(served):
-    tag = model_server.new_tag("test")
-    address = os.path.join(model_server.folder(), f"{tag}-0.address")
+    serving = model_server.new_serving("test")
+    address = os.path.join(model_server.folder(), f"{serving.tag}-0.address")
     seen = []
-    model = served(Echo, tag, meanwhile=lambda: seen.append(os.path.exists(address)))
+    model = served(Echo, serving, meanwhile=lambda: seen.append(os.path.exists(address)))
     assert seen == [False]  # the caller's start-up ran before the copy was up
     server = model.pid()
     assert server != os.getpid() and os.path.exists(address)
@@ -180,12 +196,12 @@ def test_the_model_lives_in_a_process_of_its_own(served):
     # another worker of the run (another process, the same tag) reaches the same copy
     ctx = multiprocessing.get_context("spawn")
     queue = ctx.Queue()
-    other = ctx.Process(target=_pid_from_another_process, args=(tag, queue))
+    other = ctx.Process(target=_pid_from_another_process, args=(serving, queue))
     other.start()
     assert queue.get(timeout=120) == server
     other.join()
     # another run's tag gets a copy of its own
-    assert served(Echo, model_server.new_tag("test")).pid() != server
+    assert served(Echo, model_server.new_serving("test")).pid() != server
 
 
 @pytest.mark.slow
@@ -194,12 +210,12 @@ def test_the_launcher_starts_a_copy_that_the_workers_join(caplog):
     thread; a worker that asks while it is still loading waits for it and reaches that
     copy, not one of its own. A copy that cannot start is logged there, not raised: the
     workers try again."""
-    tag = model_server.new_tag("test")
+    serving = model_server.new_serving("test")
     before = len(model_server._STARTED_HERE)
-    starting = model_server.start_serving(functools.partial(Echo, load_s=3.0), tag)
+    starting = model_server.start_serving(functools.partial(Echo, load_s=3.0), serving)
     ctx = multiprocessing.get_context("spawn")
     queue = ctx.Queue()
-    worker = ctx.Process(target=_pid_from_another_process, args=(tag, queue))
+    worker = ctx.Process(target=_pid_from_another_process, args=(serving, queue))
     worker.start()  # while the launcher's copy loads
     try:
         worker_saw = queue.get(timeout=120)
@@ -211,10 +227,9 @@ def test_the_launcher_starts_a_copy_that_the_workers_join(caplog):
         if worker.is_alive():  # it started a copy of its own, which it waits on at exit
             worker.kill()
         for model in model_server._STARTED_HERE[before:]:
-            with contextlib.suppress(EOFError, ConnectionError):
-                model._handles[0].unsafe_hard_delete()
+            model.stop()
     model_server.start_serving(functools.partial(Echo, "no such checkpoint: /m"),
-                               model_server.new_tag("test")).join(timeout=120)
+                               model_server.new_serving("test")).join(timeout=120)
     assert len(model_server._STARTED_HERE) == before + 1
     assert "could not start the shared model" in caplog.text
     assert "no such checkpoint: /m" in caplog.text
@@ -222,11 +237,11 @@ def test_the_launcher_starts_a_copy_that_the_workers_join(caplog):
 
 @pytest.mark.slow
 def test_a_killed_copy_is_started_again(served):
-    model = served(Echo, model_server.new_tag("test"), copies=2)
+    model = served(Echo, model_server.new_serving("test"), copies=2)
     first = [model.pid(), model.pid()]
     assert len(set(first)) == 2 and os.getpid() not in first
-    with contextlib.suppress(EOFError, ConnectionError):
-        model._handles[0].unsafe_hard_delete()
+    os.kill(first[0], signal.SIGKILL)
+    _wait_gone(first[0])
     restarted = model.pid()  # copy 0 again: a new process
     assert restarted not in first and model.pid() == first[1]
 
@@ -235,7 +250,7 @@ def test_a_killed_copy_is_started_again(served):
 def test_a_model_that_cannot_load_fails_the_caller_with_its_reason():
     with pytest.raises(RuntimeError, match="no such checkpoint: /models/missing"):
         model_server.serve(functools.partial(Echo, "no such checkpoint: /models/missing"),
-                           model_server.new_tag("test"))
+                           model_server.new_serving("test"))
 
 
 @pytest.mark.slow
@@ -243,9 +258,69 @@ def test_a_daemonic_worker_serves_the_model_from_its_own_threads():
     # a Dask worker is daemonic, and multiprocessing lets no daemon start a process
     ctx = multiprocessing.get_context("spawn")
     queue = ctx.Queue()
-    worker = ctx.Process(target=_serve_in_a_daemon, args=(model_server.new_tag("test"), queue),
+    worker = ctx.Process(target=_serve_in_a_daemon, args=(model_server.new_serving("test"), queue),
                          daemon=True)
     worker.start()
     worker_pid, server_pid = queue.get(timeout=120)
     worker.join()
     assert server_pid == worker_pid
+
+
+class Planted:
+    """Unpickling this makes a folder: the proof that a payload ran."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.mkdir, (self.marker,))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("authkey", [b"mps", b"not the run's key"])
+def test_a_served_copy_runs_nothing_sent_without_the_runs_key(served, tmp_path, authkey):
+    """Another local process that reads the copy's address and connects with Beam's
+    fixed key (or any other) gets no further than the handshake: the pickle it sends is
+    never loaded, and the copy goes on answering the run."""
+    from multiprocessing import connection as mpc
+
+    from transforms.scoring import model_channel
+
+    serving = model_server.new_serving("test")
+    model = served(Echo, serving)
+    files = model_channel.CopyFiles.of(model_server.folder(), f"{serving.tag}-0")
+    address = model_channel.read_address(files)
+    marker = str(tmp_path / "payload_ran")
+    with pytest.raises((mpc.AuthenticationError, AssertionError)):
+        mpc.Client(address.address, address.family, authkey=authkey)
+    bare = mpc.Client(address.address, address.family)  # no handshake: the payload at once
+    bare.send_bytes(pickle.dumps(("pid", (Planted(marker),), {})))
+    with pytest.raises((EOFError, ConnectionError)):
+        while True:
+            bare.recv_bytes()
+    assert model.add(2, b=3) == 5 and model.pid() == address.pid
+    assert not os.path.exists(marker)
+
+
+def _start_and_report(serving, queue) -> None:
+    model = model_server.serve(Echo, serving)
+    queue.put(model.pid())
+    time.sleep(600)  # killed by the test
+
+
+@pytest.mark.slow
+def test_a_copy_ends_with_the_killed_run_that_started_it():
+    from transforms.scoring import model_channel
+
+    serving = model_server.new_serving("test")
+    ctx = multiprocessing.get_context("spawn")
+    queue = ctx.Queue()
+    starter = ctx.Process(target=_start_and_report, args=(serving, queue))
+    starter.start()
+    copy_pid = queue.get(timeout=120)
+    files = model_channel.CopyFiles.of(model_server.folder(), f"{serving.tag}-0")
+    assert model_channel.read_address(files).pid == copy_pid
+    os.kill(starter.pid, signal.SIGKILL)  # no exit hook runs
+    starter.join()
+    _wait_gone(copy_pid)
+    assert not os.path.exists(files.address) and not os.path.exists(files.socket)

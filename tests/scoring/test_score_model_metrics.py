@@ -3,11 +3,10 @@ and the build-time errors."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
-from unittest import mock
+import time
 
 import pandas as pd
 import pyarrow.parquet as pq
@@ -139,6 +138,26 @@ def test_model_metrics_alone(tmp_path, cross_encoder_path):
     # start, and each worker's tokenizer gets its share of the cores
     ("direct_multi_processing", ["--share_model_across_processes"], "jsonl"),
 ])
+def _served_copies(tags: list[str], launched_pids: set[int],
+                   timeout_s: float = 30.0) -> dict[str, int]:
+    """The copies of these tags still listed in the private folder (tag -> pid), once
+    those that are not the launcher's (ending with their workers) have removed their
+    files."""
+    from transforms.scoring import model_channel, model_server
+
+    deadline = time.monotonic() + timeout_s
+    folder = model_server.folder()
+    while True:
+        copies = {}
+        for tag in (f"{t}-0" for t in tags):
+            address = model_channel.read_address(model_channel.CopyFiles.of(folder, tag))
+            if address is not None and model_channel.alive(address.pid):
+                copies[tag] = address.pid
+        if set(copies.values()) <= launched_pids or time.monotonic() > deadline:
+            return copies
+        time.sleep(0.1)
+
+
 def test_real_minilm_end_to_end(tmp_path, cross_encoder_path, keyphrase_path, runner, extra,
                                 fmt, monkeypatch, caplog):
     """A small run with the real handlers: values equal the metrics run in plain Python,
@@ -164,7 +183,13 @@ def test_real_minilm_end_to_end(tmp_path, cross_encoder_path, keyphrase_path, ru
     monkeypatch.setattr("pipelines.score_predictions.pause_collector_until_rows",
                         lambda: paused.append(1))
     started = len(model_server._STARTED_HERE)
-    locks = set(os.listdir(model_server.folder()))
+    tags = []  # the run's served models
+
+    def new_serving(name, made=model_server.new_serving):
+        tags.append(made(name))
+        return tags[-1]
+
+    monkeypatch.setattr(model_server, "new_serving", new_serving)
     argv = ["--input", str(path), "--output", prefix,
          "--metrics", "bleu1,bertscore,bertscore_recall,bi_encoder,sas,kpqa_bleu1,"
                       "kpqa_rougeL,kpqa_bertscore",
@@ -173,21 +198,20 @@ def test_real_minilm_end_to_end(tmp_path, cross_encoder_path, keyphrase_path, ru
          "--bertscore_layer", "4", "--bertscore_idf", "--sas_model", cross_encoder_path,
          "--kpqa_model", keyphrase_path, "--device", "cpu", "--model_batch_size", "5",
          *RUNNER_ARGS[runner], *extra]
-    try:
-        run(argv, save_main_session=False, tune_local=tune_local)
-    finally:
-        launched = model_server._STARTED_HERE[started:]
-        for model in launched:  # a copy started here lives as long as this process: ended
-            with contextlib.suppress(EOFError, ConnectionError):
-                model._handles[0].unsafe_hard_delete()
+    run(argv, save_main_session=False, tune_local=tune_local)
+    launched = model_server._STARTED_HERE[started:]
+    copies = _served_copies([t.tag for t in tags], {m.pid() for m in launched})
+    for model in launched:  # a copy started here lives as long as this process: ended
+        model.stop()
     assert paused == []
-    if extra:  # one copy for all the run's models, started here when the run is tuned
-        assert len(launched) == (1 if tune_local else 0)
-        # a lock file for every copy that was ever started (Beam never removes them):
-        # the workers joined the launcher's copy, they did not start one of their own
-        made = [name for name in set(os.listdir(model_server.folder())) - locks
-                if name.startswith("qa_eval_models_") and name.endswith(".lock")]
-        assert made == ([f"{launched[0]._tags[0]}.lock"] if tune_local else [mock.ANY])
+    if extra and tune_local:
+        # one copy for all the run's models, started here, and the workers joined it:
+        # the address of its tag still names the launcher's copy (a worker that started
+        # one of its own would have replaced it, and removed it when it ended)
+        (model,) = launched
+        assert copies == {model._tags[0]: model.pid()}
+    elif extra:  # started by a worker: it ended with the workers, its files with it
+        assert launched == [] and copies == {}
     assert ("RAYON_NUM_THREADS" in os.environ) == tune_local
     scores = pq.read_table(prefix + ".scores.parquet").to_pandas().sort_values("row")
     assert len(scores) == 12

@@ -51,7 +51,8 @@ class UsageError(ValueError):
 # a runner may hand back only their text: so their names are listed here too (a test
 # keeps the list complete). Layers below `io` cannot import a base class from here.
 FILE_ERROR_NAMES = ("InputFileError", "PreviousRunError", "StatisticsFileError",
-                    "ModelFolderError", "DumpReadError", "TrainingDataError")
+                    "ModelFolderError", "DumpReadError", "TrainingDataError",
+                    "PrivateFolderError")
 _FILE_ERROR_LINE = re.compile(r"\b(?:" + "|".join(FILE_ERROR_NAMES) + r"): (.+)$")
 _WHILE_RUNNING = re.compile(r"(?: \[while running [^\]]*\])+")
 

@@ -27,6 +27,11 @@ worker threads: each partition of each grouping is several tasks, so N far above
 only adds scheduling. Counters (`result.metrics()`) are not collected, as in Beam's
 runner: this project's outputs (stats.json, summary.json) never depend on them.
 
+Without `--dask_client_address` (or `--dask_scheduler_file`) the runner starts a cluster
+on this machine for the run, as Beam's does, but one that only the run can reach
+(`LOCAL_CLUSTER`). A cluster named by its address is secured by whoever started it
+(dask's `distributed.comm.tls` configuration; SECURITY.md).
+
 Still as in Beam's runner: one global window, no timers or state, no streaming.
 """
 
@@ -42,6 +47,13 @@ from apache_beam.runners.dask import dask_runner as beam_dask
 
 # Bytes per part when a bounded source is split at launch.
 READ_SPLIT_BYTES = 64 << 20
+# The cluster started on this machine when no scheduler is named (Beam's runner starts a
+# plain `LocalCluster`, whose scheduler and workers take any local user's tasks, pickles
+# included, over plain TCP): TLS with a key and certificate made in memory for this run
+# (`Security.temporary()`, so only the run's own processes can connect), no dashboard and
+# no other HTTP pages (served without authentication: task and worker details, logs).
+LOCAL_CLUSTER = {"security": True, "dashboard_address": None}
+LOCAL_HTTP = {"distributed.scheduler.http.routes": [], "distributed.worker.http.routes": []}
 
 
 def _windowed(value: Any) -> Any:
@@ -248,7 +260,11 @@ class DaskRunner(beam_dask.DaskRunner):
         dask_options = options.view_as(beam_dask.DaskOptions).get_all_options(
             drop_default=True, current_only=True)
         bag_kwargs = beam_dask.DaskOptions._extract_bag_kwargs(dask_options)
-        client = ddist.Client(**dask_options)
+        if dask_options.get("address") is None and dask_options.get("scheduler_file") is None:
+            with dask.config.set(LOCAL_HTTP):
+                client = ddist.Client(**dask_options, **LOCAL_CLUSTER)
+        else:
+            client = ddist.Client(**dask_options)
         pipeline.replace_all(beam_dask.dask_overrides())
         visitor = _BagVisitor(bag_kwargs)
         pipeline.visit(visitor)

@@ -142,7 +142,8 @@ class TransformerModelHandler(DoublingWindows, ModelHandler[Hashable, Prediction
         super().__init__(min_batch_size=min_batch_size, max_batch_size=max_batch_size,
                          max_batch_duration_secs=max_batch_duration_secs)
         self._use = use
-        self._served_as = model_server.new_tag(use.task) if share_model_across_processes else None
+        self._served_as = (model_server.new_serving(use.task) if share_model_across_processes
+                           else None)
         self._copies = model_copies or 1
         self._max_batch_tokens = max_batch_tokens
         self._max_batch_rows = max_batch_size

@@ -92,7 +92,7 @@ class MultiUseModelHandler(DoublingWindows, ModelHandler):
         super().__init__(**sizes)
         # one server (or `copies`) for all the models: a worker's windows reach each of
         # its models through one connection
-        self._served_as = model_server.new_tag("models") if shared else None
+        self._served_as = model_server.new_serving("models") if shared else None
         self._copies = max((_copies(h) for h in shared), default=1)
         self._failures = beam.metrics.Metrics.counter(NAMESPACE, "inference_failures")
         self._retries = beam.metrics.Metrics.counter(NAMESPACE, "failed_parts_retried")
@@ -116,6 +116,11 @@ class MultiUseModelHandler(DoublingWindows, ModelHandler):
     def load_model(self) -> Any:
         """The `Models`: here, or with sharing a `model_server.ServedModel` of them."""
         return load_or_serve(self._load(), self._served_as, self._copies)
+
+    @property
+    def shares_models(self) -> bool:
+        """Whether the models are served to the worker processes (model_server.py)."""
+        return self._served_as is not None
 
     def start_serving(self) -> threading.Thread | None:
         """With sharing, starts the shared copies from this process now, in a thread (the

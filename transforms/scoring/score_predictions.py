@@ -13,10 +13,11 @@ from typing import TYPE_CHECKING, Any
 import apache_beam as beam
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
 
-from transforms.io.progress import direct_workers
+from transforms.io.progress import direct_workers, is_local_runner
 from transforms.metrics.base import Metric
 from transforms.metrics.bertscore import ReferenceIdf
 from transforms.metrics.corpus import unique_statistics
+from transforms.scoring import model_server
 from transforms.scoring.config import ScoringConfig, is_model_backed
 from transforms.scoring.corpus_stats import is_distributed
 from transforms.scoring.incremental import (
@@ -166,6 +167,9 @@ class ScorePredictions(beam.PTransform):
             written.append(joined["scored"] | "WriteMetaEvaluationReport" >> WriteReport(
                 paths, config.metric_columns, config.report, config.mapping.human,
                 batched=batched))
+        if is_local_runner(p.pipeline.options) and any(
+                getattr(h, "shares_models", False) for h in self.model_handlers()):
+            model_server.folder()  # one that others may reach is refused before the run
         statistics = None
         if self._sink is not None:
             written.append(self._sink.written)
