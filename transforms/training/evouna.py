@@ -238,7 +238,7 @@ def build_parser() -> cli.ArgumentParser:
     g = parser.add_argument_group("input")
     g.add_argument("--input", required=True, help="EVOUNA file, e.g. TQ.json (required)")
     g = parser.add_argument_group("output")
-    g.add_argument("--output", required=True,
+    g.add_argument("--output", required=True, type=cli.output_path,
                    help="folder for {train,dev,test}.jsonl (required)")
     g = parser.add_argument_group("splits")
     g.add_argument("--seed", type=int, default=DEFAULT_SEED, help="split seed")

@@ -317,7 +317,7 @@ def build_parser() -> cli.ArgumentParser:
     g.add_argument("--evouna", default=None,
                    help="EVOUNA's TQ.json: add its judged answers (its own split)")
     g = parser.add_argument_group("output")
-    g.add_argument("--output", required=True,
+    g.add_argument("--output", required=True, type=cli.output_path,
                    help="folder for {train,dev,test}.jsonl, scoring/{dev,test}.jsonl, "
                         "counts.json (required)")
     g = parser.add_argument_group("pairs")
