@@ -104,9 +104,11 @@ def test_wes_mine_refuses_an_output_folder_with_pattern_characters(tmp_path, cap
                                   "evouna", "short_answers"])
 def test_every_other_command_refuses_such_an_output(name, tmp_path, capsys, no_pipeline):
     main, build_parser, _ = COMMANDS[name]
-    given = {"train_cross_encoder": ["--format", "stsb", "--input", str(tmp_path)],
-             "evouna": ["--input", str(tmp_path / "TQ.json")],
-             "short_answers": ["--squad", str(tmp_path / "dev.json.gz")]}.get(name, [])
+    # inputs that do not exist: without the check, each command would fail fast on them
+    missing = str(tmp_path / "missing")
+    given = {"train_cross_encoder": ["--format", "stsb", "--input", missing],
+             "train_keyphrase": ["--squad", missing], "demo": ["--data", missing],
+             "evouna": ["--input", missing], "short_answers": ["--squad", missing]}[name]
     value = str(tmp_path / "out" / "model?")
     assert main([*given, "--output", value]) == 2
     prog = build_parser().prog
