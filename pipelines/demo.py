@@ -98,7 +98,7 @@ def build_parser() -> cli.ArgumentParser:
     g.add_argument("--max_rows", type=int, default=None,
                    help="score only the first N rows of each judgment file (quick runs)")
     g = parser.add_argument_group("output")
-    g.add_argument("--output", default="demo_out",
+    g.add_argument("--output", default="demo_out", type=cli.output_path,
                    help="folder for every output (emptied first)")
     g = parser.add_argument_group("models")
     g.add_argument("--train_minutes", type=float,

@@ -1,6 +1,7 @@
 """transforms/io/cli.py: unknown flags, Beam's flags, help defaults, one-line errors,
 logging."""
 
+import argparse
 import logging
 
 import pytest
@@ -207,3 +208,39 @@ def test_the_dask_runners_module_is_imported_only_for_its_flags():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True)
     assert done.stdout.split() == ["False", "True"]
+
+
+@pytest.mark.parametrize(("value", "characters"), [
+    ("out/run[1]*", "'[', ']', '*'"),
+    ("out/run?", "'?'"),
+    ("out/run]", "']'"),
+    ("gs://bucket/scores/run*", "'*'"),
+    ("out[2]/run", "'[', ']'"),
+])
+def test_an_output_path_with_pattern_characters_is_refused(value, characters):
+    with pytest.raises(argparse.ArgumentTypeError) as refused:
+        cli.output_path(value)
+    message = str(refused.value)
+    assert message.startswith(f"{value!r} holds {characters}, which Beam's file systems")
+    assert "read as a pattern" in message and "\n" not in message
+
+
+@pytest.mark.parametrize("value", ["out/run1", "gs://bucket/scores/run-1", "out/a b{1}", ""])
+def test_an_output_path_without_them_is_kept_as_it_is(value):
+    assert cli.output_path(value) == value
+
+
+def test_a_refused_output_path_is_one_line_naming_the_flag(capsys, restore_logging):
+    """The parser's error: flag, value and characters in one line, exit status 2."""
+    def body(argv):
+        parser = cli.ArgumentParser(prog="tool")
+        parser.add_argument("--input")
+        parser.add_argument("--output", type=cli.output_path)
+        cli.parse_flags(parser, argv, beam=False)
+
+    assert cli.run_main("tool", body, ["--input", "data/*.jsonl", "--output", "o"]) == 0
+    assert cli.run_main("tool", body, ["--input", "data/*.jsonl", "--output", "o/r[1]"]) == 2
+    assert capsys.readouterr().err == (
+        "tool: error: argument --output: 'o/r[1]' holds '[', ']', which Beam's file "
+        "systems and globs read as a pattern, so the run's own files could not be "
+        "matched: an output path cannot hold [ ] * ?\n")

@@ -46,9 +46,9 @@ def test_parse_names_the_bad_record(record, message) -> None:
 def test_read_names_the_file(tmp_path) -> None:
     bad = tmp_path / "TQ.json"
     bad.write_text("[{")
-    with pytest.raises(ValueError, match=f"{bad}: not a JSON file"):
+    with pytest.raises(ValueError, match=f"EVOUNA file {bad}: not valid JSON"):
         evouna.read_questions(str(bad))
-    with pytest.raises(ValueError, match="no such file"):
+    with pytest.raises(ValueError, match="missing.json does not exist"):
         evouna.read_questions(str(tmp_path / "missing.json"))
     bad.write_text('{"question": "q"}')
     with pytest.raises(ValueError, match="expected a JSON list"):

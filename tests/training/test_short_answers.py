@@ -17,6 +17,7 @@ from transforms.training import pair_data
 from transforms.training import short_answers as sa
 from transforms.training.answer_pair import AnswerPair
 from transforms.training.squad_pairs import squad_pairs
+from transforms.training.wes_pairs import WES_QUESTION
 
 
 def test_records_carry_the_judges_marked_layout():
@@ -58,7 +59,7 @@ def test_wes_pairs():
     assert not any(p.kind == "identical" for p in pairs)
     assert skipped["mined_negative:source_in_other_split"] == 1
     assert {p.split for p in pairs if p.group.startswith("Ada")} == {"dev"}
-    assert all(p.question == sa.WES_QUESTION and p.golds == (p.group,) for p in pairs)
+    assert all(p.question == WES_QUESTION and p.golds == (p.group,) for p in pairs)
     assert len({p.id for p in pairs}) == len(pairs)
     with pytest.raises(ValueError, match="in two splits"):
         sa.wes_pairs([*_wes_rows(), {**_wes_rows()[0], "split": "test"}])

@@ -111,6 +111,35 @@ class ArgumentParser(argparse.ArgumentParser):
                 if s.startswith("--") and not isinstance(action, argparse._HelpAction)]
 
 
+# The characters Beam's file systems read as a pattern in a path (`FileSystems.match` and
+# `delete`, through `FileSystem.translate_pattern`), as Python's `glob` does.
+PATTERN_CHARACTERS = "[]*?"
+
+
+def output_path(value: str) -> str:
+    """The argparse `type` of every flag that names an output: `value` as it is, or
+    refused when it holds a pattern character, so the command line fails in one line
+    (exit status 2) before anything is written.
+
+    A Beam run finds, publishes and deletes its files by matching patterns built on
+    its output path, and a later command reads an output back by a glob: with `[`, `]`,
+    `*` or `?` in the path, those patterns match other files or none (a run failed at
+    its end with "Delete operation failed" and left its temporary files beside it).
+    Input flags take globs and do not use this.
+
+    Raises:
+        argparse.ArgumentTypeError: the message names the value and the characters
+            (argparse puts the flag before it).
+    """
+    found = [c for c in PATTERN_CHARACTERS if c in value]
+    if found:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} holds {', '.join(map(repr, found))}, which Beam's file systems "
+            "and globs read as a pattern, so the run's own files could not be matched: an "
+            "output path cannot hold [ ] * ?")
+    return value
+
+
 def add_runtime_arguments(group: Any, progress: bool = True) -> None:
     """`--progress_interval` (Beam pipelines) and `--verbose`, on a parser or group."""
     if progress:

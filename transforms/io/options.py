@@ -17,7 +17,7 @@ import os
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from transforms.io.cli import add_runtime_arguments
+from transforms.io.cli import add_runtime_arguments, output_path
 
 
 def absolute_local(path: str | None) -> str | None:
@@ -47,7 +47,7 @@ def add_input_argument(group, help: str = "input files: comma-separated paths or
 
 def add_output_argument(group,
                         help: str = "output location (a directory or a prefix, per pipeline)"):
-    group.add_argument("--output", default=None, help=help)
+    group.add_argument("--output", default=None, type=output_path, help=help)
 
 
 def add_overwrite_argument(group, help: str = (

@@ -31,7 +31,7 @@ class AnswerPair(NamedTuple):
             question.
         split: train, dev or test.
         kind: how the pair was made (`KINDS`).
-        question: the question (`short_answers.WES_QUESTION` for WES).
+        question: the question (`wes_pairs.WES_QUESTION` for WES).
         candidate: the answer being judged.
         golds: the gold answers it is judged against (at least one).
         label: 1 equivalent (correct), 0 not.

@@ -25,6 +25,7 @@ from transforms.models import layouts, loading
 from transforms.models.uses import DECISION_THRESHOLD_KEY as THRESHOLD_KEY
 from transforms.training import card, checkpoint, pair_data
 from transforms.training.batching import Features
+from transforms.training.data_files import read_json
 from transforms.training.evaluation import (
     THRESHOLD_OBJECTIVES,
     accuracy_at,
@@ -281,8 +282,7 @@ def base_model_name(data: CrossEncoderData) -> str:
     if data.init_checkpoint:
         path = os.path.join(loading.resolve_model(data.init_checkpoint), checkpoint.METRICS_FILE)
         if os.path.isfile(path):
-            with open(path, encoding="utf-8") as f:
-                return str(json.load(f).get("model", data.init_checkpoint))
+            return str(read_json("checkpoint metrics", path).get("model", data.init_checkpoint))
         return data.init_checkpoint
     return loading.ModelSpec(loading.resolve_model(data.model)).display_name()
 

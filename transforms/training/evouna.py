@@ -32,6 +32,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
 from transforms.io import cli
+from transforms.training.data_files import read_json
 
 logger = logging.getLogger(__name__)
 
@@ -137,16 +138,11 @@ def read_questions(path: str) -> list[EvounaQuestion]:
     """Reads and validates `TQ.json` (or another EVOUNA file of the same shape).
 
     Raises:
-        ValueError: the file is missing, not JSON, or malformed (naming the record).
+        TrainingDataError: the file is missing, unreadable, cut short, corrupt or not
+            JSON (`data_files.read_json`; `.gz`, `.bz2`, `.xz` are decompressed).
+        ValueError: a malformed record (named).
     """
-    try:
-        with open(path, encoding="utf-8") as f:
-            records = json.load(f)
-    except FileNotFoundError as e:
-        raise ValueError(f"{path}: no such file") from e
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ValueError(f"{path}: not a JSON file ({e})") from e
-    return parse_questions(records, path)
+    return parse_questions(read_json("EVOUNA file", path), path)
 
 
 def _normalised(question: str) -> str:
@@ -238,7 +234,7 @@ def build_parser() -> cli.ArgumentParser:
     g = parser.add_argument_group("input")
     g.add_argument("--input", required=True, help="EVOUNA file, e.g. TQ.json (required)")
     g = parser.add_argument_group("output")
-    g.add_argument("--output", required=True,
+    g.add_argument("--output", required=True, type=cli.output_path,
                    help="folder for {train,dev,test}.jsonl (required)")
     g = parser.add_argument_group("splits")
     g.add_argument("--seed", type=int, default=DEFAULT_SEED, help="split seed")

@@ -17,7 +17,7 @@ def add_train_args(parser: argparse.ArgumentParser, *, batch_size: int = 32,
                    learning_rate: float = 5e-5, epochs: int = 1) -> None:
     """Adds output, budget, optimisation and runtime flags (defaults per entry point)."""
     g = parser.add_argument_group("output and resumption")
-    g.add_argument("--output", required=True, help="output folder (the best checkpoint, "
+    g.add_argument("--output", required=True, type=cli.output_path, help="output folder (the best checkpoint, "
                    "model_card.md, metrics.json, last/ for --resume)")
     g.add_argument("--resume", action="store_true",
                    help="continue the run in OUTPUT/last (same data and hyper-parameters)")

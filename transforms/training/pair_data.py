@@ -17,7 +17,8 @@ metric scores the maximum over the references, so a correct answer must score hi
 against at least its best gold, and a wrong one low against even its closest gold.
 Every problem (a missing file or column, an
 empty split, a label out of range, an unparsable line) raises `ValueError` naming the
-file, and the line or column, before a model is loaded.
+file, and the line or column, before a model is loaded; a file that cannot be read at
+all (cut short, corrupt, not UTF-8, not Parquet) a `data_files.TrainingDataError`.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ import numpy as np
 from transforms.metrics.judge import DEFAULT_MAX_GOLD_CHARS, judge_reference
 from transforms.models import layouts
 from transforms.training import evouna
+from transforms.training.data_files import open_text, reading
 
 FORMATS = ("wes", "stsb", "square", "bem", "evouna", "judge")
 # The formats whose reference segment the judge's own function lays out from the golds.
@@ -146,17 +148,20 @@ def _check_label(value: Any, where: str) -> float:
 
 
 def read_wes(path: str) -> list[PairRow]:
-    """Rows of one WES Parquet shard (schema checked first, then every value)."""
+    """Rows of one WES Parquet shard (schema checked first, then every value).
+
+    Raises:
+        TrainingDataError: the shard cannot be read (missing, cut short, not Parquet).
+        ValueError: a missing column or a bad value (named).
+    """
     import pyarrow.dataset as ds
-    try:
+    with reading("training data", path):
         dataset = ds.dataset(path, format="parquet")
-    except Exception as e:  # pyarrow raises several types for an unreadable file
-        raise ValueError(f"{path}: not a readable Parquet file ({e})") from e
-    missing = [c for c in WES_COLUMNS if c not in dataset.schema.names]
-    if missing:
-        raise ValueError(f"{path}: missing column(s) {missing}; a WES shard has {list(WES_COLUMNS)}"
-                         f" (found {dataset.schema.names})")
-    table = dataset.to_table(columns=list(WES_COLUMNS))
+        missing = [c for c in WES_COLUMNS if c not in dataset.schema.names]
+        if missing:
+            raise ValueError(f"{path}: missing column(s) {missing}; a WES shard has "
+                             f"{list(WES_COLUMNS)} (found {dataset.schema.names})")
+        table = dataset.to_table(columns=list(WES_COLUMNS))
     cols = {c: table.column(c).to_pylist() for c in WES_COLUMNS}
     # A shard named `<split>-SSSSS-of-NNNNN.parquet` holds that split only (any file may
     # serve as any role through the explicit file flags).
@@ -176,9 +181,10 @@ def read_wes(path: str) -> list[PairRow]:
 
 
 def read_stsb(path: str) -> list[PairRow]:
-    """Rows of an STS-B file: TAB-split, first 7 fields, target = score / 5."""
+    """Rows of an STS-B file (plain or compressed, `data_files.open_text`): TAB-split,
+    first 7 fields, target = score / 5."""
     rows = []
-    with open(path, encoding="utf-8") as f:
+    with open_text("training data", path) as f:
         for n, line in enumerate(f, 1):
             line = line.rstrip("\n")
             if not line.strip():
@@ -209,10 +215,10 @@ def read_jsonl(path: str, fmt: str, gold_layout: str = "marked",
                max_gold_chars: int = DEFAULT_MAX_GOLD_CHARS) -> list[PairRow]:
     """Rows of a SQuArE, BEM or judge JSONL file (one JSON object per line); a judge
     row's reference segment is `judge_reference(candidate, golds, gold_layout,
-    max_gold_chars)`."""
+    max_gold_chars)`. Plain or compressed (`data_files.open_text`)."""
     required = JSONL_FIELDS[fmt]
     rows = []
-    with open(path, encoding="utf-8") as f:
+    with open_text("training data", path) as f:
         for n, line in enumerate(f, 1):
             if not line.strip():
                 continue
@@ -249,13 +255,6 @@ def read_jsonl(path: str, fmt: str, gold_layout: str = "marked",
     return rows
 
 
-class TrainingDataError(ValueError):
-    """A training data file that cannot be read (not text, not Parquet, unreadable); the
-    message names it. One line, exit status 2 (`transforms.io.cli.FILE_ERROR_NAMES`)."""
-
-    user_file_error = True
-
-
 def read_split(fmt: str, files: list[str], split: str | None = None,
                gold_layout: str = "best",
                max_gold_chars: int = DEFAULT_MAX_GOLD_CHARS) -> list[PairRow]:
@@ -264,31 +263,22 @@ def read_split(fmt: str, files: list[str], split: str | None = None,
     `judge_reference`).
 
     Raises:
-        TrainingDataError: a file cannot be read (named).
+        TrainingDataError: a file cannot be read (named; `data_files`).
         ValueError: a file's content is not valid (named, with the line or row).
     """
-    import pyarrow as pa
-
     if fmt == "evouna" and split is None:
         raise ValueError("format evouna needs the split to read")
     rows: list[PairRow] = []
     for path in files:
-        try:
-            if fmt == "evouna":
-                rows += read_evouna(path, split, gold_layout=gold_layout,
-                                    max_gold_chars=max_gold_chars)
-            elif fmt == "wes":
-                rows += read_wes(path)
-            elif fmt == "stsb":
-                rows += read_stsb(path)
-            else:
-                rows += read_jsonl(path, fmt, gold_layout, max_gold_chars)
-        except UnicodeDecodeError as e:  # a ValueError that does not name the file
-            raise TrainingDataError(f"training data {path}: cannot be read as UTF-8 text "
-                                    f"({e})") from e
-        except (OSError, pa.ArrowException) as e:
-            raise TrainingDataError(f"training data {path}: cannot be read: "
-                                    f"{type(e).__name__}: {e}") from e
+        if fmt == "evouna":
+            rows += read_evouna(path, split, gold_layout=gold_layout,
+                                max_gold_chars=max_gold_chars)
+        elif fmt == "wes":
+            rows += read_wes(path)
+        elif fmt == "stsb":
+            rows += read_stsb(path)
+        else:
+            rows += read_jsonl(path, fmt, gold_layout, max_gold_chars)
     return rows
 
 

@@ -8,17 +8,8 @@ SQuAD (the v1.1 dev file): `squad_pairs.squad_pairs`, whose docstring says how t
 positives, identical answers, span negatives and question negatives of a question are
 made. The pair record (`AnswerPair`) and its seeded draws are in `answer_pair`.
 
-WES (the mining output `wes-k<k>/*.parquet`; `wes_pairs`), per title:
-- positives: each link text against the title (`positive`; `identical` when the link
-  text normalises to the title, kept for the same seeded share);
-- mined negatives (`mined_negative`): the shard's negative rows (a link text of another
-  title), when that title is in the same split and the text does not normalise to the
-  title, as many as the title kept positives (the mining's 1:1);
-- near-miss negatives (`near_miss_negative`): for a title that kept a positive, a link
-  text of another title of the same split that shares a word with this title
-  ("convergent evolution" for "Evolution", "Ada Air" for "Ada Lovelace").
-WES has no question: every WES pair has `WES_QUESTION`, a constant, so the question
-segment carries no label information.
+WES (the mining output `wes-k<k>/*.parquet`): `wes_pairs.wes_pairs`, whose module
+docstring says how a title's positives, mined negatives and near misses are made.
 
 Splits are by group, deterministic: a SQuAD article goes to train, dev or test by a
 hash of (seed, normalised title) (`evouna.question_split`, 70/10/20 by default); a WES
@@ -50,144 +41,22 @@ from typing import Any
 
 from transforms.io import cli
 from transforms.metrics.judge import judge_reference
-from transforms.metrics.squad import normalize_answer
 from transforms.training import evouna
 from transforms.training.answer_pair import (
     DEFAULT_IDENTICAL_SHARE,
     DEFAULT_SEED,
     SOURCES,
     AnswerPair,
-    made,
-    seeded_rng,
-    seeded_share,
 )
 from transforms.training.squad_pairs import DEFAULT_PROPORTIONS, squad_pairs
+from transforms.training.wes_pairs import read_wes_rows, wes_pairs
 
 logger = logging.getLogger(__name__)
 
 SPLITS = evouna.SPLITS
-WES_QUESTION = "Which entity is this?"
 GOLD_LAYOUT = "marked"
 JSONL_FIELDS = ("id", "source", "group", "kind", "question", "candidate", "golds",
                 "reference", "label")
-
-# Words too common to make two WES titles near misses of each other.
-_TITLE_STOPWORDS = frozenset("of and in on at to for by with from or de la le list".split())
-
-
-def read_wes_rows(path: str) -> list[dict[str, Any]]:
-    """The rows of a WES corpus folder (or shard glob): title, link_text, label, split,
-    source_title, every split.
-
-    Raises:
-        ValueError: nothing readable there, or a column missing.
-    """
-    import pyarrow.dataset as ds
-    try:
-        dataset = ds.dataset(path, format="parquet")
-    except Exception as e:  # pyarrow raises several types for an unreadable file
-        raise ValueError(f"{path}: not a readable WES folder ({e})") from e
-    columns = ("title", "link_text", "label", "split", "source_title")
-    missing = [c for c in columns if c not in dataset.schema.names]
-    if missing:
-        raise ValueError(f"{path}: missing column(s) {missing} (a WES corpus from "
-                         "pipelines.mine_wes has them)")
-    rows = dataset.to_table(columns=list(columns)).to_pylist()
-    if not rows:
-        raise ValueError(f"{path}: no WES rows")
-    return rows
-
-
-def wes_pairs(rows: Iterable[Mapping[str, Any]], seed: int = DEFAULT_SEED,
-              identical_share: float = DEFAULT_IDENTICAL_SHARE, near_misses: int = 1,
-              ) -> tuple[list[AnswerPair], collections.Counter]:
-    """The WES pairs of a mined corpus (see the module docstring).
-
-    Args:
-        rows: WES rows (`read_wes_rows`), every split. The corpus's split is kept: the
-            mining splits by a hash of the title already and draws each title's
-            negatives from titles of its own split, which a new split would break
-            (re-splitting 70/10/20 dropped 2,504 of the sample's 5,627 negatives).
-        seed, identical_share: as `squad_pairs`.
-        near_misses: near-miss negatives per title (at most).
-
-    Returns:
-        The pairs, ordered by title, and counts of what was skipped and why.
-
-    Raises:
-        ValueError: a title in two splits, or a split that is not train, dev or test.
-    """
-    positives: dict[str, list[str]] = collections.defaultdict(list)
-    negatives: dict[str, list[tuple[str, str]]] = collections.defaultdict(list)
-    split_of: dict[str, str] = {}
-    for r in rows:
-        title, split = r["title"], r["split"]
-        if split not in SPLITS:
-            raise ValueError(f"WES title {title!r}: split {split!r} is not one of {SPLITS}")
-        if split_of.setdefault(title, split) != split:
-            raise ValueError(f"WES title {title!r} is in two splits ({split_of[title]}, "
-                             f"{split}): not a corpus split by title")
-        if r["label"] == 1:
-            positives[title].append(r["link_text"])
-        else:
-            negatives[title].append((r["link_text"], r.get("source_title") or ""))
-    titles = sorted(split_of)
-    by_word: dict[tuple[str, str], list[str]] = collections.defaultdict(list)
-    for t in sorted(positives):
-        for w in _title_words(t):
-            by_word[(split_of[t], w)].append(t)
-    pairs: list[AnswerPair] = []
-    skipped: collections.Counter = collections.Counter()
-    for title in titles:
-        split, title_norm = split_of[title], normalize_answer(title)
-        own = {normalize_answer(x) for x in positives.get(title, ())}
-
-        base = AnswerPair(f"wes-{title}", "wes", title, split, "", WES_QUESTION, "",
-                          (title,), 0)
-        kept = 0
-        for n, text in enumerate(positives.get(title, ())):
-            if normalize_answer(text) != title_norm:
-                pairs.append(made(base, "positive", text, base.golds, 1, n))
-            elif seeded_share(seed, f"{title}\x00{text}") < identical_share:
-                pairs.append(made(base, "identical", text, base.golds, 1, n))
-            else:
-                skipped["identical:not_sampled"] += 1
-                continue
-            kept += 1
-        # The mining gives a title as many negatives as positives; after the identical
-        # positives' sampling the title keeps as many as it kept positives (1:1 again).
-        for n, (text, source) in enumerate(negatives.get(title, ())):
-            if source and split_of.get(source, split) != split:
-                skipped["mined_negative:source_in_other_split"] += 1
-            elif normalize_answer(text) in own | {title_norm}:
-                skipped["mined_negative:same_as_title"] += 1
-            elif n >= kept:
-                skipped["mined_negative:balance"] += 1
-            else:
-                pairs.append(made(base, "mined_negative", text, base.golds, 0, n))
-        if not near_misses or not kept:
-            continue
-        rng = seeded_rng(seed, "wes", title)
-        near = sorted({t for w in _title_words(title) for t in by_word[(split, w)]
-                       if t != title})
-        rng.shuffle(near)
-        taken = 0
-        for other in near:
-            texts = [x for x in positives[other]
-                     if normalize_answer(x) and normalize_answer(x) not in own | {title_norm}]
-            if not texts:
-                continue
-            pairs.append(made(base, "near_miss_negative", rng.choice(texts), base.golds, 0,
-                              taken))
-            taken += 1
-            if taken == near_misses:
-                break
-        skipped["near_miss_negative:none_found"] += near_misses - taken
-    return pairs, skipped
-
-
-def _title_words(title: str) -> set[str]:
-    return {w for w in normalize_answer(title).split() if w not in _TITLE_STOPWORDS}
 
 
 def evouna_pairs(path: str) -> list[AnswerPair]:
@@ -317,7 +186,7 @@ def build_parser() -> cli.ArgumentParser:
     g.add_argument("--evouna", default=None,
                    help="EVOUNA's TQ.json: add its judged answers (its own split)")
     g = parser.add_argument_group("output")
-    g.add_argument("--output", required=True,
+    g.add_argument("--output", required=True, type=cli.output_path,
                    help="folder for {train,dev,test}.jsonl, scoring/{dev,test}.jsonl, "
                         "counts.json (required)")
     g = parser.add_argument_group("pairs")

@@ -19,8 +19,6 @@ Articles are split into train and held-out sets by a seeded shuffle of article t
 
 from __future__ import annotations
 
-import gzip
-import json
 import random
 import re
 from collections import Counter
@@ -29,6 +27,7 @@ from typing import Any, NamedTuple
 
 from transforms.models import layouts
 from transforms.training.batching import IGNORE_INDEX, Features
+from transforms.training.data_files import read_json
 
 LABELS = ("K", "O")
 KEYPHRASE, OTHER = 0, 1
@@ -83,19 +82,14 @@ def answer_sentence(context: str, start: int, end: int) -> tuple[str, int, int]:
 
 
 def read_squad(path: str) -> list[dict[str, Any]]:
-    """The `data` list (articles) of a SQuAD JSON file, plain or gzip.
+    """The `data` list (articles) of a SQuAD JSON file, plain or compressed
+    (`data_files.open_text`).
 
     Raises:
-        ValueError: a missing or unreadable file, or not SQuAD-shaped.
+        TrainingDataError: a missing, unreadable, cut short or corrupt file, or not JSON.
+        ValueError: not SQuAD-shaped.
     """
-    opener = gzip.open if path.endswith(".gz") else open
-    try:
-        with opener(path, "rt", encoding="utf-8") as f:
-            obj = json.load(f)
-    except FileNotFoundError as e:
-        raise ValueError(f"SQuAD file {path} does not exist") from e
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ValueError(f"{path}: not a readable SQuAD JSON file ({e})") from e
+    obj = read_json("SQuAD file", path)
     data = obj.get("data") if isinstance(obj, dict) else None
     if not isinstance(data, list) or not data:
         raise ValueError(f"{path}: expected a JSON object with a non-empty 'data' list of articles")
