@@ -18,7 +18,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup test test-fast demo bench lint mutate clean
+.PHONY: setup test test-fast demo bench lint breaks mutate clean
 
 setup: $(STAMP) $(LEXICON_STAMP)
 
@@ -54,6 +54,16 @@ bench: setup
 
 lint: setup
 	$(VENV)/bin/ruff check pipelines transforms tests
+
+# Deliberate breaks of the production code that the tests must catch: each
+# tests/breaks/<name>.patch (a `git diff` under a header naming the change and its tests)
+# is applied to a copy of the working tree and its tests run there; the target fails
+# when a break's tests all pass (or none runs) or its patch no longer applies. One line
+# per break: 5-10 s each on 2 cores, about 40 s for one whose test starts a Dask cluster.
+# `make breaks BREAK_NAMES='name ...'` runs some of them.
+BREAK_NAMES ?=
+breaks: setup
+	$(PY) -m tests.breaks.run $(BREAK_NAMES)
 
 # Mutation testing of the modules where a wrong answer would be silent (setup.cfg's
 # [mutmut] section lists them and the tests that cover them). Not part of `test`: about

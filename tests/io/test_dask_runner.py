@@ -35,7 +35,18 @@ def cluster_args(worker_site, tmp_path_factory):
 # this test module, so what they run must pickle by value.
 
 
-def test_outputs_by_tag_finish_bundle_and_side_inputs(cluster_args):
+def _check(folder: str, pcoll, expected: list, label: str) -> None:
+    """`assert_that`, whose matcher also leaves a file named `label` in `folder` once the
+    check has passed: a check the runner never computes is then missing, not passed."""
+    def matcher(actual):
+        equal_to(expected)(actual)
+        with open(os.path.join(folder, label), "w"):
+            pass
+
+    assert_that(pcoll, matcher, label=label)
+
+
+def test_outputs_by_tag_finish_bundle_and_side_inputs(cluster_args, tmp_path):
     class Split(beam.DoFn):
         def process(self, n):
             yield n if n % 2 == 0 else beam.pvalue.TaggedOutput("odd", n)
@@ -53,25 +64,29 @@ def test_outputs_by_tag_finish_bundle_and_side_inputs(cluster_args):
 
             yield WindowedValue(self._total, 0, [GlobalWindow()])
 
+    checked = str(tmp_path)
     with beam.Pipeline(options=PipelineOptions(cluster_args)) as p:
         numbers = p | beam.Create(list(range(1, 11)))
         parts = numbers | beam.ParDo(Split()).with_outputs("odd", main="even")
-        assert_that(parts.odd, equal_to([1, 3, 5, 7, 9]), label="Odd")
-        assert_that(parts.even, equal_to([2, 4, 6, 8, 10]), label="Even")
+        _check(checked, parts.odd, [1, 3, 5, 7, 9], "Odd")
+        _check(checked, parts.even, [2, 4, 6, 8, 10], "Even")
         low, high = numbers | beam.Partition(lambda n, _: int(n > 5), 2)
-        assert_that(high, equal_to([6, 7, 8, 9, 10]), label="High")
+        _check(checked, high, [6, 7, 8, 9, 10], "High")
         totals = numbers | beam.ParDo(SumBundle()) | beam.CombineGlobally(sum)
-        assert_that(totals, equal_to([55]), label="FinishBundle")
+        _check(checked, totals, [55], "FinishBundle")
         # side inputs from tagged outputs, as the graphs use them
         named = (parts.odd | beam.Map(lambda n: (n, str(n)))
                  | beam.Map(lambda kv, odd: (kv[1], sorted(odd)), beam.pvalue.AsList(parts.odd)))
-        assert_that(named | beam.Map(lambda kv: (kv[0], len(kv[1]))),
-                    equal_to([(str(n), 5) for n in (1, 3, 5, 7, 9)]), label="SideInput")
+        _check(checked, named | beam.Map(lambda kv: (kv[0], len(kv[1]))),
+               [(str(n), 5) for n in (1, 3, 5, 7, 9)], "SideInput")
         grouped = (numbers | beam.Map(lambda n: (n % 3, n)) | beam.GroupByKey()
                    | beam.MapTuple(lambda k, vs: (k, sorted(vs))))
-        assert_that(grouped, equal_to([(0, [3, 6, 9]), (1, [1, 4, 7, 10]), (2, [2, 5, 8])]),
-                    label="Grouped")
+        _check(checked, grouped, [(0, [3, 6, 9]), (1, [1, 4, 7, 10]), (2, [2, 5, 8])],
+               "Grouped")
         _ = low
+    # every check ran (a branch the runner does not compute would skip its check)
+    assert sorted(os.listdir(checked)) == [
+        "Even", "FinishBundle", "Grouped", "High", "Odd", "SideInput"]
 
 
 def test_every_branch_runs_and_sources_read(cluster_args, tmp_path):
@@ -87,5 +102,5 @@ def test_every_branch_runs_and_sources_read(cluster_args, tmp_path):
         numbers = p | beam.Create([1, 2, 3])
         _ = numbers | "First" >> beam.Map(lambda n: touch(f"a{n}"))
         _ = numbers | "Second" >> beam.Map(lambda n: touch(f"b{n}"))
-        assert_that(p | beam.io.ReadFromText(str(path)), equal_to(["x", "y", "z"]))
-    assert {f"{c}{n}" for c in "ab" for n in (1, 2, 3)} <= set(os.listdir(folder))
+        _check(folder, p | beam.io.ReadFromText(str(path)), ["x", "y", "z"], "Read")
+    assert {f"{c}{n}" for c in "ab" for n in (1, 2, 3)} | {"Read"} <= set(os.listdir(folder))

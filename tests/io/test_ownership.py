@@ -31,6 +31,25 @@ def _dead_pid() -> int:
     return child.pid
 
 
+def _pid_not_here() -> int:
+    """A process id no process on this host has (above the kernel's largest): an owner on
+    another host with this pid is alive only by its heartbeat, never by a pid that
+    happens to exist here (pid 1 always does)."""
+    try:
+        with open("/proc/sys/kernel/pid_max") as f:
+            pid = int(f.read()) + 1
+    except OSError:
+        pid = 1 << 22  # the largest pid_max Linux allows
+    while True:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return pid
+        except PermissionError:
+            pass
+        pid += 1
+
+
 def _write_owner(path, run_id, host=None, pid=None, age_s=0.0, started_age_s=None):
     now = time.time()
     owner = ownership.Owner(run_id, host or socket.gethostname(),
@@ -72,10 +91,12 @@ def test_a_killed_owner_on_this_host_is_taken_over_at_once(tmp_path, caplog):
 
 def test_an_owner_on_another_host_is_stale_only_after_the_bound(tmp_path):
     target = str(tmp_path / "run")
-    _write_owner(target + ".lock", "remote", host="elsewhere", pid=1, age_s=10)
+    _write_owner(target + ".lock", "remote", host="elsewhere", pid=_pid_not_here(),
+                 age_s=10)
     with pytest.raises(OutputOwnedError, match="run remote"):
         OutputLock(target, "next", stale_after_s=60).acquire()
-    _write_owner(target + ".lock", "remote", host="elsewhere", pid=1, age_s=120)
+    _write_owner(target + ".lock", "remote", host="elsewhere", pid=_pid_not_here(),
+                 age_s=120)
     with OutputLock(target, "next", stale_after_s=60):
         assert owner_of(target) == "next"
 
@@ -110,33 +131,60 @@ def test_several_outputs_are_taken_all_or_none(tmp_path):
 @pytest.mark.parametrize("atomic", [True, False])
 def test_of_many_runs_started_together_exactly_one_owns_the_output(tmp_path, monkeypatch,
                                                                    atomic):
-    """Eight threads at a barrier take one output, on a local disk by hard link and with
-    the claim protocol of object stores (forced here on a local disk): one wins."""
-    monkeypatch.setattr(ownership.time, "sleep", lambda s: None)
+    """Eight runs take one output in the same moment, on a local disk by hard link and
+    with the claim protocol of object stores (forced here on a local disk): exactly one
+    owns it, the other seven are refused.
+
+    The moment is made exact: on its first try each run waits for all the others right
+    after it writes its claim and right after it lists the claims, so that all eight take
+    the first of these steps before any takes the second, whichever order they come in.
+    With the claim protocol every run then lists all eight claims on its first try: the
+    runs withdraw and back off (the real random wait) until one of them gets the
+    output."""
     target = str(tmp_path / "run")
-    barrier = threading.Barrier(8)
-    won, refused = [], []
+    n = 8
+    barrier = threading.Barrier(n, timeout=60)
+    waits = threading.local()  # a contender's steps still to meet the others at
+    write, claims = ownership._write, OutputLock._claims
+
+    def meet(step):
+        if step in getattr(waits, "steps", ()):
+            waits.steps.remove(step)
+            barrier.wait()
+
+    def write_then_meet(path, owner):
+        write(path, owner)
+        meet("wrote")
+
+    def claims_then_meet(self):
+        listed = claims(self)
+        meet("listed")
+        return listed
+
+    monkeypatch.setattr(ownership, "_write", write_then_meet)
+    monkeypatch.setattr(OutputLock, "_claims", claims_then_meet)
+    won, refused, failed = [], [], []
 
     def attempt(i):
-        lock = OutputLock(target, f"r{i}", atomic_create=atomic)
-        barrier.wait()
+        waits.steps = {"wrote", "listed"}
         try:
-            lock.acquire()
-            won.append(lock)
+            won.append(OutputLock(target, f"r{i}", atomic_create=atomic).acquire())
         except OutputOwnedError:
             refused.append(i)
+        except BaseException as e:  # noqa: BLE001 - reported by the assertion below
+            failed.append(e)
+            barrier.abort()
 
-    threads = [threading.Thread(target=attempt, args=(i,)) for i in range(8)]
+    threads = [threading.Thread(target=attempt, args=(i,)) for i in range(n)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    assert len(won) <= 1 and len(won) + len(refused) == 8
-    if atomic:
-        assert len(won) == 1
-    for lock in won:
-        assert owner_of(target) == lock.run_id
-        lock.release()
+    assert failed == []
+    assert len(won) == 1 and len(refused) == n - 1
+    assert owner_of(target) == won[0].run_id
+    won[0].release()
+    assert os.listdir(tmp_path) == []
 
 
 def test_claims_on_an_object_store(monkeypatch, caplog):
@@ -155,12 +203,13 @@ def test_claims_on_an_object_store(monkeypatch, caplog):
     assert ObjectStore.objects == {}
     # A claim whose heartbeat is old is removed; a contender that keeps its claim (it
     # started a moment ago) makes the run give up after its tries, never both owners.
-    old = ownership.Owner("gone", "elsewhere", 1, time.time() - 900, time.time() - 900)
+    old = ownership.Owner("gone", "elsewhere", _pid_not_here(), time.time() - 900,
+                          time.time() - 900)
     ObjectStore.objects[f"{target}.lock-gone"] = old.to_json()
     with OutputLock(target, "third", stale_after_s=60):
         assert owner_of(target) == "third"
     assert "taken for dead" in caplog.text and ObjectStore.objects == {}
-    fresh = ownership.Owner("racer", "elsewhere", 1, time.time(), time.time())
+    fresh = ownership.Owner("racer", "elsewhere", _pid_not_here(), time.time(), time.time())
     ObjectStore.objects[f"{target}.lock-racer"] = fresh.to_json()
     with pytest.raises(OutputOwnedError, match="run racer"):
         OutputLock(target, "fourth").acquire()
@@ -171,7 +220,8 @@ def test_a_lock_taken_over_while_its_run_stalled_fails_the_publish(tmp_path):
     target = str(tmp_path / "run")
     stalled = OutputLock(target, "stalled", stale_after_s=0.1, heartbeat_s=3600).acquire()
     time.sleep(0.3)
-    _write_owner(target + ".lock", "stalled", host="elsewhere", pid=1, age_s=5)
+    _write_owner(target + ".lock", "stalled", host="elsewhere", pid=_pid_not_here(),
+                 age_s=5)
     with OutputLock(target, "next", stale_after_s=1):
         with pytest.raises(OwnershipLostError, match="names next"):
             check_owner(target, "stalled")

@@ -9,9 +9,11 @@ import os
 import pytest
 from apache_beam.io.filesystems import FileSystems
 
+from transforms.io.ownership import OutputLock, OutputLocks, OwnershipLostError
 from transforms.scoring.outputs import OutputPaths
 from transforms.scoring.write import (
     SIGNATURES_KEY,
+    FinalizeOutputs,
     finalize,
     output_row,
     read_signatures,
@@ -276,3 +278,58 @@ def test_killed_runs_statistics_files_beside_the_file_are_removed(tmp_path):
     open(stats + ".tmp-killed2.previous", "w").write("an earlier file, moved aside")
     _publish(tmp_path, stats)()
     assert _names(tmp_path / "stats") == ["s.parquet", "s.parquet.tmp-killed2.previous"]
+
+
+def test_finalize_publishes_only_while_the_run_owns_its_prefix_and_statistics(tmp_path):
+    """Another run took the prefix, or the statistics file, over while this run (r2) ran:
+    the publish is refused before anything moves, and the earlier run and statistics file
+    stay byte for byte. Once r2 owns both, the same publish goes through."""
+    stats, before = _earlier_run_with_statistics(tmp_path)
+    paths = OutputPaths(str(tmp_path / "run"), "parquet", "r2")
+    renames = _stage(tmp_path, paths)
+    temp = paths.temp(stats)
+    open(temp, "w").write("new statistics")
+    staged = sorted([*(t for t, _ in renames), temp])
+    owners = [(paths.prefix, "r2"), (stats, "r2")]
+
+    def publish():
+        return finalize(staged, renames, paths.every_final(), paths.aside_dir,
+                        statistics=(temp, stats), owners=owners)
+
+    for taken in (paths.prefix, stats):
+        locks = [OutputLock(target, "other" if target == taken else "r2")
+                 for target, _ in owners]
+        with OutputLocks(locks):
+            with pytest.raises(OwnershipLostError, match=rf"{taken} is no longer owned by "
+                               rf"this run \(r2; its lock .* names other\)"):
+                publish()
+        assert {p: open(p, "rb").read() for p in before} == before, taken
+        assert all(os.path.exists(p) for p in staged), taken
+    with OutputLocks([OutputLock(target, "r2") for target, _ in owners]):
+        assert publish() == [final for _, final in renames]
+    assert open(stats).read() == "new statistics"
+    assert _names(tmp_path) == ["run.dead_letter.jsonl", "run.scores.parquet",
+                                "run.summary.json", "stats"]
+
+
+def test_finalize_outputs_of_an_owning_run_checks_its_ownership(tmp_path):
+    """FinalizeOutputs(owned=True), the last step of a pipeline: a run whose prefix was
+    taken over by another run fails there and publishes nothing."""
+    import apache_beam as beam
+
+    from tests.runners import RUNNER_ARGS
+
+    earlier = OutputPaths(str(tmp_path / "run"), "jsonl", "r1")
+    _finalize(earlier, _stage(tmp_path, earlier, content="old"))
+    paths = OutputPaths(str(tmp_path / "run"), "jsonl", "r2")
+    renames = _stage(tmp_path, paths)
+    with OutputLock(paths.prefix, "other"):
+        with pytest.raises(Exception, match=r"is no longer owned by this run \(r2; its "
+                           r"lock .* names other\)"):
+            with beam.Pipeline(argv=RUNNER_ARGS["direct_in_process"]) as pipeline:
+                written = pipeline | beam.Create([t for t, _ in renames])
+                _ = (written,) | FinalizeOutputs(paths, with_report=False, owned=True)
+    assert {(tmp_path / n).read_text() for n in _names(tmp_path) if ".tmp-" not in n} == {
+        "old"}
+    assert sorted(t for t, _ in renames) == sorted(
+        str(p) for p in tmp_path.iterdir() if ".tmp-" in p.name)
