@@ -257,7 +257,8 @@ def test_model_shared_across_processes(reference_vectors):
         assert_that(out, _close_to(expected))
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.skipif(not torch.cuda.is_available(),
+                    reason="needs CUDA (on a GPU machine: bash tests/bench/gpu_call.sh, step 0)")
 def test_cuda_handler_matches_cpu_within_half_precision(reference_vectors):
     handler = handlers.EncoderModelHandler(output="mean", spec_kwargs={"device": "cuda"})
     model = handler.load_model()
