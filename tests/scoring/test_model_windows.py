@@ -51,6 +51,7 @@ def test_multi_use_handler_routes_by_tag_and_isolates_a_failing_input():
 
 class SizedHandler(FakeHandler):
     """A use's handler with its own first and largest window."""
+
     def __init__(self, use, first: int, largest: int):
         ModelHandler.__init__(self, min_batch_size=first, max_batch_size=largest)
 
@@ -58,6 +59,7 @@ class SizedHandler(FakeHandler):
 class RecordingWindows(BatchModelHandler):
     """Records the inputs of each window `RunInference` forms (module level: pickled by
     reference, so the in-process runner's copy appends to this module's list)."""
+
     sizes: list[int] = []
 
     def run_inference(self, batch, model, inference_args=None):
