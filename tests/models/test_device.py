@@ -9,6 +9,10 @@ import torch
 
 from transforms.models import batching, device, loading, uses
 
+cuda = pytest.mark.skipif(
+    not torch.cuda.is_available(),
+    reason="needs CUDA (on a GPU machine: bash tests/bench/gpu_call.sh, step 0)")
+
 
 @pytest.fixture(scope="module")
 def spec():
@@ -86,7 +90,7 @@ def test_a_model_that_reads_the_prepared_mask_differently_keeps_the_plain_one(sp
     assert model._mask_form is None
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@cuda
 def test_on_a_gpu_the_staging_buffer_is_reused_and_windows_stay_whole():
     """Page-locked, kept per thread and grown when a window needs more; each window's
     tensors equal its host arrays even when the next window reuses the buffer at once."""
@@ -247,7 +251,7 @@ def test_a_match_of_no_pairs_is_empty(match_model):
     assert cand_max.shape == (0,) and ref_max.shape == (0,)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@cuda
 def test_on_a_gpu_the_match_never_makes_the_host_wait(match_model, monkeypatch):
     """Everything of `match` but the copy of its two results back runs under CUDA's sync
     debug mode "error", which raises at any host-device wait (a boolean mask, a copy from

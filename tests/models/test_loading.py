@@ -11,7 +11,9 @@ import torch
 
 from transforms.models import loading
 
-cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+cuda = pytest.mark.skipif(
+    not torch.cuda.is_available(),
+    reason="needs CUDA (on a GPU machine: bash tests/bench/gpu_call.sh, step 0)")
 
 
 @pytest.mark.parametrize("name", [None, "default", "all-MiniLM-L6-v2",

@@ -55,16 +55,29 @@ def test_sentence_embeddings_agree_with_sentence_transformers(spec, minilm_path)
     np.testing.assert_allclose(ours @ ours.T, theirs @ theirs.T, atol=1e-5)
 
 
+# An LRU of two, call after call: the inputs, then the cache hits. Each one-character
+# input is 3 tokens ([CLS] x [SEP]), so a call's real tokens are 3 per miss.
+LRU_CALLS = [
+    (["a", "b", "c"], 0),  # a, the oldest, is evicted: b and c are kept
+    (["c", "b"], 2),  # both kept; b is now the most recently used
+    (["a"], 0),  # a comes back and evicts c, the least recently used (not b)
+    (["b", "a"], 2),
+    (["c"], 0),
+]
+
+
 def test_cache_and_order(spec):
     predictor = predictors.load_predictor(uses.encoder_use(spec, None, pooled=True),
                                       cache_size=2)
-    first, stats = predictor.predict(["a", "b", "c"])
-    assert (stats["cache_hits"], stats["forward_passes"]) == (0, 1)
-    again, stats = predictor.predict(["c", "b", "a"])
-    # an LRU of two keeps b and c
-    assert stats["cache_hits"] == 2 and stats["real_tokens"] == 3
-    for x, y in zip(first, again[::-1]):
-        np.testing.assert_allclose(x, y, atol=1e-6)
+    expected = {}
+    for inputs, hits in LRU_CALLS:
+        outputs, stats = predictor.predict(inputs)
+        expected = expected or dict(zip(inputs, outputs))  # the first call computes all
+        misses = len(inputs) - hits
+        assert (stats["cache_hits"], stats["forward_passes"], stats["real_tokens"]) == (
+            hits, int(misses > 0), 3 * misses), inputs
+        for x, y in zip(inputs, outputs):  # in input order, cached or computed
+            np.testing.assert_allclose(y, expected[x], atol=1e-6)
 
 
 def test_cross_encoder_scores_match_a_direct_forward(cross_encoder_path):

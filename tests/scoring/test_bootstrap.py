@@ -93,6 +93,22 @@ def test_interval_and_paired_p_value():
     assert np.isnan(bs.paired_p_value(np.full(2, np.nan), np.ones(2)))
 
 
+@pytest.mark.parametrize("top, other, p", [
+    # |top| <= |other| is a loss for top, a tie included: ties at 0.5, 0.3 (signs differ)
+    # and 0.7, a win at 0.2 > 0.1 -> (1 + 3) / (1 + 4)
+    ([0.5, -0.3, 0.2, 0.7], [0.5, 0.3, 0.1, -0.7], 0.8),
+    ([0.5, 0.4, np.nan], [0.5, 0.1, 0.2], 2 / 3),  # one tie, one win of 2 defined
+    ([0.9, 0.8], [0.1, 0.2], 1 / 3),  # no tie: wins only
+])
+def test_paired_p_value_counts_a_tie_as_a_loss(top, other, p):
+    assert bs.paired_p_value(np.array(top), np.array(other)) == pytest.approx(p)
+
+
+def test_two_identical_metrics_are_not_significantly_different():
+    resampled = np.random.default_rng(3).uniform(-1, 1, 999)
+    assert bs.paired_p_value(resampled, resampled.copy()) == 1.0
+
+
 def test_kendall_from_auroc_equals_the_level_count():
     rng = np.random.default_rng(5)
     human = rng.integers(0, 2, 60).astype(float)

@@ -224,14 +224,27 @@ def test_a_handler_that_served_a_model_pickles_without_it():
     assert handler._host is not None  # the launcher's copy keeps serving
 
 
-def test_token_embeddings_through_run_inference_keep_their_layer():
+def test_token_embeddings_through_run_inference_keep_their_layer(minilm_path):
+    """The vectors of hidden state `layer`, as transformers computes them on the packaged
+    MiniLM (0 = the embeddings, 1..6 the layers), and of no other."""
+    from transformers import AutoModel, AutoTokenizer
+    text = "a man in the video"
+    model = AutoModel.from_pretrained(minilm_path).eval()
+    with torch.inference_mode():
+        hidden = model(**AutoTokenizer.from_pretrained(minilm_path)([text], return_tensors="pt"),
+                       output_hidden_states=True).hidden_states
+    states = [h[0].numpy() for h in hidden]
+    assert len(states) == 7
+    assert all(np.abs(states[k] - states[2]).max() > 0.1 for k in range(7) if k != 2)
     handler = handlers.EncoderModelHandler(output="tokens", layer=2)
-    direct, _ = handler.predictor(handler.load_model()).predict(["a man in the video"])
     with test_pipeline.TestPipeline() as pipeline:
-        out = (pipeline | Create([("k", "a man in the video")])
+        out = (pipeline | Create([("k", text)])
                | RunInference(KeyedModelHandler(handler))
                | Map(lambda kv: (kv[0], kv[1].inference.vectors)))
-        assert_that(out, _close_to({"k": direct[0].vectors}))
+        assert_that(out, _close_to({"k": states[2]}, atol=2e-5))
+    handler = handlers.EncoderModelHandler(output="tokens", layer=4)
+    [result] = handler.run_inference([text], handler.load_model())
+    np.testing.assert_allclose(result.inference.vectors, states[4], atol=2e-5)
 
 
 @pytest.mark.slow
@@ -244,7 +257,8 @@ def test_model_shared_across_processes(reference_vectors):
         assert_that(out, _close_to(expected))
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.skipif(not torch.cuda.is_available(),
+                    reason="needs CUDA (on a GPU machine: bash tests/bench/gpu_call.sh, step 0)")
 def test_cuda_handler_matches_cpu_within_half_precision(reference_vectors):
     handler = handlers.EncoderModelHandler(output="mean", spec_kwargs={"device": "cuda"})
     model = handler.load_model()

@@ -14,6 +14,7 @@ from apache_beam.ml.inference.base import ModelHandler, PredictionResult
 from apache_beam.testing import test_pipeline
 from apache_beam.testing.util import assert_that, equal_to
 
+from tests.dofns import run_dofn
 from transforms.metrics.base import CorpusStatistic, MetricInputError, QAExample
 from transforms.metrics.bertscore import BERTScoreMetric
 from transforms.metrics.corpus import score_corpus
@@ -149,15 +150,17 @@ def test_one_result_per_row_with_reasons_and_counters():
     assert FakeHandler.built == [PAIR_USE.key()]  # one RunInference for both metrics
     counters = {c.key.metric.name: c.committed for c in run.metrics().query(
         MetricsFilter().with_namespace(NAMESPACE))["counters"]}
-    # The two failing inputs (row 4's pair, asked by f1 and by f2) are isolated: each
-    # gets its own failure, whatever batch they were in.
-    retried = counters.pop("failed_parts_retried", 0)
     # RunInference's own num_inferences counts its elements: batches of rows, not rows.
-    assert 1 <= counters.pop("num_inferences") <= 5
+    # The five rows come in one bundle, and GatherRows' batches are 1 row, 1 again (Beam
+    # does not time a bundle's first batch), 2 (twice the smallest), then the one row
+    # left: 4 batches, whatever size Beam's timings ask for after the third.
+    # Row 4's two inputs (the same pair, asked by f1 and by f2) are one row's, so they are
+    # in one window: its part fails once, is retried input by input (one retried part),
+    # and each input gets its own failure.
     assert counters == {"requests": 10, "filtered:input_error": 2, "filtered:rejected": 3,
                         "filtered:inference_failed": 2, "passed": 2,
-                        "inference_failures": 2}
-    assert retried <= 2
+                        "inference_failures": 2, "failed_parts_retried": 1,
+                        "num_inferences": 4}
 
 
 def _short(key, result):
@@ -167,6 +170,51 @@ def _short(key, result):
     reasons = "; ".join(r.split(" failed:")[0] + " failed" if "inference failed" in r else r
                         for r in result.reason.split("; "))
     return key, ModelScoreResult(None, reasons, result.kind)
+
+
+class ReversedOverlap(OverlapMetric):
+    """The fake pair score with the reference first (so "BOOM" in a prediction does not
+    fail it); rejects a one-word prediction, and cannot fold a row with no overlap."""
+
+    def requests(self, example: QAExample) -> list[ModelRequest]:
+        if len(example.prediction.split()) < 2:
+            raise MetricInputError("one word")
+        return [ModelRequest("pairs", (r, example.prediction)) for r in example.references]
+
+    def fold(self, example, outputs: Sequence[Any], corpus_stats):
+        if max(outputs) == 0:
+            raise MetricInputError("no overlap")
+        return super().fold(example, outputs, corpus_stats)
+
+
+def test_a_row_that_one_metric_fails_is_dead_lettered_though_the_other_scores_it():
+    """Each row below but the first is scored by one metric and failed by the other (at
+    expansion, in the model, at the fold): it gets no scores, only the failing metric's
+    reason, and the kind of that failure."""
+    from transforms.scoring.multi_use import MultiUseModelHandler
+    from transforms.scoring.run_model_metrics import ExpandModelRequestsFn, FoldModelMetricsFn
+
+    metrics = [OverlapMetric("f1"), ReversedOverlap("r2")]
+    rows = [(1, QAExample("a man", ("the man", "a man here"))),
+            (2, QAExample("yes", ("no",))),  # f1: 0.0; r2 rejects it
+            (3, QAExample("BOOM x", ("x",))),  # f1's input fails; r2: 1/2
+            (4, QAExample("an apple", ("no pear",)))]  # f1: 0.0; r2 cannot fold it
+    uses, roles = plan_uses(metrics)
+    handler = BatchModelHandler(MultiUseModelHandler({t: FakeHandler(u) for t, u in uses.items()}))
+    [element] = ExpandModelRequestsFn(metrics, roles).process(rows)
+    inferred = handler.run_inference([element], handler.load_model())
+    results, _, counts = run_dofn(FoldModelMetricsFn(metrics), inferred,
+                                  corpus_stats={"n_refs": 5})
+    assert results == [
+        (1, ModelScoreResult({"f1": 2 / 3, "f1_corpus_refs": 5,
+                              "r2": 2 / 3, "r2_corpus_refs": 5})),
+        (2, ModelScoreResult(None, "r2: one word", "metric_input_error")),
+        (3, ModelScoreResult(None, "f1: inference failed: RuntimeError: the model exploded",
+                             "inference_failed")),
+        (4, ModelScoreResult(None, "r2: no overlap", "metric_input_error")),
+    ]
+    assert counts == {(NAMESPACE, "passed"): 1, (NAMESPACE, "filtered:rejected"): 3,
+                      (NAMESPACE, "filtered:inference_failed"): 1}
 
 
 def test_rows_may_carry_their_example_in_an_attribute():
@@ -205,32 +253,9 @@ def test_distinct_families_required():
         RunModelMetrics([])
 
 
-def test_multi_use_handler_routes_by_tag_and_isolates_a_failing_input():
-    from transforms.scoring.multi_use import InferenceFailure, MultiUseModelHandler
-
-    handler = MultiUseModelHandler({"use0": FakeHandler(PAIR_USE), "use1": FakeHandler(TEXT_USE)})
-    kwargs = handler.batch_elements_kwargs()  # the smallest first window, the largest window
-    assert (kwargs["min_batch_size"], kwargs["max_batch_size"], kwargs["variance"]) == (1, 2, 0)
-    models = handler.load_model()
-    batch = [("use0", ("a b", "a")), ("use1", ("BOOM", "x")), ("use0", ("c", "d")),
-             ("use1", ("x y", "x y"))]
-    results = handler.run_inference(batch, models)
-    assert [r.example for r in results] == batch
-    assert [r.model_id for r in results] == ["use0", "use1", "use0", "use1"]
-    values = [r.inference for r in results]
-    assert values[0] == 0.5 and values[2] == 0.0 and values[3] == 1.0
-    assert isinstance(values[1], InferenceFailure) and "exploded" in values[1].reason
-    # `inferences` (what BatchModelHandler calls): the same values, without the wrappers
-    assert handler.inferences(batch, models) == values
-
-
 def test_batch_handler_cuts_outputs_back_per_row_and_accepts_empty_batches():
     from transforms.scoring.multi_use import InferenceFailure, MultiUseModelHandler
-    from transforms.scoring.run_model_metrics import (
-        BatchModelHandler,
-        ExpandModelRequestsFn,
-        request_count,
-    )
+    from transforms.scoring.run_model_metrics import ExpandModelRequestsFn
 
     metrics = [OverlapMetric("f1"), OverlapMetric("f2", TEXT_USE)]
     uses, roles = plan_uses(metrics)
@@ -251,50 +276,6 @@ def test_batch_handler_cuts_outputs_back_per_row_and_accepts_empty_batches():
     # BatchElements emits an empty batch before an element heavier than its target.
     assert handler.run_inference([], handler.load_model()) == []
     assert request_count(next(expand.process([ROWS[2]]))) == 1  # no inputs still weighs 1
-
-
-class SizedHandler(FakeHandler):
-    """A use's handler with its own first and largest window."""
-
-    def __init__(self, use, first: int, largest: int):
-        ModelHandler.__init__(self, min_batch_size=first, max_batch_size=largest)
-
-
-class RecordingWindows(BatchModelHandler):
-    """Records the inputs of each window `RunInference` forms (module level: pickled by
-    reference, so the in-process runner's copy appends to this module's list)."""
-
-    sizes: list[int] = []
-
-    def run_inference(self, batch, model, inference_args=None):
-        RecordingWindows.sizes.append(sum(request_count(e) for e in batch))
-        return super().run_inference(batch, model, inference_args)
-
-
-def test_the_branch_windows_double_from_the_smallest_first_window():
-    from apache_beam.ml.inference.base import RunInference
-
-    from transforms.scoring.multi_use import MultiUseModelHandler
-    from transforms.scoring.run_model_metrics import BatchRequests, RowRequests
-
-    # the smallest first window of the uses, the largest window
-    multi = MultiUseModelHandler({"use0": SizedHandler(PAIR_USE, 3, 64),
-                                  "use1": SizedHandler(TEXT_USE, 2, 32)})
-    handler = RecordingWindows(multi)
-    assert handler.batch_elements_kwargs() == {
-        "min_batch_size": 2, "max_batch_size": 64, "element_size_fn": request_count,
-        "target_batch_overhead": None, "target_batch_duration_secs": 1e9, "variance": 0.0}
-    example = QAExample("a b", ("a",))
-    elements = [BatchRequests([(k, example)], (RowRequests(k, example, tuple(
-        (0, j, "use0", ("a b", "a")) for j in range(4))),)) for k in range(40)]
-    RecordingWindows.sizes = []
-    with test_pipeline.TestPipeline(argv=["--runner=FnApiRunner"]) as pipeline:
-        results = (pipeline | Create(elements, reshuffle=False) | RunInference(handler)
-                   | beam.Map(lambda r: (r.example.rows[0].row_key, r.inference)))
-        assert_that(results, equal_to([(k, [[0.5] * 4]) for k in range(40)]))
-    # an element of 4 inputs is heavier than the first window (2): an empty window, then
-    # the first element alone, twice (Beam times the second), then doubling to 64
-    assert RecordingWindows.sizes == [0, 4, 4, 8, 16, 32, 64, 32]
 
 
 def test_fold_checks_the_outputs_and_reports_rejections():
@@ -356,97 +337,3 @@ def test_the_branch_is_one_fused_stage_on_the_fnapirunner():
     [stage] = [n for n in names if any(t.startswith("Branch/ExpandModelRequests") for t in n)]
     assert any(t.startswith("Branch/FoldModelMetrics") for t in stage), names
     assert "After" in stage and not any("Flatten" in t for t in stage)
-
-
-def test_a_window_that_fails_as_a_whole_dead_letters_its_rows():
-    from transforms.scoring.multi_use import InferenceFailure, MultiUseModelHandler
-    from transforms.scoring.run_model_metrics import BatchModelHandler, ExpandModelRequestsFn
-
-    class Broken(MultiUseModelHandler):
-        def inferences(self, batch, model):  # what BatchModelHandler calls
-            raise RuntimeError("CUDA out of memory")
-
-    uses, roles = plan_uses([OverlapMetric("f1")])
-    handler = BatchModelHandler(Broken({t: FakeHandler(u) for t, u in uses.items()}))
-    [element] = ExpandModelRequestsFn([OverlapMetric("f1")], roles).process(ROWS[:2])
-    [result] = handler.run_inference([element], None)
-    assert [len(v) for v in result.inference] == [2, 1]
-    assert all(isinstance(v, InferenceFailure) and "CUDA out of memory" in v.reason
-               for row in result.inference for v in row)
-
-    # the shared model's process gone for good is no fault of these rows: the bundle fails
-    from transforms.scoring.model_server import ServerGone
-
-    class Gone(MultiUseModelHandler):
-        def inferences(self, batch, model):
-            raise ServerGone("the process serving the shared model (qa_eval_x-0) is gone")
-
-    handler = BatchModelHandler(Gone({t: FakeHandler(u) for t, u in uses.items()}))
-    with pytest.raises(ServerGone, match="qa_eval_x-0"):
-        handler.run_inference([element], None)
-
-
-def test_window_size_in_bytes_is_its_texts_from_a_sample():
-    """`get_num_bytes` (Beam's byte count of each window): the inputs' characters, exact
-    up to `_SIZE_SAMPLE` inputs, and from the first ones scaled to the window's number
-    of inputs beyond; 0 for a window without inputs."""
-    from transforms.scoring import run_model_metrics as rmm
-    from transforms.scoring.multi_use import MultiUseModelHandler
-
-    class Sized(FakeHandler):
-        def get_num_bytes(self, batch):
-            return sum(len(a) + len(b) for a, b in batch)
-
-    metric = OverlapMetric("f1")
-    uses, roles = plan_uses([metric])
-    handler = rmm.BatchModelHandler(MultiUseModelHandler(
-        {t: Sized(u) for t, u in uses.items()}))
-    expand = rmm.ExpandModelRequestsFn([metric], roles)
-
-    def window(rows):
-        return list(expand.process(rows))
-
-    few = window([(1, QAExample("a man", ("the man", "a man here")))])
-    assert handler.get_num_bytes(few) == len("a man") * 2 + len("the man") + len("a man here")
-    # 100 rows of 2 inputs each of 5 + 5 characters: the sample (64 inputs) scales exactly
-    many = window([(i, QAExample("abcde", ("fghij", "klmno"))) for i in range(100)])
-    assert handler.get_num_bytes(many) == 200 * 10
-    # uneven lengths: an estimate, near the sum
-    uneven = window([(i, QAExample("x" * (i % 7 + 1), ("y" * (i % 5 + 1),)))
-                     for i in range(300)])
-    exact = sum(i % 7 + 1 + i % 5 + 1 for i in range(300))
-    assert abs(handler.get_num_bytes(uneven) - exact) < 0.1 * exact
-    assert handler.get_num_bytes([]) == 0
-
-
-def test_our_handlers_are_asked_for_values_and_a_failing_part_is_retried_input_by_input():
-    """Inside the multi-use handler, a `TransformerModelHandler` is asked for its values
-    (`inferences`, no `PredictionResult` each), in input order; a part that fails is
-    retried input by input the same way, the bad input alone failing. A subclass with its
-    own `run_inference` is called through it."""
-    from transforms.scoring.handlers import TransformerModelHandler
-    from transforms.scoring.multi_use import InferenceFailure, MultiUseModelHandler
-
-    calls = []
-
-    class Plain(TransformerModelHandler):
-        def inferences(self, batch, model):
-            calls.append(len(batch))
-            if any("BOOM" in x for x in batch):
-                raise RuntimeError("the model exploded")
-            return [len(x) for x in batch]
-
-    class Wrapping(Plain):  # its own run_inference: called through it
-        def run_inference(self, batch, model, inference_args=None):
-            return [PredictionResult(x, -len(x)) for x in batch]
-
-    handler = MultiUseModelHandler({"u0": Plain(TEXT_USE), "u1": Wrapping(TEXT_USE)})
-    batch = [("u0", "abc"), ("u1", "de"), ("u0", "f"), ("u1", "ghij")]
-    assert handler.inferences(batch, {"u0": None, "u1": None}) == [3, -2, 1, -4]
-    assert calls == [2]
-    calls.clear()
-    values = handler.inferences([("u0", "ab"), ("u0", "xBOOM"), ("u0", "c")],
-                                {"u0": None, "u1": None})
-    assert values[0] == 2 and values[2] == 1
-    assert isinstance(values[1], InferenceFailure) and "exploded" in values[1].reason
-    assert calls == [3, 1, 1, 1]  # the part, then input by input

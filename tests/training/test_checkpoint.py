@@ -132,7 +132,8 @@ def test_resume_refuses_a_pickled_state_of_earlier_versions(stsb_small, tmp_path
     assert marker.read_text() == "ran"
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.skipif(not torch.cuda.is_available(),
+                    reason="needs CUDA (on a GPU machine: bash tests/bench/gpu_call.sh, step 0)")
 def test_cuda_optimizer_and_rng_states_round_trip(tmp_path):
     model = torch.nn.Linear(4, 2).cuda()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)

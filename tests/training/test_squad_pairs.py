@@ -49,24 +49,25 @@ def test_related(a, b, expected):
     assert sp.related(a, b) is expected and sp.related(b, a) is expected
 
 
-def squad_article(title="Nikola_Tesla"):
-    """One article, four questions: overlapping, contained, identical, disjoint answers."""
+def squad_article(title="Nikola_Tesla", ids="q"):
+    """One article, four questions (ids `ids`1..4): overlapping, contained, identical,
+    disjoint answers."""
     context = ("Tesla was born on 10 July 1856 in Smiljan. He moved to New York City in "
                "1884 and worked for Thomas Edison. Tesla died in 1943 at the New Yorker "
                "Hotel.")
     at = context.index
     return {"title": title, "paragraphs": [{"context": context, "qas": [
-        {"id": "q1", "question": "When did Tesla move to New York?", "answers": [
+        {"id": f"{ids}1", "question": "When did Tesla move to New York?", "answers": [
             {"text": "1884", "answer_start": at("1884")},
             {"text": "in 1884", "answer_start": at("in 1884")}]},
-        {"id": "q2", "question": "Who did Tesla work for?", "answers": [
+        {"id": f"{ids}2", "question": "Who did Tesla work for?", "answers": [
             {"text": "Thomas Edison", "answer_start": at("Thomas Edison")},
             {"text": "Edison", "answer_start": at("Edison")},
             {"text": "Thomas Edison", "answer_start": at("Thomas Edison")}]},
-        {"id": "q3", "question": "Where did Tesla die?", "answers": [
+        {"id": f"{ids}3", "question": "Where did Tesla die?", "answers": [
             {"text": "New Yorker Hotel", "answer_start": at("New Yorker Hotel")},
             {"text": "the New Yorker Hotel", "answer_start": at("the New Yorker Hotel")}]},
-        {"id": "q4", "question": "What did Tesla do in New York?", "answers": [
+        {"id": f"{ids}4", "question": "What did Tesla do in New York?", "answers": [
             {"text": "worked for Thomas Edison", "answer_start": at("worked")},
             {"text": "Smiljan", "answer_start": at("Smiljan")}]},
     ]}]}
@@ -106,6 +107,28 @@ def test_squad_pairs_on_a_hand_made_article():
     assert sp.squad_pairs([squad_article()], identical_share=1.0)[0] == pairs
     assert not [p for p in sp.squad_pairs([squad_article()], identical_share=0.0)[0]
                 if p.kind == "identical"]
+
+
+# (title, question ids, its split at the default seed: sha256 of the seed and the title,
+# underscores read as spaces, against 70/10/20); two spellings of one title, one split
+SPLIT_ARTICLES = [("Nikola_Tesla", "t", "train"), ("Nikola Tesla", "n", "train"),
+                  ("Oxygen", "o", "dev"), ("Apollo_program", "a", "test")]
+
+
+def test_an_article_and_its_title_are_in_one_split():
+    articles = [squad_article(title, ids) for title, ids, _ in SPLIT_ARTICLES]
+    pairs, _ = sp.squad_pairs(articles, identical_share=1.0)
+    assert {p.id.split("-")[1] for p in pairs} == {  # every question gave pairs
+        f"{ids}{n}" for _, ids, _ in SPLIT_ARTICLES for n in range(1, 5)}
+    by_article, by_title = collections.defaultdict(set), collections.defaultdict(set)
+    for p in pairs:
+        by_article[p.group].add(p.split)
+        by_title[p.group.replace("_", " ")].add(p.split)
+    assert by_article == {title: {split} for title, _, split in SPLIT_ARTICLES}
+    assert by_title == {"Nikola Tesla": {"train"}, "Oxygen": {"dev"},
+                        "Apollo program": {"test"}}
+    # the proportions are the articles' shares
+    assert {p.split for p in sp.squad_pairs(articles, proportions=(0, 1, 0))[0]} == {"dev"}
 
 
 def test_negatives_sharing_a_word_with_the_gold_are_drawn_first():
