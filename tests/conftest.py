@@ -134,3 +134,36 @@ def worker_site(tmp_path_factory, project_wheel) -> str:
     from tests.packaging import install_wheel
 
     return str(install_wheel(project_wheel, tmp_path_factory.mktemp("worker_site")))
+
+
+@pytest.fixture
+def restored_logging():
+    """`main` configures logging (root handlers, levels; ours, Beam's, transformers'): put
+    it back after the test."""
+    import logging
+
+    from transformers.utils import logging as hf_logging
+
+    from transforms.io import cli
+
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    levels = {name: logging.getLogger(name).level
+              for name in (*cli.OUR_LOGGERS, "apache_beam", "transformers")}
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+    for name, value in levels.items():
+        logging.getLogger(name).setLevel(value)
+    hf_logging.set_verbosity_warning()
+    hf_logging.enable_progress_bar()
+
+
+@pytest.fixture
+def no_pipeline(monkeypatch):
+    """Fails the test if a pipeline is built."""
+    import apache_beam as beam
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a pipeline was built")
+    monkeypatch.setattr(beam, "Pipeline", refuse)

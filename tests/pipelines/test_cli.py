@@ -9,7 +9,6 @@ import logging
 import os
 import re
 
-import apache_beam as beam
 import pytest
 from apache_beam.options import pipeline_options
 
@@ -21,7 +20,7 @@ from pipelines import (
     train_keyphrase,
 )
 from tests.runners import RUNNER_ARGS
-from transforms.io import cli, progress
+from transforms.io import progress
 from transforms.io.options import InputOutputOptions, RuntimeOptions
 from transforms.metrics import registry
 from transforms.training import evouna, short_answers
@@ -43,26 +42,8 @@ ENTRY_POINTS = {
 }
 
 
-@pytest.fixture(autouse=True)
-def restore_logging():
-    """`main` configures logging (root handlers, levels): put it back after each test."""
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    levels = {name: logging.getLogger(name).level
-              for name in (*cli.OUR_LOGGERS, "apache_beam", "transformers")}
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
-    for name, value in levels.items():
-        logging.getLogger(name).setLevel(value)
-
-
-@pytest.fixture
-def no_pipeline(monkeypatch):
-    """Fails the test if a pipeline is built."""
-    def refuse(*args, **kwargs):
-        raise AssertionError("a pipeline was built")
-    monkeypatch.setattr(beam, "Pipeline", refuse)
+# `main` configures logging: put back after each test (conftest.py)
+pytestmark = pytest.mark.usefixtures("restored_logging")
 
 
 def _our_flags(parser: argparse.ArgumentParser) -> list[str]:

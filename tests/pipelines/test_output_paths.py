@@ -5,9 +5,7 @@ characters, exit status 2, nothing written; input flags still take globs."""
 from __future__ import annotations
 
 import json
-import logging
 
-import apache_beam as beam
 import pytest
 
 from pipelines import (
@@ -37,26 +35,8 @@ INPUT_FLAGS = {"--input", "--previous_run", "--corpus_statistics", "--data", "--
                "--wes", "--evouna", "--train_file", "--dev_file", "--test_file"}
 
 
-@pytest.fixture(autouse=True)
-def restore_logging():
-    """`main` configures logging (root handlers, levels): put it back after each test."""
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    levels = {name: logging.getLogger(name).level
-              for name in (*cli.OUR_LOGGERS, "apache_beam", "transformers")}
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
-    for name, value in levels.items():
-        logging.getLogger(name).setLevel(value)
-
-
-@pytest.fixture
-def no_pipeline(monkeypatch):
-    """Fails the test if a pipeline is built."""
-    def refuse(*args, **kwargs):
-        raise AssertionError("a pipeline was built")
-    monkeypatch.setattr(beam, "Pipeline", refuse)
+# `main` configures logging: put back after each test (conftest.py)
+pytestmark = pytest.mark.usefixtures("restored_logging")
 
 
 def _files(folder) -> list[str]:

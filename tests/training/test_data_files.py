@@ -7,7 +7,6 @@ from __future__ import annotations
 import bz2
 import gzip
 import json
-import logging
 import lzma
 
 import pyarrow as pa
@@ -15,7 +14,6 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipelines import train_cross_encoder, train_keyphrase
-from transforms.io import cli
 from transforms.training import data_files, evouna, short_answers
 
 SQUAD_JSON = json.dumps({"data": [{"title": "T", "paragraphs": [{
@@ -28,21 +26,8 @@ EVOUNA_JSON = json.dumps([{"question": f"question {i}?", "golden_answer": f"answ
                           for i in range(300)])
 
 
-@pytest.fixture(autouse=True)
-def restore_logging():
-    """`main` configures logging (ours, Beam's, transformers'): put it back."""
-    from transformers.utils import logging as hf_logging
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    levels = {name: logging.getLogger(name).level
-              for name in (*cli.OUR_LOGGERS, "apache_beam", "transformers")}
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
-    for name, value in levels.items():
-        logging.getLogger(name).setLevel(value)
-    hf_logging.set_verbosity_warning()
-    hf_logging.enable_progress_bar()
+# `main` configures logging: put back after each test (conftest.py)
+pytestmark = pytest.mark.usefixtures("restored_logging")
 
 
 def _cut_gzip(path, text: str):
