@@ -162,6 +162,14 @@ def test_previous_scores_need_content_keys():
         "k", ScoreResult({"em": 1.0, "f1": 0.5}))
 
 
+def test_carried_result_takes_a_branchs_columns_by_name():
+    """The carried values hold every carried column, in the metrics' order; each branch
+    (lexical, model-backed) takes its own by name, wherever they lie among them."""
+    carried = ("k", {"em": 1.0, "f1": 0.5, "sas": 0.25})
+    assert carried_result(carried, ["sas"]) == ("k", ScoreResult({"sas": 0.25}))
+    assert carried_result(carried, ["f1", "em"]) == ("k", ScoreResult({"f1": 0.5, "em": 1.0}))
+
+
 def _row(file: str, row: int, prediction: str = "p", **kw) -> ScoringRow:
     return ScoringRow(RowSource(file, row, row), QAExample(prediction, ("r",)), **kw)
 
