@@ -251,5 +251,9 @@ def test_a_socket_path_too_long_listens_on_loopback_behind_the_key(tmp_path, mon
             mpc.Client(address.address, address.family, authkey=b"mps")
         with socket.create_connection(address.address):  # a bare connection is refused too
             pass
+        deadline = time.monotonic() + 5
+        while server.refused < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert server.refused == 2
     finally:
         server.close()

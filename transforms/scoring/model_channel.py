@@ -163,10 +163,10 @@ class ChannelServer:
                 mpc.answer_challenge(conn, self._key)
             except (mpc.AuthenticationError, AssertionError, EOFError, OSError) as e:
                 # (before Python 3.12 a message that is no challenge fails an assert)
-                self.refused += 1
                 logger.warning("%s: refused a connection that did not prove this run's key "
                                "(%s: %s); nothing it sent was read", self._files.address,
                                type(e).__name__, e)
+                self.refused += 1
                 return
             while True:
                 try:
