@@ -8,9 +8,12 @@ same in real processes is in test_model_server.py."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import pickle
+import shutil
 import socket
+import tempfile
 import threading
 import time
 from multiprocessing import connection as mpc
@@ -42,8 +45,12 @@ class Planted:
 
 
 @pytest.fixture
-def folder(tmp_path):
-    return private_folder("served", parent=str(tmp_path))
+def folder():
+    """A private folder with a short path (a socket's path is limited; pytest's own
+    temporary folders can be longer)."""
+    parent = tempfile.mkdtemp(prefix="qa")
+    yield private_folder("served", parent=parent)
+    shutil.rmtree(parent)
 
 
 @pytest.fixture
@@ -94,6 +101,7 @@ def test_a_caller_with_the_key_calls_public_methods(copy):
 @pytest.mark.parametrize("authkey", [b"mps", b"0" * 32, None], ids=["beam_key", "wrong_key",
                                                                     "no_handshake"])
 def test_a_connection_without_the_runs_key_runs_nothing(copy, tmp_path, authkey, caplog):
+    caplog.set_level(logging.WARNING, logger=model_channel.__name__)
     files, key, server = copy
     marker = str(tmp_path / "payload_ran")
     address = model_channel.read_address(files)
@@ -151,6 +159,7 @@ def _hostile_listener(marker: str, key: bytes | None) -> tuple[str, tuple[str, i
 
 @pytest.mark.parametrize("hostile_key", [None, b"mps"], ids=["payload_first", "own_key"])
 def test_a_planted_address_is_not_used(folder, tmp_path, hostile_key, caplog):
+    caplog.set_level(logging.WARNING, logger=model_channel.__name__)
     files = CopyFiles.of(folder, "qa_eval_test_1-0")
     marker = str(tmp_path / "payload_ran")
     family, address = _hostile_listener(marker, hostile_key)

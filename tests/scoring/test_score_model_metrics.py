@@ -127,17 +127,6 @@ def test_model_metrics_alone(tmp_path, cross_encoder_path):
     assert "em" not in scores.columns
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("runner, extra, fmt", [
-    ("direct_in_process", [], "csv"),
-    # one copy of each model, in a process of its own (model_server.py), fed by both
-    # workers; a CSV is one split, so the batches are reshuffled over the workers
-    ("direct_multi_processing", ["--share_model_across_processes"], "csv"),
-    # JSONL in ranges of a few rows: each worker scores the splits it reads; run as the
-    # command line runs it (`tune_local`): the launcher starts the copy while the workers
-    # start, and each worker's tokenizer gets its share of the cores
-    ("direct_multi_processing", ["--share_model_across_processes"], "jsonl"),
-])
 def _served_copies(tags: list[str], launched_pids: set[int],
                    timeout_s: float = 30.0) -> dict[str, int]:
     """The copies of these tags still listed in the private folder (tag -> pid), once
@@ -158,6 +147,17 @@ def _served_copies(tags: list[str], launched_pids: set[int],
         time.sleep(0.1)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("runner, extra, fmt", [
+    ("direct_in_process", [], "csv"),
+    # one copy of each model, in a process of its own (model_server.py), fed by both
+    # workers; a CSV is one split, so the batches are reshuffled over the workers
+    ("direct_multi_processing", ["--share_model_across_processes"], "csv"),
+    # JSONL in ranges of a few rows: each worker scores the splits it reads; run as the
+    # command line runs it (`tune_local`): the launcher starts the copy while the workers
+    # start, and each worker's tokenizer gets its share of the cores
+    ("direct_multi_processing", ["--share_model_across_processes"], "jsonl"),
+])
 def test_real_minilm_end_to_end(tmp_path, cross_encoder_path, keyphrase_path, runner, extra,
                                 fmt, monkeypatch, caplog):
     """A small run with the real handlers: values equal the metrics run in plain Python,

@@ -135,6 +135,7 @@ class ChannelServer:
             self._family = "AF_INET"
             self._listener = mpc.Listener(("127.0.0.1", 0), self._family, backlog=64)
         self.refused = 0
+        self._closed = False
 
     def publish(self) -> None:
         """Writes the address file (after which callers find this copy)."""
@@ -143,18 +144,30 @@ class ChannelServer:
         write_private(self._files.address, json.dumps(fields).encode())
 
     def serve_forever(self, on_stop: Any) -> None:
-        """Accepts connections until the listener closes, each served by a thread of
-        its own; `on_stop()` runs when a caller with the key asks this copy to stop."""
+        """Accepts connections until `close`, each served by a thread of its own;
+        `on_stop()` runs when a caller with the key asks this copy to stop."""
         while True:
             try:
                 conn = self._listener.accept()
             except OSError:
                 return
+            if self._closed:
+                conn.close()
+                return
             threading.Thread(target=self._serve, args=(conn, on_stop), daemon=True,
                              name="served connection").start()
 
     def close(self) -> None:
+        """Stops accepting connections (those open are served to their end)."""
+        if self._closed:
+            return
+        self._closed = True
+        address = self._listener.address
         self._listener.close()
+        try:  # wakes `accept`, which closing the socket does not interrupt
+            mpc.Client(address, self._family).close()
+        except OSError:
+            pass
 
     def _serve(self, conn: mpc.Connection, on_stop: Any) -> None:
         with conn:
