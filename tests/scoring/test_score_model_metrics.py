@@ -127,11 +127,18 @@ def test_model_metrics_alone(tmp_path, cross_encoder_path):
     assert "em" not in scores.columns
 
 
-def _served_copies(tags: list[str], launched_pids: set[int],
-                   timeout_s: float = 30.0) -> dict[str, int]:
-    """The copies of these tags still listed in the private folder (tag -> pid), once
-    those that are not the launcher's (ending with their workers) have removed their
-    files."""
+def _parent(pid: int) -> int:
+    """The parent process of `pid` (-1 once it has ended)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except FileNotFoundError:
+        return -1
+
+
+def _served_copies(tags: list[str], timeout_s: float = 30.0) -> dict[str, int]:
+    """The live copies of these tags listed in the private folder (tag -> pid), once
+    those that this process did not start (ending with their workers) are gone."""
     from transforms.scoring import model_channel, model_server
 
     deadline = time.monotonic() + timeout_s
@@ -142,7 +149,9 @@ def _served_copies(tags: list[str], launched_pids: set[int],
             address = model_channel.read_address(model_channel.CopyFiles.of(folder, tag))
             if address is not None and model_channel.alive(address.pid):
                 copies[tag] = address.pid
-        if set(copies.values()) <= launched_pids or time.monotonic() > deadline:
+        if all(_parent(pid) == os.getpid() for pid in copies.values()):
+            return copies
+        if time.monotonic() > deadline:
             return copies
         time.sleep(0.1)
 
@@ -200,7 +209,7 @@ def test_real_minilm_end_to_end(tmp_path, cross_encoder_path, keyphrase_path, ru
          *RUNNER_ARGS[runner], *extra]
     run(argv, save_main_session=False, tune_local=tune_local)
     launched = model_server._STARTED_HERE[started:]
-    copies = _served_copies([t.tag for t in tags], {m.pid() for m in launched})
+    copies = _served_copies([t.tag for t in tags])
     for model in launched:  # a copy started here lives as long as this process: ended
         model.stop()
     assert paused == []
@@ -209,7 +218,8 @@ def test_real_minilm_end_to_end(tmp_path, cross_encoder_path, keyphrase_path, ru
         # the address of its tag still names the launcher's copy (a worker that started
         # one of its own would have replaced it, and removed it when it ended)
         (model,) = launched
-        assert copies == {model._tags[0]: model.pid()}
+        assert list(copies) == [model._tags[0]]
+        assert _parent(copies[model._tags[0]]) == os.getpid()
     elif extra:  # started by a worker: it ended with the workers, its files with it
         assert launched == [] and copies == {}
     assert ("RAYON_NUM_THREADS" in os.environ) == tune_local
