@@ -23,7 +23,10 @@ the operators' dispatch is most of a pass's time), and times each window's
   own_process_busy `model_server.serve` (a process of its own), this process as busy.
 
 Printed: ms per window (median) and windows/s for each, and in_worker_busy /
-own_process_busy; `<out>/model_server.json`.
+own_process_busy; then a call's round trip to a method that does nothing, through the
+project's channel (`model_channel.py`: a Unix socket and a key's handshake) and through
+Beam's `MultiProcessShared` (TCP, fixed key), each in a process of its own;
+`<out>/model_server.json`.
 """
 
 from __future__ import annotations
@@ -80,6 +83,36 @@ def _client(served: tuple[str, str] | model_server.Serving, device: str, model: 
         if len(times) >= 5 and time.perf_counter() - began > phase_s:
             break  # a slow arrangement: fewer windows, so the bench ends in its time
     queue.put(times[2:])
+
+
+class Adder:
+    """A served object whose one method costs nothing: a call's round trip alone."""
+
+    def add(self, a: int) -> int:
+        return a + 1
+
+
+def _per_call_us(call, calls: int = 2000) -> float:
+    call()
+    started = time.perf_counter()
+    for _ in range(calls):
+        call()
+    return (time.perf_counter() - started) / calls * 1e6
+
+
+def round_trips(rounds: int = 5) -> dict:
+    """µs per call of a method that does nothing, through the project's channel and
+    through Beam's `MultiProcessShared` (each a process of its own), alternating."""
+    ours = model_server.serve(Adder, model_server.new_serving("bench_round_trip"))
+    beams = multi_process_shared.MultiProcessShared(
+        Adder, tag="bench_round_trip", path=tempfile.mkdtemp(prefix="bench_model_server"),
+        always_proxy=True, spawn_process=True).acquire()
+    figures: dict[str, list[float]] = {"ours": [], "beam": []}
+    for _ in range(rounds):
+        figures["ours"].append(_per_call_us(lambda: ours.add(1)))
+        figures["beam"].append(_per_call_us(lambda: beams.add(1)))
+    ours.stop()
+    return {name: round(statistics.median(values), 1) for name, values in figures.items()}
 
 
 def _busy(stop: threading.Event) -> None:
@@ -149,10 +182,14 @@ def main(argv: list[str] | None = None) -> int:
               f"windows/s ({r['windows']} windows)")
     ratio = results["in_worker_busy"]["ms_per_window"] / results["own_process_busy"]["ms_per_window"]
     print(f"  in_worker_busy / own_process_busy: {ratio:.1f}x the time per window")
+    trips = round_trips()
+    print(f"a call's round trip (2,000 calls, median of 5): {trips['ours']} µs through the "
+          f"project's channel, {trips['beam']} µs through Beam's MultiProcessShared")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "model_server.json").write_text(json.dumps(
-        {"device": args.device, "results": results, "busy_over_own": round(ratio, 2)}, indent=2))
+        {"device": args.device, "results": results, "busy_over_own": round(ratio, 2),
+         "round_trip_us": trips}, indent=2))
     print(f"wrote {out / 'model_server.json'}")
     return 0
 
