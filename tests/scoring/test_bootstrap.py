@@ -231,3 +231,22 @@ def test_a_scope_past_int32_counts_is_refused():
 
     with pytest.raises(ValueError, match="2\\^31 rows"):
         bs.bootstrap_scopes([bs.Resampling(Huge(), np.zeros((0, 1)), False, 0)])
+
+
+def test_the_kendall_loop_leaves_out_resamples_too_small_or_constant():
+    """Explicit resamples (one per column of row counts), worked by hand: a resample of
+    fewer than 3 rows or with one side constant has no tau; the next ones still do."""
+    x = np.array([0.0, 1.0, 0.5, 0.2, 0.0])
+    y = np.array([1.0, 0.0, 0.5, 3.0, 2.0])
+    rows = np.array([[1, 3, 0, 1, 1, 0],
+                     [1, 0, 1, 1, 0, 0],
+                     [1, 0, 1, 0, 0, 1],
+                     [0, 0, 1, 0, 0, 1],
+                     [0, 0, 0, 0, 2, 1]], dtype=float)
+    tau = bs._kendall_loop(rows, x, y)
+    assert tau.dtype == np.float64
+    # rows 0-2: x and y both span exactly 1, every pair discordant; row 0 three times:
+    # constant; rows 1-3: every pair discordant; rows 0, 1: two rows; rows 0, 4, 4: x
+    # constant; rows 2-4: one concordant pair of three, (1 - 2) / 3
+    np.testing.assert_array_equal(np.isnan(tau), [False, True, False, True, True, False])
+    assert tau[[0, 2, 5]] == pytest.approx([-1.0, -1.0, -1 / 3])
