@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import subprocess
 import time
 
@@ -13,7 +14,7 @@ import pytest
 
 from tests.io.test_ownership import _dead_pid, _pid_not_here, _write_owner
 from transforms.io import ownership
-from transforms.io.ownership import OutputLock, OwnershipLostError, check_owner
+from transforms.io.ownership import OutputLock, OutputOwnedError, OwnershipLostError, check_owner
 
 
 def test_a_process_is_alive_until_it_is_gone():
@@ -134,3 +135,42 @@ def test_run_ids_are_twelve_hex_digits():
     ids = {ownership.new_run_id() for _ in range(50)}
     assert len(ids) == 50
     assert all(len(i) == 12 and int(i, 16) >= 0 for i in ids)
+
+
+def test_a_run_that_keeps_finding_a_new_stale_lock_gives_up_after_three_tries(tmp_path,
+                                                                            monkeypatch):
+    """Each stale lock this run removes is replaced at once by another stale one (runs
+    racing for a dead output): after three removals it is refused, naming the last."""
+    target = str(tmp_path / "run")
+    path = target + ".lock"
+    _write_owner(path, "stale0", host="elsewhere", pid=_pid_not_here(), age_s=900)
+    removed = []
+    remove = OutputLock._remove_stale_local
+
+    def remove_then_another(self, holder, reason):
+        remove(self, holder, reason)
+        removed.append(holder.run_id)
+        _write_owner(path, f"stale{len(removed)}", host="elsewhere", pid=_pid_not_here(),
+                     age_s=900)
+
+    monkeypatch.setattr(OutputLock, "_remove_stale_local", remove_then_another)
+    with pytest.raises(OutputOwnedError, match=rf"\(run stale3 .*its lock {re.escape(path)} "):
+        OutputLock(target, "new", stale_after_s=60).acquire()
+    assert removed == ["stale0", "stale1", "stale2"]
+    assert os.listdir(tmp_path) == ["run.lock"]  # this run's own claim file is gone
+
+
+def test_a_lock_released_between_the_link_and_the_read_is_tried_again(tmp_path,
+                                                                       monkeypatch):
+    target = str(tmp_path / "run")
+    _write_owner(target + ".lock", "leaving")
+    read = ownership._read
+
+    def released(path):  # the owner gives the output back just as this run reads its lock
+        monkeypatch.setattr(ownership, "_read", read)
+        os.remove(path)
+        return None
+
+    monkeypatch.setattr(ownership, "_read", released)
+    with OutputLock(target, "next"):
+        assert ownership.owner_of(target) == "next"

@@ -143,3 +143,13 @@ def test_a_seeded_share_of_all_identical_questions_gives_a_pair():
     assert tuple(pairs[0]) == ("squad-i2-identical-0", "squad", "Capitals", "train",
                                "identical", "Capital?", "Paris", ("paris.",), 1)
     assert dict(skipped) == {"identical:not_sampled": 3}
+
+
+def test_each_span_negative_has_its_own_id():
+    articles = [{"title": "Rain", "paragraphs": [{"context": "It rained in 1884 and in 1885.",
+                                                  "qas": [{"id": "r1", "question": "When?",
+                                                           "answers": [{"text": "1856"}]}]}]}]
+    pairs, _ = sp.squad_pairs(articles, span_negatives=2, question_negatives=0)
+    # both of the passage's other dates, in the seeded order, each with its own counter
+    assert [(p.id, p.candidate, p.label) for p in pairs] == [
+        ("squad-r1-span_negative-0", "1885", 0), ("squad-r1-span_negative-1", "1884", 0)]
