@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import signal
 import subprocess
 import time
 
@@ -18,7 +19,9 @@ from transforms.io.ownership import OutputLock, OutputOwnedError, OwnershipLostE
 
 
 def test_a_process_is_alive_until_it_is_gone():
-    child = subprocess.Popen(["sleep", "30"])
+    # SIGHUP as a process started normally has it (a parent run under nohup ignores it)
+    child = subprocess.Popen(["sleep", "30"], preexec_fn=lambda: signal.signal(
+        signal.SIGHUP, signal.SIG_DFL))
     try:
         assert ownership._pid_alive(child.pid)
         time.sleep(0.2)
@@ -137,10 +140,12 @@ def test_run_ids_are_twelve_hex_digits():
     assert all(len(i) == 12 and int(i, 16) >= 0 for i in ids)
 
 
-def test_a_run_that_keeps_finding_a_new_stale_lock_gives_up_after_three_tries(tmp_path,
-                                                                            monkeypatch):
+@pytest.mark.parametrize("last", [True, False])
+def test_a_run_that_keeps_finding_a_new_stale_lock_gives_up_after_three_tries(
+        tmp_path, monkeypatch, last):
     """Each stale lock this run removes is replaced at once by another stale one (runs
-    racing for a dead output): after three removals it is refused, naming the last."""
+    racing for a dead output): after three removals it is refused, naming the last (or,
+    when the third is not replaced, an owner it cannot read)."""
     target = str(tmp_path / "run")
     path = target + ".lock"
     _write_owner(path, "stale0", host="elsewhere", pid=_pid_not_here(), age_s=900)
@@ -150,14 +155,17 @@ def test_a_run_that_keeps_finding_a_new_stale_lock_gives_up_after_three_tries(tm
     def remove_then_another(self, holder, reason):
         remove(self, holder, reason)
         removed.append(holder.run_id)
-        _write_owner(path, f"stale{len(removed)}", host="elsewhere", pid=_pid_not_here(),
-                     age_s=900)
+        if last or len(removed) < 3:
+            _write_owner(path, f"stale{len(removed)}", host="elsewhere",
+                         pid=_pid_not_here(), age_s=900)
 
     monkeypatch.setattr(OutputLock, "_remove_stale_local", remove_then_another)
-    with pytest.raises(OutputOwnedError, match=rf"\(run stale3 .*its lock {re.escape(path)} "):
+    holder = "run stale3 " if last else "an owner whose lock cannot be read"
+    with pytest.raises(OutputOwnedError, match=rf"\({holder}.*its lock {re.escape(path)} "):
         OutputLock(target, "new", stale_after_s=60).acquire()
     assert removed == ["stale0", "stale1", "stale2"]
-    assert os.listdir(tmp_path) == ["run.lock"]  # this run's own claim file is gone
+    # this run's own claim file is gone
+    assert os.listdir(tmp_path) == (["run.lock"] if last else [])
 
 
 def test_a_lock_released_between_the_link_and_the_read_is_tried_again(tmp_path,
@@ -174,3 +182,104 @@ def test_a_lock_released_between_the_link_and_the_read_is_tried_again(tmp_path,
     monkeypatch.setattr(ownership, "_read", released)
     with OutputLock(target, "next"):
         assert ownership.owner_of(target) == "next"
+
+
+def _claim(target: str, run_id: str, heartbeat_age_s: float = 0.0, started_age_s=None,
+           modified_age_s=None) -> str:
+    """A claim file of the claim protocol on a local disk, `<target>.lock-<run id>`."""
+    path = f"{target}.lock-{run_id}"
+    now = time.time()
+    started = now - (heartbeat_age_s if started_age_s is None else started_age_s)
+    owner = ownership.Owner(run_id, "elsewhere", _pid_not_here(), started,
+                            now - heartbeat_age_s, "qa-score", target)
+    with open(path, "wb") as f:
+        f.write(owner.to_json())
+    age = heartbeat_age_s if modified_age_s is None else modified_age_s
+    os.utime(path, (now - age, now - age))
+    return path
+
+
+def _claims_lock(target: str, **kwargs) -> OutputLock:
+    return OutputLock(target, "me", what="--output run", atomic_create=False, **kwargs)
+
+
+def test_a_claim_is_alive_by_its_heartbeat_or_its_modification_time(tmp_path):
+    target = str(tmp_path / "run")
+    # an old heartbeat in the claim, but the file was written a moment ago: alive
+    _claim(target, "touched", heartbeat_age_s=900, modified_age_s=0)
+    with pytest.raises(OutputOwnedError, match="run touched"):
+        _claims_lock(target).acquire()
+    os.remove(f"{target}.lock-touched")
+    # 120 s old: stale by this lock's bound of 60 s, not by the default 300 s
+    _claim(target, "old", heartbeat_age_s=120)
+    with _claims_lock(target, stale_after_s=60):
+        assert ownership.owner_of(target) == "me"
+
+
+def test_stale_claims_are_removed_with_a_warning_even_after_a_live_one(tmp_path, caplog):
+    target = str(tmp_path / "run")
+    _claim(target, "a-live", started_age_s=900)
+    old = _claim(target, "b-old", heartbeat_age_s=900)
+    unreadable = f"{target}.lock-c-bad"
+    with open(unreadable, "wb") as f:
+        f.write(b"not json")
+    os.utime(unreadable, (time.time() - 900, time.time() - 900))
+    with caplog.at_level(logging.WARNING, logger=ownership.__name__):
+        with pytest.raises(OutputOwnedError,
+                           match=rf"\(run a-live .*its lock {re.escape(target)}\.lock-a-live "):
+            _claims_lock(target, stale_after_s=60).acquire()
+    assert os.listdir(tmp_path) == ["run.lock-a-live"]  # both dead claims removed
+    messages = [r.getMessage() for r in caplog.records]
+    assert len(messages) == 2
+    assert messages[0].startswith("--output run was claimed by run b-old (qa-score), pid ")
+    assert messages[0].endswith(f", taken for dead: its last heartbeat was 900 s ago (more "
+                                f"than 60 s); removing its claim {old}")
+    assert messages[1] == ("--output run was claimed by an unreadable claim, taken for dead: "
+                           "its last heartbeat was 900 s ago (more than 60 s); removing its "
+                           f"claim {unreadable}")
+
+
+def test_a_claim_gone_before_it_is_read_is_skipped(tmp_path, monkeypatch):
+    target = str(tmp_path / "run")
+    _claim(target, "b-live", started_age_s=900)
+    claims = OutputLock._claims
+    monkeypatch.setattr(OutputLock, "_claims", lambda self: [
+        f"{target}.lock-a-withdrawn", *claims(self)])
+    with pytest.raises(OutputOwnedError, match="run b-live"):
+        _claims_lock(target).acquire()
+
+
+def test_a_live_claim_that_cannot_be_read_refuses_at_once(tmp_path, monkeypatch):
+    target = str(tmp_path / "run")
+    with open(f"{target}.lock-bad", "wb") as f:
+        f.write(b"not json")
+    monkeypatch.setattr(ownership.time, "sleep", lambda s: pytest.fail("retried"))
+    with pytest.raises(OutputOwnedError, match=r"an owner whose lock cannot be read\).*"
+                                               rf"its lock {re.escape(target)}\.lock "):
+        _claims_lock(target).acquire()
+
+
+@pytest.mark.parametrize("started_age_s, sleeps", [(0, 3), (900, 0)])
+def test_a_run_backs_off_from_a_contender_and_not_from_an_owner(tmp_path, monkeypatch,
+                                                                 started_age_s, sleeps):
+    """A claim that started a moment ago is a contender: this run withdraws and tries
+    again after a random 0.5-2 s, CLAIM_TRIES times in all; an older live claim is an
+    owner: refused at once."""
+    target = str(tmp_path / "run")
+    _claim(target, "other", started_age_s=started_age_s)
+    waits = []
+    monkeypatch.setattr(ownership.random, "uniform", lambda a, b: waits.append((a, b)) or b)
+    monkeypatch.setattr(ownership.time, "sleep", lambda s: None)
+    with pytest.raises(OutputOwnedError, match="run other"):
+        _claims_lock(target).acquire()
+    assert waits == [(0.5, 2.0)] * sleeps
+    assert os.listdir(tmp_path) == ["run.lock-other"]
+
+
+def test_a_claims_heartbeat_is_written_into_it(tmp_path):
+    target = str(tmp_path / "run")
+    with _claims_lock(target, heartbeat_s=3600) as lock:
+        before = ownership._read(f"{target}.lock-me")[0].heartbeat_at
+        time.sleep(0.05)
+        lock.heartbeat()
+        assert ownership._read(f"{target}.lock-me")[0].heartbeat_at > before
