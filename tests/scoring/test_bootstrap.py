@@ -250,3 +250,36 @@ def test_the_kendall_loop_leaves_out_resamples_too_small_or_constant():
     # constant; rows 2-4: one concordant pair of three, (1 - 2) / 3
     np.testing.assert_array_equal(np.isnan(tau), [False, True, False, True, True, False])
     assert tau[[0, 2, 5]] == pytest.approx([-1.0, -1.0, -1 / 3])
+
+
+def test_row_weights_count_the_draws_of_the_generator():
+    """Column b counts the rows of `integers(0, n)`'s b-th draw of n rows (row 0 included)."""
+    draws = np.random.default_rng(11).integers(0, 3, size=(4, 3))
+    expected = np.stack([np.bincount(d, minlength=3) for d in draws], axis=1)
+    weights = bs.row_weights(np.random.default_rng(11), 3, 4)
+    assert weights.dtype == np.float64
+    np.testing.assert_array_equal(weights, expected)
+    assert weights[0].sum() > 0
+
+
+def test_an_interval_needs_half_of_the_resamples_defined():
+    # two of four defined: enough; percentiles 2.5 and 97.5 of [1, 3]
+    assert bs.interval(np.array([np.nan, 1.0, np.nan, 3.0])) == pytest.approx((1.05, 2.95))
+    assert bs.interval(np.array([np.nan, 1.0, np.nan, np.nan])) is None
+
+
+def test_default_threads_where_the_affinity_is_unknown(monkeypatch):
+    monkeypatch.setattr(bs.os, "sched_getaffinity", lambda pid: {0})
+    assert bs.default_threads() == 1
+    monkeypatch.delattr(bs.os, "sched_getaffinity")
+    for cpus, threads in ((8, 4), (3, 3), (None, 1)):
+        monkeypatch.setattr(bs.os, "cpu_count", lambda cpus=cpus: cpus)
+        assert bs.default_threads() == threads
+
+
+def test_blas_runs_on_one_thread_inside_the_limit():
+    from threadpoolctl import threadpool_info
+
+    with bs._one_blas_thread():
+        blas = [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+    assert blas and set(blas) == {1}
