@@ -83,9 +83,12 @@ $(MUTMUT_STAMP): $(STAMP) requirements-mutate.txt
 	touch $@
 
 # mutants/ is made before mutmut starts: it must exist when Python starts, or the
-# PYTHONPATH entry (which Beam's worker processes inherit) is cached as missing.
+# PYTHONPATH entry (which Beam's worker processes inherit) is cached as missing. The tests
+# run from mutants/, where tests/conftest.py would look for the real data one folder too
+# deep: QA_EVAL_SHARED_DATA names ../shared/data, as `make breaks` does.
 mutate: $(MUTMUT_STAMP) $(LEXICON_STAMP)
 	rm -rf mutants && mkdir mutants
+	QA_EVAL_SHARED_DATA=$${QA_EVAL_SHARED_DATA:-$(abspath $(CURDIR)/../shared/data)} \
 	PYTHONPATH=$(CURDIR)/mutants nice -n 10 $(MUTMUT_VENV)/bin/mutmut run --max-children $(MUTATE_JOBS) $(MUTANTS)
 	$(MUTMUT_VENV)/bin/python -m tests.mutation_summary --mutmut $(MUTMUT_VENV)/bin/mutmut --survivors
 
