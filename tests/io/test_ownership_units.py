@@ -283,3 +283,30 @@ def test_a_claims_heartbeat_is_written_into_it(tmp_path):
         time.sleep(0.05)
         lock.heartbeat()
         assert ownership._read(f"{target}.lock-me")[0].heartbeat_at > before
+
+
+def test_an_owner_described_and_judged_by_its_times():
+    owner = ownership.Owner("r1", "elsewhere", 5, 0.0, 100.0)
+    assert owner.describe(160.0) == ("run r1, pid 5 on elsewhere, started "
+                                     "1970-01-01T00:00:00+00:00, last heartbeat 60 s ago")
+    with_command = ownership.Owner("r1", "elsewhere", 5, 0.0, 100.0, "qa-score")
+    assert with_command.describe(40.0).startswith("run r1 (qa-score), pid 5")
+    assert with_command.describe(40.0).endswith("last heartbeat 0 s ago")  # clocks apart
+    stale = ownership.stale_reason
+    assert stale(owner, None, 400.0, 300.0) is None  # exactly the bound: still alive
+    assert stale(owner, None, 401.0, 300.0) == (
+        "its last heartbeat was 301 s ago (more than 300 s)")
+    assert stale(owner, 350.0, 600.0, 300.0) is None  # the file's time is the later beat
+    assert stale(None, None, 1000.0, 300.0) == (
+        "its last heartbeat was 1000 s ago (more than 300 s)")
+
+
+def test_the_refusal_says_how_to_free_the_output(tmp_path):
+    target = str(tmp_path / "run")
+    with OutputLock(target, "first"):
+        with pytest.raises(OutputOwnedError) as refused:
+            OutputLock(target, "second", what="--output run", stale_after_s=60).acquire()
+    assert str(refused.value).endswith(
+        f"): this run is refused and changed nothing. Wait for it to end; if it is dead, "
+        f"its lock {target}.lock counts as stale 60 s after its last heartbeat (or at once "
+        "on its own host), or delete that file")
