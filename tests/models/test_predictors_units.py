@@ -120,3 +120,42 @@ def test_inputs_of_the_wrong_shape_are_refused():
     with pytest.raises(ValueError, match="the model has 1"):
         one_type.encode([("a", "b")])
     assert strict.encode([("a", "b")]).types.max() == 1  # two segments fit two types
+
+
+class Matcher(Device):
+    """`DeviceModel.match` in outline: the texts' tokens are the passes' real tokens in
+    pass and row order, text i's at `starts[i]`; a token's best "cosine" is 1.0 when the
+    other side has its id, else 0.0."""
+
+    def match(self, passes, starts, lengths, pairs):
+        self.passes += list(passes)
+        flat = np.concatenate([p.input_ids[k, :p.attention_mask[k].sum()]
+                               for p in passes for k in range(len(p.input_ids))])
+        texts = [flat[s:s + n] for s, n in zip(starts, lengths)]
+        cand, ref = [], []
+        for c, r in pairs:
+            cand.append(np.isin(texts[c], texts[r]).astype(np.float32))
+            ref.append(np.isin(texts[r], texts[c]).astype(np.float32))
+        return np.concatenate(cand), np.concatenate(ref)
+
+
+def test_each_pair_is_matched_on_its_own_texts_tokens():
+    use = ModelUse("token_match", SPEC, layer=6)
+    device = Matcher("token_match")
+    predictor = predictors.Predictor(use, device, max_batch_tokens=8, cache_size=0)
+    pairs = [("a man", "the man"), ("yes", "a man"), ("he is young", "yes"),
+             ("a man", "the man")]
+    matches, stats = predictor.predict(pairs)
+    assert len(device.passes) > 1  # texts in several passes, longest first
+    # the distinct texts, each encoded once: 4 + 4 + 3 + 5 tokens
+    assert stats["real_tokens"] == 16 and stats["inputs"] == 4
+    ids = {t: predictor.tokenizer(t)["input_ids"] for p in pairs for t in p}
+    for (c, r), m in zip(pairs, matches):
+        assert m.cand_ids.tolist() == ids[c] and m.ref_ids.tolist() == ids[r]
+        assert m.cand_max.tolist() == [float(t in ids[r]) for t in ids[c]]
+        assert m.ref_max.tolist() == [float(t in ids[c]) for t in ids[r]]
+        assert m.cand_special.tolist() == [t in (101, 102) for t in ids[c]]
+        assert m.ref_special.tolist() == [t in (101, 102) for t in ids[r]]
+    with pytest.raises(ValueError, match=r"a token_match input is a \(candidate, reference\) "
+                                         r"pair of texts, got \('a',\)"):
+        predictor.predict([("a",)])
