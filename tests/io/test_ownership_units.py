@@ -310,3 +310,17 @@ def test_the_refusal_says_how_to_free_the_output(tmp_path):
         f"): this run is refused and changed nothing. Wait for it to end; if it is dead, "
         f"its lock {target}.lock counts as stale 60 s after its last heartbeat (or at once "
         "on its own host), or delete that file")
+
+
+def test_the_owner_of_an_output_with_unreadable_locks_or_claims(tmp_path):
+    target = str(tmp_path / "run")
+    with open(target + ".lock", "wb") as f:
+        f.write(b"not json")
+    assert ownership.owner_of(target) is None  # a lock nobody can be read from
+    os.remove(target + ".lock")
+    _claim(target, "a")
+    with open(f"{target}.lock-bad", "wb") as f:
+        f.write(b"not json")
+    assert ownership.owner_of(target) == "a"  # the one readable claim
+    _claim(target, "b")
+    assert ownership.owner_of(target) is None  # two runs claim it: no owner
