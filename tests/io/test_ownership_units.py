@@ -324,3 +324,40 @@ def test_the_owner_of_an_output_with_unreadable_locks_or_claims(tmp_path):
     assert ownership.owner_of(target) == "a"  # the one readable claim
     _claim(target, "b")
     assert ownership.owner_of(target) is None  # two runs claim it: no owner
+
+
+def test_a_failing_heartbeat_is_logged_and_tried_again(tmp_path, caplog, monkeypatch):
+    target = str(tmp_path / "run")
+    tries = []
+
+    def failing(self):
+        tries.append(1)
+        raise OSError("disk full")
+
+    monkeypatch.setattr(OutputLock, "heartbeat", failing)
+    with caplog.at_level(logging.WARNING, logger=ownership.__name__):
+        with OutputLock(target, "me", heartbeat_s=0.05):
+            deadline = time.time() + 10
+            while len(tries) < 2 and time.time() < deadline:
+                time.sleep(0.05)
+    assert len(tries) >= 2
+    assert caplog.records[0].getMessage() == f"could not refresh the lock {target}.lock: disk full"
+
+
+def test_release_gives_the_output_back_once_and_logs_a_failed_removal(tmp_path, caplog,
+                                                                      monkeypatch):
+    target = str(tmp_path / "run")
+    OutputLock(target, "never").release()  # never acquired: nothing to give back
+    lock = OutputLock(target, "me").acquire()
+    assert lock.held
+
+    def refused(paths):
+        raise OSError("read-only")
+
+    monkeypatch.setattr(ownership.FileSystems, "delete", refused)
+    with caplog.at_level(logging.WARNING, logger=ownership.__name__):
+        lock.release()
+        lock.release()
+    assert not lock.held
+    assert [r.getMessage() for r in caplog.records] == [
+        f"could not remove the lock {target}.lock: read-only"]
