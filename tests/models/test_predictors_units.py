@@ -21,7 +21,7 @@ TOKENS_USE = ModelUse("token_embeddings", SPEC, layer=6)
 class Device:
     """`DeviceModel.run` in outline: per pass, each row's sum of ids (sequence scores),
     [sum, count] of its real tokens (sentence embeddings) or its ids as one-wide vectors
-    (token embeddings)."""
+    (token embeddings), its ids as its scores (token scores)."""
 
     def __init__(self, task: str, device: str = "cpu", type_vocab_size: int = 2,
                  positions: int | None = 512):
@@ -42,6 +42,8 @@ class Device:
                 out.append(ids.sum(axis=1))
             elif self.task == "sentence_embedding":
                 out.append(np.stack([ids.sum(axis=1), p.attention_mask.sum(axis=1)], axis=1))
+            elif self.task == "token_scores":
+                out.append(ids)
             else:
                 out.append(ids[:, :, None])
         return out
@@ -74,6 +76,9 @@ def test_each_input_gets_its_own_rows_output_and_the_counts_add_up():
     # each distinct pair once: 7, 5 and 12 tokens, in passes of at most 2 rows by length
     assert [len(v) for v in ids.values()] == [7, 5, 12]
     assert [p.input_ids.shape for p in device.passes] == [(2, 12), (1, 5)]
+    for p in device.passes:  # padded with the pad id 0, segment ids passed on
+        assert not p.input_ids[p.attention_mask == 0].any()
+        assert p.token_type_ids is not None and p.token_type_ids.max() == 1
     assert stats == {"inputs": 4, "cache_hits": 0, "forward_passes": 2,
                      "real_tokens": 7 + 5 + 12, "padded_tokens": 2 * 12 + 5}
 
@@ -105,7 +110,7 @@ def test_token_embeddings_are_cut_to_each_inputs_tokens():
 
 def test_inputs_of_the_wrong_shape_are_refused():
     text = predictors.Predictor(TEXT_USE, Device("sentence_embedding"))
-    with pytest.raises(ValueError, match="encoder inputs must be strings"):
+    with pytest.raises(ValueError, match="^encoder inputs must be strings$"):
         text.predict(["a", ("b",)])
     score = predictors.Predictor(SCORE_USE, Device("sequence_score"))
     with pytest.raises(ValueError, match=r"a cross-encoder input is a tuple of 1..3 strings, "
@@ -120,6 +125,31 @@ def test_inputs_of_the_wrong_shape_are_refused():
     with pytest.raises(ValueError, match="the model has 1"):
         one_type.encode([("a", "b")])
     assert strict.encode([("a", "b")]).types.max() == 1  # two segments fit two types
+    # a model without token types (a tokenizer that gives none): segments never checked
+    one_type.uses_token_types = False
+    assert one_type.encode([("a", "b")]).types.max() == 1
+
+
+def test_token_scores_cover_the_answer_word_pieces():
+    use = ModelUse("token_scores", SPEC, label=0)
+    predictor = predictors.Predictor(use, Device("token_scores"), cache_size=0)
+    [out], _ = predictor.predict([("who wrote hamlet?", "william shakespeare")])
+    answer = predictor.tokenizer("william shakespeare", add_special_tokens=False)
+    assert out.tokens == ("william", "shakespeare")
+    assert out.token_ids.tolist() == answer["input_ids"]
+    assert out.scores.dtype == np.float32
+    assert out.scores.tolist() == [float(t) for t in answer["input_ids"]]
+
+
+def test_load_predictor_loads_the_model_of_its_use():
+    from transforms.models.uses import encoder_use
+
+    use = encoder_use(SPEC, 1)
+    predictor = predictors.load_predictor(use, max_batch_rows=7, cache_size=3)
+    assert predictor.use is use and predictor.model.use is use
+    assert (predictor.max_batch_rows, predictor.cache_size) == (7, 3)
+    [out], _ = predictor.predict(["yes"])
+    assert out.vectors.shape == (3, 384)
 
 
 class Matcher(Device):
