@@ -8,6 +8,7 @@ import logging
 import os
 import re
 import signal
+import socket
 import subprocess
 import time
 
@@ -361,3 +362,43 @@ def test_release_gives_the_output_back_once_and_logs_a_failed_removal(tmp_path, 
     assert not lock.held
     assert [r.getMessage() for r in caplog.records] == [
         f"could not remove the lock {target}.lock: read-only"]
+
+
+def test_the_lock_file_records_the_owner(tmp_path, caplog):
+    owner = ownership.Owner("r1", "h", 5, 0.0, 60.0, "qa-score", "out")
+    assert owner.to_json() == (
+        b'{\n "run_id": "r1",\n "host": "h",\n "pid": 5,\n "started_at": 0.0,\n'
+        b' "heartbeat_at": 60.0,\n "command": "qa-score",\n "output": "out",\n'
+        b' "started": "1970-01-01T00:00:00+00:00",\n'
+        b' "heartbeat": "1970-01-01T00:01:00+00:00"\n}')
+    target = str(tmp_path / "new" / "folders" / "run")  # its folder is made
+    with caplog.at_level(logging.DEBUG, logger=ownership.__name__):
+        lock = OutputLock(target, "me", what="--output run", command="qa-score").acquire()
+    try:
+        found = ownership._read(target + ".lock")[0]
+        assert (found.run_id, found.host, found.pid, found.command, found.output) == (
+            "me", socket.gethostname(), os.getpid(), "qa-score", target)
+        assert lock._thread.name == f"heartbeat {target}.lock" and lock._thread.daemon
+        assert [r.getMessage() for r in caplog.records] == [
+            f"this run (me) owns --output run until it ends ({target}.lock)"]
+    finally:
+        lock.release()
+
+
+def test_a_folder_made_meanwhile_by_another_run_is_used(tmp_path, monkeypatch):
+    target = str(tmp_path / "new" / "run")
+
+    def raced(path):  # another run makes the folder first
+        os.makedirs(path)
+        raise OSError("exists")
+
+    monkeypatch.setattr(ownership.FileSystems, "mkdirs", raced)
+    with OutputLock(target, "me"):
+        assert ownership.owner_of(target) == "me"
+
+    def refused(path):
+        raise OSError("read-only")
+
+    monkeypatch.setattr(ownership.FileSystems, "mkdirs", refused)
+    with pytest.raises(OSError, match="read-only"):
+        OutputLock(str(tmp_path / "other" / "run"), "me").acquire()
