@@ -189,3 +189,29 @@ def test_each_pair_is_matched_on_its_own_texts_tokens():
     with pytest.raises(ValueError, match=r"a token_match input is a \(candidate, reference\) "
                                          r"pair of texts, got \('a',\)"):
         predictor.predict([("a",)])
+
+
+def test_three_segments_are_clamped_to_the_models_token_types():
+    three = ModelUse("sequence_score", SPEC, activation="sigmoid", segments=3,
+                     segment_overflow="clamp")
+    two = predictors.Predictor(three, Device("sequence_score", type_vocab_size=2))
+    ids = two.tokenizer("a", "b")["input_ids"] + two.tokenizer("c")["input_ids"][1:]
+    assert two.encode([("a", "b", "c")]).types.tolist() == [0, 0, 0, 1, 1, 1, 1]
+    assert two.encode([("a", "b", "c")]).ids.tolist() == ids
+    one = predictors.Predictor(three, Device("sequence_score", type_vocab_size=1))
+    assert one.encode([("a", "b", "c")]).types.tolist() == [0] * 7
+
+
+@pytest.mark.parametrize("pad_token, pad_id", [("[unused0]", 1), (None, 0)])
+def test_passes_are_padded_with_the_tokenizers_pad_id(monkeypatch, pad_token, pad_id):
+    import copy
+
+    tokenizer = copy.deepcopy(loading.load_tokenizer(SPEC))
+    tokenizer.pad_token = pad_token
+    monkeypatch.setattr(predictors.loading, "load_tokenizer", lambda spec: tokenizer)
+    device = Device("sentence_embedding")
+    predictor = predictors.Predictor(TEXT_USE, device)
+    assert predictor.pad_id == pad_id
+    predictor.predict(["yes", "he is young"])
+    [padded] = device.passes
+    assert padded.input_ids[padded.attention_mask == 0].tolist() == [pad_id] * 2
