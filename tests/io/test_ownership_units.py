@@ -1,6 +1,5 @@
-"""transforms/io/ownership.py, part by part: whether a process is alive, the removal of a
-stale local lock (and putting back one that is not the stale owner's), the heartbeat of
-a lock this run no longer holds, and the messages that name an output's owner."""
+"""transforms/io/ownership.py, part by part: process liveness, stale locks and claims, the
+heartbeat and release of a lock, and the messages that name an output's owner."""
 
 from __future__ import annotations
 
@@ -19,6 +18,12 @@ from transforms.io import ownership
 from transforms.io.ownership import OutputLock, OutputOwnedError, OwnershipLostError, check_owner
 
 
+def _failing(error: Exception):
+    def fail(*args):
+        raise error
+    return fail
+
+
 def test_a_process_is_alive_until_it_is_gone():
     # SIGHUP as a process started normally has it (a parent run under nohup ignores it)
     child = subprocess.Popen(["sleep", "30"], preexec_fn=lambda: signal.signal(
@@ -34,10 +39,7 @@ def test_a_process_is_alive_until_it_is_gone():
 
 
 def test_another_users_process_is_alive(monkeypatch):
-    def refused(pid, sig):
-        raise PermissionError(pid)
-
-    monkeypatch.setattr(ownership.os, "kill", refused)
+    monkeypatch.setattr(ownership.os, "kill", _failing(PermissionError(12345)))
     assert ownership._pid_alive(12345)
 
 
@@ -88,8 +90,7 @@ def test_a_lock_of_another_run_than_the_stale_one_is_put_back(tmp_path, caplog):
 
 
 def _no_longer(target: str) -> str:
-    return (f"--output run is no longer owned by this run (its lock {target}.lock was "
-            "taken over)")
+    return f"--output run is no longer owned by this run (its lock {target}.lock was taken over)"
 
 
 @pytest.mark.parametrize("lock_now", ["other run", "unreadable", "removed"])
@@ -137,8 +138,7 @@ def test_the_lost_ownership_message_names_the_lock_and_its_owner(tmp_path):
 
 def test_run_ids_are_twelve_hex_digits():
     ids = {ownership.new_run_id() for _ in range(50)}
-    assert len(ids) == 50
-    assert all(len(i) == 12 and int(i, 16) >= 0 for i in ids)
+    assert len(ids) == 50 and all(len(i) == 12 and int(i, 16) >= 0 for i in ids)
 
 
 @pytest.mark.parametrize("last", [True, False])
@@ -274,7 +274,7 @@ def test_a_run_backs_off_from_a_contender_and_not_from_an_owner(tmp_path, monkey
     with pytest.raises(OutputOwnedError, match="run other"):
         _claims_lock(target).acquire()
     assert waits == [(0.5, 2.0)] * sleeps
-    assert os.listdir(tmp_path) == ["run.lock-other"]
+    assert os.listdir(tmp_path) == ["run.lock-other"]  # its own claim withdrawn
 
 
 def test_a_claims_heartbeat_is_written_into_it(tmp_path):
@@ -352,10 +352,8 @@ def test_release_gives_the_output_back_once_and_logs_a_failed_removal(tmp_path, 
     lock = OutputLock(target, "me").acquire()
     assert lock.held
 
-    def refused(paths):
-        raise OSError("read-only")
-
-    monkeypatch.setattr(ownership.FileSystems, "delete", refused)
+    monkeypatch.setattr(ownership.FileSystems, "delete",
+                        _failing(OSError("read-only")))
     with caplog.at_level(logging.WARNING, logger=ownership.__name__):
         lock.release()
         lock.release()
@@ -396,9 +394,7 @@ def test_a_folder_made_meanwhile_by_another_run_is_used(tmp_path, monkeypatch):
     with OutputLock(target, "me"):
         assert ownership.owner_of(target) == "me"
 
-    def refused(path):
-        raise OSError("read-only")
-
-    monkeypatch.setattr(ownership.FileSystems, "mkdirs", refused)
+    monkeypatch.setattr(ownership.FileSystems, "mkdirs",
+                        _failing(OSError("read-only")))
     with pytest.raises(OSError, match="read-only"):
         OutputLock(str(tmp_path / "other" / "run"), "me").acquire()
