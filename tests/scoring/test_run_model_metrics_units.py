@@ -104,3 +104,18 @@ def test_a_metric_that_asks_no_input_folds_an_empty_list():
     [(key, result)] = FoldModelMetricsFn(metrics).process(
         handler.run_inference([element], handler.load_model())[0], {"n_refs": 1})
     assert (key, result) == (1, ModelScoreResult({"f1": 1.0, "f1_corpus_refs": 1, "none": 0}))
+
+
+class _SizedInner(_ShortInner):
+    def get_num_bytes(self, sample: Sequence[Any]) -> int:
+        return sum(len(x) for _tag, x in sample)
+
+
+def test_a_windows_size_is_scaled_from_its_first_64_inputs():
+    """64 one-character inputs, then one of 100: the sample stops before it, and its size
+    (64) is scaled to the window's 65 inputs."""
+    rows = tuple(rmm.RowRequests(i, None, ((0, 0, "use0", "a" if i < 64 else "b" * 100),))
+                 for i in range(65))
+    handler = BatchModelHandler(_SizedInner())
+    assert handler.get_num_bytes([rmm.BatchRequests(None, rows)]) == 65
+    assert handler.get_num_bytes([rmm.BatchRequests(None, ())]) == 0
