@@ -141,16 +141,6 @@ def test_token_scores_cover_the_answer_word_pieces():
     assert out.scores.tolist() == [float(t) for t in answer["input_ids"]]
 
 
-def test_load_predictor_loads_the_model_of_its_use():
-    from transforms.models.uses import encoder_use
-
-    use = encoder_use(SPEC, 1)
-    predictor = predictors.load_predictor(use, max_batch_rows=7, cache_size=3)
-    assert predictor.use is use and predictor.model.use is use
-    assert (predictor.max_batch_rows, predictor.cache_size) == (7, 3)
-    [out], _ = predictor.predict(["yes"])
-    assert out.vectors.shape == (3, 384)
-
 
 class Matcher(Device):
     """`DeviceModel.match` in outline: the texts' tokens are the passes' real tokens in
