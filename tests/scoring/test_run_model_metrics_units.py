@@ -119,3 +119,47 @@ def test_a_windows_size_is_scaled_from_its_first_64_inputs():
     handler = BatchModelHandler(_SizedInner())
     assert handler.get_num_bytes([rmm.BatchRequests(None, rows)]) == 65
     assert handler.get_num_bytes([rmm.BatchRequests(None, ())]) == 0
+
+
+def test_the_steps_and_options_of_the_keyed_branch():
+    import apache_beam as beam
+    import pytest
+
+    from tests.dofns import step_labels
+
+    with pytest.raises(ValueError, match="^rows_per_batch must be >= 1, got 0$"):
+        rmm.RunModelMetrics([OverlapMetric("f1")], rows_per_batch=0)
+    seen = []
+
+    def factory(use, **kwargs):
+        seen.append(kwargs)
+        return FakeHandler(use)
+
+    pipeline = beam.Pipeline()
+    branch = rmm.RunModelMetrics([OverlapMetric("f1")], rows_per_batch=1,
+                                 handler_factory=factory, handler_kwargs={"window": 7})
+    _ = pipeline | beam.Create([]) | "Branch" >> branch
+    assert seen == [{"window": 7}]
+    labels = step_labels(pipeline)
+    # corpus statistics computed from the rows themselves, when none are given
+    assert {"Branch/GatherRows", "Branch/ModelMetrics/ExpandModelRequests",
+            "Branch/ModelMetrics/RunInference", "Branch/ModelMetrics/FoldModelMetrics",
+            "Branch/ModelMetrics/BatchRows",
+            "Branch/ModelMetrics/ComputeCorpusStatistics"} <= labels
+    [batcher] = [node.transform for node in _nodes(pipeline)
+                 if node.full_label == "Branch/GatherRows"]
+    sizes = batcher._batch_size_estimator
+    assert (sizes._min_batch_size, sizes._max_batch_size) == (1, 1)
+
+
+def _nodes(pipeline):
+    import apache_beam as beam
+
+    found = []
+
+    class Visitor(beam.pipeline.PipelineVisitor):
+        def enter_composite_transform(self, node):
+            found.append(node)
+
+    pipeline.visit(Visitor())
+    return found
