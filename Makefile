@@ -67,9 +67,12 @@ breaks: setup
 
 # Mutation testing of the modules where a wrong answer would be silent (setup.cfg's
 # [mutmut] section lists them and the tests that cover them). Not part of `test`: about
-# 25-30 minutes on 2 cores; run it when those modules or their tests change, and record
-# the killed shares in docs/benchmarks.md. `make mutate MUTANTS='transforms.metrics.squad.*'`
-# mutates one module (the first, full test run that maps tests to functions still runs).
+# 60-80 minutes on 2 cores (the first seven modules about 27; ownership.py with
+# run_model_metrics.py 33, bootstrap.py 30 on one worker, predictors.py 9, squad_pairs.py
+# 7, each run on its own on a shared machine); run it when those modules or their tests
+# change, and record the killed shares in docs/benchmarks.md.
+# `make mutate MUTANTS='transforms.metrics.squad.*'` mutates one module (the first, full
+# test run that maps tests to functions still runs).
 MUTMUT_VENV := .venv-mutmut
 MUTMUT_STAMP := $(MUTMUT_VENV)/.installed
 MUTATE_JOBS ?= 2
