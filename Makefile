@@ -67,9 +67,12 @@ breaks: setup
 
 # Mutation testing of the modules where a wrong answer would be silent (setup.cfg's
 # [mutmut] section lists them and the tests that cover them). Not part of `test`: about
-# 25-30 minutes on 2 cores; run it when those modules or their tests change, and record
-# the killed shares in docs/benchmarks.md. `make mutate MUTANTS='transforms.metrics.squad.*'`
-# mutates one module (the first, full test run that maps tests to functions still runs).
+# 60-80 minutes on 2 cores (the first seven modules about 27; ownership.py with
+# run_model_metrics.py 33, bootstrap.py 30 on one worker, predictors.py 9, squad_pairs.py
+# 7, each run on its own on a shared machine); run it when those modules or their tests
+# change, and record the killed shares in docs/benchmarks.md.
+# `make mutate MUTANTS='transforms.metrics.squad.*'` mutates one module (the first, full
+# test run that maps tests to functions still runs).
 MUTMUT_VENV := .venv-mutmut
 MUTMUT_STAMP := $(MUTMUT_VENV)/.installed
 MUTATE_JOBS ?= 2
@@ -83,9 +86,12 @@ $(MUTMUT_STAMP): $(STAMP) requirements-mutate.txt
 	touch $@
 
 # mutants/ is made before mutmut starts: it must exist when Python starts, or the
-# PYTHONPATH entry (which Beam's worker processes inherit) is cached as missing.
+# PYTHONPATH entry (which Beam's worker processes inherit) is cached as missing. The tests
+# run from mutants/, where tests/conftest.py would look for the real data one folder too
+# deep: QA_EVAL_SHARED_DATA names ../shared/data, as `make breaks` does.
 mutate: $(MUTMUT_STAMP) $(LEXICON_STAMP)
 	rm -rf mutants && mkdir mutants
+	QA_EVAL_SHARED_DATA=$${QA_EVAL_SHARED_DATA:-$(abspath $(CURDIR)/../shared/data)} \
 	PYTHONPATH=$(CURDIR)/mutants nice -n 10 $(MUTMUT_VENV)/bin/mutmut run --max-children $(MUTATE_JOBS) $(MUTANTS)
 	$(MUTMUT_VENV)/bin/python -m tests.mutation_summary --mutmut $(MUTMUT_VENV)/bin/mutmut --survivors
 

@@ -229,5 +229,112 @@ def test_a_scope_past_int32_counts_is_refused():
         def __len__(self):
             return 2**31
 
-    with pytest.raises(ValueError, match="2\\^31 rows"):
+    with pytest.raises(ValueError, match=r"^a report scope of 2\^31 rows or more: its "
+                                         r"resampled counts would not fit the int32 "
+                                         r"cumulative sums$"):
         bs.bootstrap_scopes([bs.Resampling(Huge(), np.zeros((0, 1)), False, 0)])
+
+
+def test_the_kendall_loop_leaves_out_resamples_too_small_or_constant():
+    """Explicit resamples (one per column of row counts), worked by hand: a resample of
+    fewer than 3 rows or with one side constant has no tau; the next ones still do."""
+    x = np.array([0.0, 1.0, 0.5, 0.2, 0.0])
+    y = np.array([1.0, 0.0, 0.5, 3.0, 2.0])
+    rows = np.array([[1, 3, 0, 1, 1, 0],
+                     [1, 0, 1, 1, 0, 0],
+                     [1, 0, 1, 0, 0, 1],
+                     [0, 0, 1, 0, 0, 1],
+                     [0, 0, 0, 0, 2, 1]], dtype=float)
+    tau = bs._kendall_loop(rows, x, y)
+    assert tau.dtype == np.float64
+    # rows 0-2: x and y both span exactly 1, every pair discordant; row 0 three times:
+    # constant; rows 1-3: every pair discordant; rows 0, 1: two rows; rows 0, 4, 4: x
+    # constant; rows 2-4: one concordant pair of three, (1 - 2) / 3
+    np.testing.assert_array_equal(np.isnan(tau), [False, True, False, True, True, False])
+    assert tau[[0, 2, 5]] == pytest.approx([-1.0, -1.0, -1 / 3])
+
+
+def test_row_weights_count_the_draws_of_the_generator():
+    """Column b counts the rows of `integers(0, n)`'s b-th draw of n rows (row 0 included)."""
+    draws = np.random.default_rng(11).integers(0, 3, size=(4, 3))
+    expected = np.stack([np.bincount(d, minlength=3) for d in draws], axis=1)
+    weights = bs.row_weights(np.random.default_rng(11), 3, 4)
+    assert weights.dtype == np.float64
+    np.testing.assert_array_equal(weights, expected)
+    assert weights[0].sum() > 0
+
+
+def test_an_interval_needs_half_of_the_resamples_defined():
+    # two of four defined: enough; percentiles 2.5 and 97.5 of [1, 3]
+    assert bs.interval(np.array([np.nan, 1.0, np.nan, 3.0])) == pytest.approx((1.05, 2.95))
+    assert bs.interval(np.array([np.nan, 1.0, np.nan, np.nan])) is None
+
+
+def test_default_threads_where_the_affinity_is_unknown(monkeypatch):
+    monkeypatch.setattr(bs.os, "sched_getaffinity", lambda pid: {0})
+    assert bs.default_threads() == 1
+    monkeypatch.delattr(bs.os, "sched_getaffinity")
+    for cpus, threads in ((8, 4), (3, 3), (None, 1)):
+        monkeypatch.setattr(bs.os, "cpu_count", lambda cpus=cpus: cpus)
+        assert bs.default_threads() == threads
+
+
+def test_blas_runs_on_one_thread_inside_the_limit():
+    from threadpoolctl import threadpool_info
+
+    with bs._one_blas_thread():
+        blas = [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+    assert blas and set(blas) == {1}
+
+
+def test_every_resampled_statistic_equals_scipy_on_the_drawn_rows():
+    """`bootstrap`'s values, resample by resample, against scipy and scikit-learn on the
+    rows each resample drew (`row_weights` from a generator seeded alike): a metric with
+    no value first, then metrics with ties, on binary human values (AUROC, Kendall from
+    it) and on graded ones (no AUROC)."""
+    rng = np.random.default_rng(12)
+    n, resamples = 40, 6
+    binary = rng.integers(0, 2, n).astype(float)
+    graded = rng.integers(0, 4, n).astype(float)
+    for human, is_binary in ((binary, True), (graded, False)):
+        values = np.stack([np.full(n, np.nan), np.round(rng.random(n) + human / 3, 1),
+                           rng.random(n)], axis=1)
+        values[rng.random(n) < 0.1, 1] = np.nan
+        got = bs.bootstrap(human, values, is_binary, resamples=resamples, seed=5, threads=1)
+        counts = bs.row_weights(np.random.default_rng(5), n, resamples).astype(int)
+        assert np.isnan(got.values["pearson"][:, 0]).all()
+        for b in range(resamples):
+            rows = np.repeat(np.arange(n), counts[:, b])
+            for j in (1, 2):
+                kept = rows[~np.isnan(values[rows, j])]
+                expected = _reference(values[kept, j], human[kept])
+                for k in ("pearson", "spearman", "kendall"):
+                    assert got.values[k][b, j] == pytest.approx(expected[k]), (k, b, j)
+                if is_binary:
+                    assert got.values["auroc"][b, j] == pytest.approx(expected["auroc"])
+                else:
+                    assert np.isnan(got.values["auroc"][b, j])
+
+
+def test_one_thread_computes_every_chunk_in_the_calling_thread(monkeypatch):
+    import threading
+
+    monkeypatch.setattr(bs, "CHUNK_ELEMENTS", 120 * 5)
+    where = set()
+    compute = bs._State.chunk_statistics
+
+    def computed(self, span, rows):
+        where.add(threading.current_thread().name)
+        compute(self, span, rows)
+
+    monkeypatch.setattr(bs._State, "chunk_statistics", computed)
+    bs.bootstrap_scopes(_scopes(np.random.default_rng(7))[:2], resamples=20, threads=1)
+    assert where == {threading.current_thread().name}
+
+
+def test_the_kendall_loop_is_kept_up_to_its_row_bound(monkeypatch):
+    rng = np.random.default_rng(0)
+    x, y = rng.random(300), rng.random(300)
+    monkeypatch.setattr(bs, "KENDALL_MAX_GRID", 1000)
+    monkeypatch.setattr(bs, "KENDALL_LOOP_MAX_N", 300)  # 300 rows: not more than the bound
+    assert bs.bootstrap(y, x[:, None], False, resamples=2, seed=1).kendall_missing == ()
