@@ -20,6 +20,7 @@ from multiprocessing import connection as mpc
 
 import pytest
 
+from tests.scoring.payloads import Planted
 from transforms.io import cli
 from transforms.io.private_folder import PrivateFolderError, check_private, private_folder
 from transforms.scoring import model_channel
@@ -32,16 +33,6 @@ class Echo:
 
     def fails(self) -> None:
         raise KeyError("inside the model")
-
-
-class Planted:
-    """Unpickling this makes a folder: the proof that a payload ran."""
-
-    def __init__(self, marker: str) -> None:
-        self.marker = marker
-
-    def __reduce__(self):
-        return (os.mkdir, (self.marker,))
 
 
 @pytest.fixture
@@ -95,7 +86,8 @@ def test_a_caller_with_the_key_calls_public_methods(copy):
     models = model_channel.join(other, key)
     assert models.call("use0") == "call use0" and models.open() == "open"  # not the channel's
     server.close()
-    assert "key" not in repr(Serving("x")) and repr(Serving("x")).startswith("Serving('qa_eval_x_")
+    serving = Serving("x")
+    assert repr(serving) == f"Serving({serving.tag!r})" and serving.tag.startswith("qa_eval_x_")
 
 
 @pytest.mark.parametrize("authkey", [b"mps", b"0" * 32, None], ids=["beam_key", "wrong_key",

@@ -15,6 +15,7 @@ import time
 
 import pytest
 
+from tests.scoring.payloads import Planted
 from transforms.scoring import model_server
 
 
@@ -264,16 +265,6 @@ def test_a_daemonic_worker_serves_the_model_from_its_own_threads():
     worker_pid, server_pid = queue.get(timeout=120)
     worker.join()
     assert server_pid == worker_pid
-
-
-class Planted:
-    """Unpickling this makes a folder: the proof that a payload ran."""
-
-    def __init__(self, marker: str) -> None:
-        self.marker = marker
-
-    def __reduce__(self):
-        return (os.mkdir, (self.marker,))
 
 
 @pytest.mark.slow

@@ -20,19 +20,10 @@ import pytest
 from pipelines.score_predictions import main, run
 from tests.conftest import SHARED_DATA
 from tests.runners import RUNNER_ARGS
+from tests.scoring.payloads import Planted
 from transforms.scoring import model_channel, model_server
 
 SAS = SHARED_DATA / "judgments" / "sas" / "SQuAD_SAS.csv"
-
-
-class Planted:
-    """Unpickling this makes a folder: the proof that a payload ran."""
-
-    def __init__(self, marker: str) -> None:
-        self.marker = marker
-
-    def __reduce__(self):
-        return (os.mkdir, (self.marker,))
 
 
 def _attack(folder: str, marker: str, stop: threading.Event, tried: list[str]) -> None:

@@ -168,7 +168,7 @@ class ScorePredictions(beam.PTransform):
                 paths, config.metric_columns, config.report, config.mapping.human,
                 batched=batched))
         if is_local_runner(p.pipeline.options) and any(
-                getattr(h, "shares_models", False) for h in self.model_handlers()):
+                h.shares_models for h in self.model_handlers()):
             model_server.folder()  # one that others may reach is refused before the run
         statistics = None
         if self._sink is not None:

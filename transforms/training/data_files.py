@@ -1,7 +1,8 @@
 """Opening the data files that the training and data commands read (SQuAD, EVOUNA,
 STS-B, JSONL rows, WES Parquet shards, an init checkpoint's metrics).
 
-Text is decompressed by its suffix (`.gz`, `.bz2`, `.xz`) and read as UTF-8. Whatever
+Text is decompressed by its suffix (`.gz`, `.bz2` multi-stream too, `.xz`: the checked
+decompressor of `transforms/io/decompress.py`) and read as UTF-8. Whatever
 keeps a file from being read (missing, unreadable, cut short, corrupt, not UTF-8, not
 JSON, not Parquet) is raised as a `TrainingDataError` whose message names the file: one
 line and exit status 2 on every command line (`transforms.io.cli.FILE_ERROR_NAMES`). A
@@ -11,17 +12,16 @@ problem in what a readable file says (a missing field, a label out of range) sta
 
 from __future__ import annotations
 
-import bz2
 import contextlib
-import gzip
+import io
 import json
 import lzma
 import zlib
 from collections.abc import Iterator
 from typing import IO, Any
 
-# Suffix -> the opener of a compressed text file; any other file is read as it is.
-OPENERS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open, ".lzma": lzma.open}
+from transforms.io.decompress import open_dump
+
 _CUT_SHORT = " (the compressed data ends early: the file is cut short)"
 
 
@@ -86,7 +86,7 @@ def reading(what: str, path: str) -> Iterator[None]:
 @contextlib.contextmanager
 def open_text(what: str, path: str) -> Iterator[IO[str]]:
     """Opens a text file as UTF-8, decompressed when its suffix names a compression
-    (`OPENERS`); a read error inside the block names it (`reading`).
+    (`decompress.open_dump`); a read error inside the block names it (`reading`).
 
     Args:
         what: what the file is, for errors ("STS-B file").
@@ -99,9 +99,8 @@ def open_text(what: str, path: str) -> Iterator[IO[str]]:
         TrainingDataError: the file is missing, unreadable, cut short, corrupt or not
             UTF-8.
     """
-    name = path.lower()
-    opener = next((o for suffix, o in OPENERS.items() if name.endswith(suffix)), open)
-    with reading(what, path), opener(path, "rt", encoding="utf-8") as f:
+    with reading(what, path), open(path, "rb") as raw, io.TextIOWrapper(
+            open_dump(raw, path.lower()), encoding="utf-8") as f:
         yield f
 
 
