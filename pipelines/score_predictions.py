@@ -64,6 +64,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions
 
 from transforms.io import cli
+from transforms.io.local_malloc import tune_local_malloc
 from transforms.io.options import (
     absolute_if_local_file,
     absolute_local,
@@ -78,7 +79,6 @@ from transforms.io.progress import (
     rate,
     resume_collector,
     starts_worker_processes,
-    tune_local_malloc,
 )
 from transforms.io.worker_shutdown import stop_workers_together
 from transforms.metrics import registry
@@ -252,7 +252,7 @@ def run(argv: list[str] | None = None, save_main_session: bool = True,
         handler_factory: `(ModelUse, **handler_kwargs) -> ModelHandler` for the model
             metrics (tests inject fakes); None = transforms.scoring.handlers.
         tune_local: tune the processes of a local run: glibc's malloc for a run of text
-            metrics (`progress.tune_local_malloc`); for a multi-process run with model
+            metrics (`local_malloc.tune_local_malloc`); for a multi-process run with model
             metrics, each worker's tokenizer threads (`progress.divide_local_cores`) and
             the shared models' copies started from here while the workers start
             (`MultiUseModelHandler.start_serving`); the objects of its start-up out

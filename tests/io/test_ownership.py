@@ -14,7 +14,7 @@ import time
 import pytest
 
 from tests.io.test_publish import ObjectStore
-from transforms.io import ownership
+from transforms.io import lock_owner, ownership
 from transforms.io.ownership import (
     OutputLock,
     OutputLocks,
@@ -52,7 +52,7 @@ def _pid_not_here() -> int:
 
 def _write_owner(path, run_id, host=None, pid=None, age_s=0.0, started_age_s=None):
     now = time.time()
-    owner = ownership.Owner(run_id, host or socket.gethostname(),
+    owner = lock_owner.Owner(run_id, host or socket.gethostname(),
                             os.getpid() if pid is None else pid,
                             now - (age_s if started_age_s is None else started_age_s),
                             now - age_s, "qa-score", "out")
@@ -203,13 +203,13 @@ def test_claims_on_an_object_store(monkeypatch, caplog):
     assert ObjectStore.objects == {}
     # A claim whose heartbeat is old is removed; a contender that keeps its claim (it
     # started a moment ago) makes the run give up after its tries, never both owners.
-    old = ownership.Owner("gone", "elsewhere", _pid_not_here(), time.time() - 900,
+    old = lock_owner.Owner("gone", "elsewhere", _pid_not_here(), time.time() - 900,
                           time.time() - 900)
     ObjectStore.objects[f"{target}.lock-gone"] = old.to_json()
     with OutputLock(target, "third", stale_after_s=60):
         assert owner_of(target) == "third"
     assert "taken for dead" in caplog.text and ObjectStore.objects == {}
-    fresh = ownership.Owner("racer", "elsewhere", _pid_not_here(), time.time(), time.time())
+    fresh = lock_owner.Owner("racer", "elsewhere", _pid_not_here(), time.time(), time.time())
     ObjectStore.objects[f"{target}.lock-racer"] = fresh.to_json()
     with pytest.raises(OutputOwnedError, match="run racer"):
         OutputLock(target, "fourth").acquire()

@@ -1,5 +1,6 @@
-"""transforms/io/ownership.py, part by part: process liveness, stale locks and claims, the
-heartbeat and release of a lock, and the messages that name an output's owner."""
+"""transforms/io/ownership.py and transforms/io/lock_owner.py, part by part: process
+liveness, stale locks and claims, the heartbeat and release of a lock, and the messages
+that name an output's owner."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import time
 import pytest
 
 from tests.io.test_ownership import _dead_pid, _pid_not_here, _write_owner
-from transforms.io import ownership
+from transforms.io import lock_owner, ownership
 from transforms.io.ownership import OutputLock, OutputOwnedError, OwnershipLostError, check_owner
 
 
@@ -29,22 +30,22 @@ def test_a_process_is_alive_until_it_is_gone():
     child = subprocess.Popen(["sleep", "30"], preexec_fn=lambda: signal.signal(
         signal.SIGHUP, signal.SIG_DFL))
     try:
-        assert ownership._pid_alive(child.pid)
+        assert lock_owner._pid_alive(child.pid)
         time.sleep(0.2)
         assert child.poll() is None  # asking sent it no signal
     finally:
         child.kill()
         child.wait()
-    assert not ownership._pid_alive(_dead_pid())
+    assert not lock_owner._pid_alive(_dead_pid())
 
 
 def test_another_users_process_is_alive(monkeypatch):
-    monkeypatch.setattr(ownership.os, "kill", _failing(PermissionError(12345)))
-    assert ownership._pid_alive(12345)
+    monkeypatch.setattr(lock_owner.os, "kill", _failing(PermissionError(12345)))
+    assert lock_owner._pid_alive(12345)
 
 
-def _owner(run_id: str) -> ownership.Owner:
-    return ownership.Owner(run_id, "elsewhere", _pid_not_here(), 0.0, 0.0)
+def _owner(run_id: str) -> lock_owner.Owner:
+    return lock_owner.Owner(run_id, "elsewhere", _pid_not_here(), 0.0, 0.0)
 
 
 def test_a_stale_lock_is_removed_with_a_warning_naming_its_owner(tmp_path, caplog):
@@ -191,7 +192,7 @@ def _claim(target: str, run_id: str, heartbeat_age_s: float = 0.0, started_age_s
     path = f"{target}.lock-{run_id}"
     now = time.time()
     started = now - (heartbeat_age_s if started_age_s is None else started_age_s)
-    owner = ownership.Owner(run_id, "elsewhere", _pid_not_here(), started,
+    owner = lock_owner.Owner(run_id, "elsewhere", _pid_not_here(), started,
                             now - heartbeat_age_s, "qa-score", target)
     with open(path, "wb") as f:
         f.write(owner.to_json())
@@ -287,13 +288,13 @@ def test_a_claims_heartbeat_is_written_into_it(tmp_path):
 
 
 def test_an_owner_described_and_judged_by_its_times():
-    owner = ownership.Owner("r1", "elsewhere", 5, 0.0, 100.0)
+    owner = lock_owner.Owner("r1", "elsewhere", 5, 0.0, 100.0)
     assert owner.describe(160.0) == ("run r1, pid 5 on elsewhere, started "
                                      "1970-01-01T00:00:00+00:00, last heartbeat 60 s ago")
-    with_command = ownership.Owner("r1", "elsewhere", 5, 0.0, 100.0, "qa-score")
+    with_command = lock_owner.Owner("r1", "elsewhere", 5, 0.0, 100.0, "qa-score")
     assert with_command.describe(40.0).startswith("run r1 (qa-score), pid 5")
     assert with_command.describe(40.0).endswith("last heartbeat 0 s ago")  # clocks apart
-    stale = ownership.stale_reason
+    stale = lock_owner.stale_reason
     assert stale(owner, None, 400.0, 300.0) is None  # exactly the bound: still alive
     assert stale(owner, None, 401.0, 300.0) == (
         "its last heartbeat was 301 s ago (more than 300 s)")
@@ -363,7 +364,7 @@ def test_release_gives_the_output_back_once_and_logs_a_failed_removal(tmp_path, 
 
 
 def test_the_lock_file_records_the_owner(tmp_path, caplog):
-    owner = ownership.Owner("r1", "h", 5, 0.0, 60.0, "qa-score", "out")
+    owner = lock_owner.Owner("r1", "h", 5, 0.0, 60.0, "qa-score", "out")
     assert owner.to_json() == (
         b'{\n "run_id": "r1",\n "host": "h",\n "pid": 5,\n "started_at": 0.0,\n'
         b' "heartbeat_at": 60.0,\n "command": "qa-score",\n "output": "out",\n'

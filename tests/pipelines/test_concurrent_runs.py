@@ -102,7 +102,7 @@ def test_a_mining_run_into_an_owned_folder_is_refused_at_once(tmp_path, capsys,
 def test_an_owner_that_was_killed_does_not_block_the_next_run(tmp_path, caplog):
     import socket
 
-    from transforms.io.ownership import Owner
+    from transforms.io.lock_owner import Owner
 
     data = tmp_path / "a.jsonl"
     data.write_text(_rows(3, "A"))

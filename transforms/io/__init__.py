@@ -4,6 +4,7 @@
   the user handed in that cannot be read is one line and exit 2 wherever it is found).
 - options.py: flags both pipelines share (`--input`, `--output`, `--overwrite`).
 - progress.py: progress lines of a local run.
+- local_malloc.py: glibc's malloc tuned for a local run (`tune_local_malloc`).
 - counting.py: `CountingDoFn`, the one way a stage counts what passed and why a record
   was filtered (Beam counters plus counts carried as data).
 - worker_gc.py: the garbage collector of a process running our DoFns, set for
@@ -12,6 +13,8 @@
   killed run never leaves output that looks complete.
 - ownership.py: one owner per output (a lock beside it, with a heartbeat): a second run
   into an output that a live run owns is refused at launch.
+- lock_owner.py: the owner a lock file names (`Owner`) and whether it is taken for dead
+  (`stale_reason`).
 - decompress.py: checked decompression ahead of the reader (dumps, compressed inputs).
 - dask_runner.py: Beam's DaskRunner with its translation faults corrected
   (`--runner transforms.io.dask_runner.DaskRunner`; needs dask and distributed).
