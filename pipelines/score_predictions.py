@@ -82,8 +82,8 @@ from transforms.io.progress import (
 )
 from transforms.io.worker_shutdown import stop_workers_together
 from transforms.metrics import registry
+from transforms.scoring.column_flags import COLUMN_FLAGS
 from transforms.scoring.config import (
-    COLUMN_FLAGS,
     ScoringConfig,
     build_config,
 )

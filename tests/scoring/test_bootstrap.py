@@ -1,6 +1,6 @@
-"""Tests for transforms/scoring/bootstrap.py: the weighted statistics equal scipy's and
-scikit-learn's on the resampled rows (all-ones weights: the point estimates; random
-weights: explicit resamples), ties and missing values included."""
+"""Tests for transforms/scoring/bootstrap.py and bootstrap_cells.py: the weighted
+statistics equal scipy's and scikit-learn's on the resampled rows (all-ones weights: the
+point estimates; random weights: explicit resamples), ties and missing values included."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from scipy import stats
 from sklearn.metrics import roc_auc_score
 
 from transforms.scoring import bootstrap as bs
+from transforms.scoring import bootstrap_cells as bc
 
 
 def _reference(x, y):
@@ -26,7 +27,7 @@ def _reference(x, y):
 
 def _weighted(counts, c, x, y):
     """The module's statistics for one resample given as (n, 1) row counts."""
-    w = bs.cell_weights(counts, c)
+    w = bc.cell_weights(counts, c)
     out = {"pearson": bs.weighted_pearson(w, c.x, c.y)[0],
            "spearman": bs.weighted_spearman(w, c)[0]}
     tau = bs.weighted_kendall(w, c)
@@ -45,7 +46,7 @@ def test_weighted_statistics_equal_scipy_on_explicit_resamples(case):
              else rng.integers(0, 5, n) / 4 if case % 3 else rng.random(n))
     x = np.round(rng.random(n), 1) if case % 4 else rng.random(n) + human
     x[rng.random(n) < 0.1] = np.nan
-    c = bs.cells(x, human)
+    c = bc.cells(x, human)
     ones = np.ones((n, 1))
     keep = ~np.isnan(x)
     assert _weighted(ones, c, x, human) == pytest.approx(_reference(x[keep], human[keep]),
@@ -60,9 +61,9 @@ def test_weighted_statistics_equal_scipy_on_explicit_resamples(case):
 def test_kendall_by_levels_and_its_fallbacks(monkeypatch):
     rng = np.random.default_rng(0)
     x, y = rng.random(300), rng.random(300)  # 300 x 300 distinct values
-    assert bs.kendall_by_levels(bs.cells(x, y))
+    assert bs.kendall_by_levels(bc.cells(x, y))
     monkeypatch.setattr(bs, "KENDALL_MAX_GRID", 1000)
-    assert not bs.kendall_by_levels(bs.cells(x, y))
+    assert not bs.kendall_by_levels(bc.cells(x, y))
     loop = bs.bootstrap(y, x[:, None], False, resamples=20, seed=1)
     assert loop.kendall_missing == () and not np.isnan(loop.values["kendall"]).any()
     monkeypatch.setattr(bs, "KENDALL_LOOP_MAX_N", 100)
@@ -113,11 +114,11 @@ def test_kendall_from_auroc_equals_the_level_count():
     rng = np.random.default_rng(5)
     human = rng.integers(0, 2, 60).astype(float)
     x = np.round(rng.random(60) + human * 0.3, 1)  # ties within and across classes
-    c = bs.cells(x, human)
+    c = bc.cells(x, human)
     counts = np.stack([np.bincount(rng.integers(0, 60, 60), minlength=60)
                        for _ in range(5)], axis=1).astype(float)
-    w = bs.cell_weights(counts, c)
-    wx, wy = bs.group_x(w, c), bs.group_y(w, c)
+    w = bc.cell_weights(counts, c)
+    wx, wy = bc.group_x(w, c), bc.group_y(w, c)
     via_auroc = bs.kendall_from_auroc(bs.weighted_auroc(w, c, wx), wx, wy)
     assert via_auroc == pytest.approx(bs.weighted_kendall(w, c, wx, wy))
     assert via_auroc[0] == pytest.approx(stats.kendalltau(
@@ -258,7 +259,7 @@ def test_row_weights_count_the_draws_of_the_generator():
     """Column b counts the rows of `integers(0, n)`'s b-th draw of n rows (row 0 included)."""
     draws = np.random.default_rng(11).integers(0, 3, size=(4, 3))
     expected = np.stack([np.bincount(d, minlength=3) for d in draws], axis=1)
-    weights = bs.row_weights(np.random.default_rng(11), 3, 4)
+    weights = bc.row_weights(np.random.default_rng(11), 3, 4)
     assert weights.dtype == np.float64
     np.testing.assert_array_equal(weights, expected)
     assert weights[0].sum() > 0
@@ -301,7 +302,7 @@ def test_every_resampled_statistic_equals_scipy_on_the_drawn_rows():
                            rng.random(n)], axis=1)
         values[rng.random(n) < 0.1, 1] = np.nan
         got = bs.bootstrap(human, values, is_binary, resamples=resamples, seed=5, threads=1)
-        counts = bs.row_weights(np.random.default_rng(5), n, resamples).astype(int)
+        counts = bc.row_weights(np.random.default_rng(5), n, resamples).astype(int)
         assert np.isnan(got.values["pearson"][:, 0]).all()
         for b in range(resamples):
             rows = np.repeat(np.arange(n), counts[:, b])

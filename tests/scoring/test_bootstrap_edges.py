@@ -1,7 +1,7 @@
-"""Edge cases of transforms/scoring/bootstrap.py: the degenerate guards of Pearson r and
-Kendall tau-b at their bounds, the clip to [-1, 1], tiny and offset values, `group_y`'s
-segmented sums past KENDALL_MAX_LEVELS human values, cells and AUROC of one class, and
-`chunk_statistics`' branches (binary or not, both classes or one)."""
+"""Edge cases of transforms/scoring/bootstrap.py and bootstrap_cells.py: the degenerate
+guards of Pearson r and Kendall tau-b at their bounds, the clip to [-1, 1], tiny and
+offset values, `group_y`'s segmented sums past KENDALL_MAX_LEVELS human values, cells and
+AUROC of one class, and `chunk_statistics`' branches (binary or not, both classes or one)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from scipy import stats
 from sklearn.metrics import roc_auc_score
 
 from transforms.scoring import bootstrap as bs
+from transforms.scoring import bootstrap_cells as bc
 
 
 def _pearson(x, y):
@@ -78,7 +79,7 @@ def test_r_and_tau_are_clipped_to_one():
 
 def test_kendall_needs_three_rows_and_three_are_enough():
     x, y = np.array([0.0, 2.0, 1.0]), np.array([0.0, 1.0, 2.0])
-    c = bs.cells(x, y)
+    c = bc.cells(x, y)
     # pairs: (0, 1) concordant, (0, 2) concordant, (1, 2) discordant: (2 - 1) / 3
     assert bs.weighted_kendall(np.ones((3, 1)), c)[0] == pytest.approx(1 / 3)
     assert stats.kendalltau(x, y)[0] == pytest.approx(1 / 3)
@@ -89,18 +90,18 @@ def test_kendall_needs_three_rows_and_three_are_enough():
 @pytest.mark.parametrize("human", [[0.0, 1.0, 1.0, 1.0], [0.0, 0.0, 0.0, 1.0]])
 def test_auroc_with_a_single_positive_or_negative(human):
     x = np.array([0.4, 0.1, 0.4, 0.9])
-    c = bs.cells(x, np.array(human))
-    w = bs.cell_weights(np.ones((4, 1)), c)
+    c = bc.cells(x, np.array(human))
+    w = bc.cell_weights(np.ones((4, 1)), c)
     assert bs.weighted_auroc(w, c)[0] == pytest.approx(roc_auc_score(human, x))
 
 
 def test_cells_of_one_human_value_and_of_no_kept_row():
-    c = bs.cells(np.array([0.3, 0.1, 0.2, 0.1]), np.ones(4))
+    c = bc.cells(np.array([0.3, 0.1, 0.2, 0.1]), np.ones(4))
     np.testing.assert_array_equal(c.gx, [0, 1, 2])
     np.testing.assert_array_equal(c.gy, [0, 0, 0])
     np.testing.assert_array_equal(c.x, [0.1, 0.2, 0.3])
     np.testing.assert_array_equal(c.starts, [0, 2, 3])
-    empty = bs.cells(np.full(3, np.nan), np.arange(3.0))
+    empty = bc.cells(np.full(3, np.nan), np.arange(3.0))
     for starts in (empty.starts, empty.x_starts, empty.y_starts):
         assert starts.shape == (0,) and starts.dtype == np.int64
 
@@ -111,14 +112,14 @@ def test_group_y_past_the_masked_sums_adds_up_each_human_value():
     rng = np.random.default_rng(14)
     human = np.arange(200) % 70 / 7  # 70 values
     x = np.round(rng.random(200), 1)
-    c = bs.cells(x, human)
+    c = bc.cells(x, human)
     assert c.ky == 70 and len(c.gy) > c.ky
     counts = np.stack([np.bincount(rng.integers(0, 200, 200), minlength=200)
                        for _ in range(3)], axis=1).astype(float)
-    got = bs.group_y(bs.cell_weights(counts, c), c)
+    got = bc.group_y(bc.cell_weights(counts, c), c)
     expected = np.stack([counts[human == v].sum(axis=0) for v in np.unique(human)])
     np.testing.assert_array_equal(got, expected)
-    tau = bs.weighted_kendall(bs.cell_weights(counts, c), c)
+    tau = bs.weighted_kendall(bc.cell_weights(counts, c), c)
     rows = np.repeat(np.arange(200), counts[:, 0].astype(int))
     assert tau[0] == pytest.approx(stats.kendalltau(x[rows], human[rows])[0])
 
@@ -127,17 +128,17 @@ def test_kendall_by_levels_at_its_bounds(monkeypatch):
     rng = np.random.default_rng(15)
     x = rng.random(300)
     monkeypatch.setattr(bs, "KENDALL_MAX_GRID", 1000)
-    assert bs.kendall_by_levels(bs.cells(x, np.arange(300) % 64))  # 64 levels: by levels
-    assert not bs.kendall_by_levels(bs.cells(x, np.arange(300) % 65))
+    assert bs.kendall_by_levels(bc.cells(x, np.arange(300) % 64))  # 64 levels: by levels
+    assert not bs.kendall_by_levels(bc.cells(x, np.arange(300) % 65))
     monkeypatch.setattr(bs, "KENDALL_MAX_GRID", 300 * 300)  # 300 x 300: at the bound
-    assert bs.kendall_by_levels(bs.cells(x, rng.random(300)))
+    assert bs.kendall_by_levels(bc.cells(x, rng.random(300)))
 
 
 def _drawn(human, values, binary, resamples=6, seed=3):
     """`bootstrap`'s values and, per resample, scipy's / scikit-learn's on its rows."""
     got = bs.bootstrap(human, values[:, None], binary, resamples=resamples, seed=seed,
                        threads=1)
-    counts = bs.row_weights(np.random.default_rng(seed), len(human), resamples)
+    counts = bc.row_weights(np.random.default_rng(seed), len(human), resamples)
     expected = []
     for b in range(resamples):
         rows = np.repeat(np.arange(len(human)), counts[:, b].astype(int))

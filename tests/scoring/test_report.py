@@ -191,7 +191,7 @@ def test_render_png_draws_one_panel_row_per_scope():
 def _loop_bootstrap(human, values, resamples, seed):
     """An independent, plain implementation: explicit resampled rows, scipy / sklearn per
     resample, percentile intervals and the paired p-value of metric 0 against the others.
-    The row indices are drawn as bootstrap.row_weights draws them (one (B, n) integers
+    The row indices are drawn as bootstrap_cells.row_weights draws them (one (B, n) integers
     call of numpy's default_rng(seed)), so both see the same resamples."""
     idx = np.random.default_rng(seed).integers(0, len(human), size=(resamples, len(human)))
     out = {k: np.full((resamples, values.shape[1]), np.nan)

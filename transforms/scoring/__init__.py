@@ -52,15 +52,18 @@ branches (incremental.py)::
   `CombineGlobally` over all rows, handed to every batch as a singleton side input.
   CIDEr-D's document frequencies grow with the corpus: they are summed per n-gram shard
   and each batch of rows is joined with the frequencies of its own n-grams
-  (corpus_stats.py, inside `ScoreMetrics`; the n-grams' hashes, shards and tables, also
+  (corpus_stats.py, inside `ScoreMetrics`, whose keyed rows are batched by their
+  references for it: reference_batches.py; the n-grams' hashes, shards and tables, also
   read by statistics_file.py, are ngram_hashes.py).
 - Build-time modules, imported by config.py without the writers or the plotting:
-  outputs.py (the output names at the prefix), report_spec.py (`--report_subsets`,
-  `--accuracy_threshold`, `--report_min_n`, thresholds saved with checkpoints); the
-  report itself is report.py (the statistics per scope), report_render.py (markdown
-  tables, PNG) and bootstrap.py (vectorised intervals and the paired test), run once
-  all rows are gathered; the model flags are one table, `model_flags.MODEL_FLAG_TABLE`,
-  that gives both the command line and where each value goes.
+  column_flags.py (the column flags and `--keep_input_columns` resolved against the
+  input's columns), outputs.py (the output names at the prefix), report_spec.py
+  (`--report_subsets`, `--accuracy_threshold`, `--report_min_n`, thresholds saved with
+  checkpoints); the report itself is report.py (the statistics per scope),
+  report_render.py (markdown tables, PNG) and bootstrap.py (vectorised intervals and the
+  paired test; its cells and resample weights: bootstrap_cells.py), run once all rows
+  are gathered; the model flags are one table, `model_flags.MODEL_FLAG_TABLE`, that
+  gives both the command line and where each value goes.
 - Counting DoFns (`ReadRowsFn`, `ScoreRowsFn`, `MergeScoresFn`) are `CountingDoFn`s
   (transforms/io/counting.py): namespace = the stage, `passed` / `filtered:<reason>`.
   The summary writer checks that every row the reader counted reached the outputs.

@@ -18,7 +18,7 @@ An edge gets this coder through its element type: `register(cls)` maps a class t
 Beam's coder registry, `typed_as(pcoll, cls)` gives a PCollection that type, and Beam's
 `ListCoder`/`TupleCoder` compose it where the elements are nested (`BatchElements`'
 windows). A DoFn whose `process` is annotated to yield a registered class gets it too
-(corpus_stats' `ChunkGroups`). Elements that are not ours are not affected: the
+(reference_batches' `ChunkGroups`). Elements that are not ours are not affected: the
 registry maps only the registered classes.
 """
 

@@ -7,7 +7,7 @@ from materialised resamples:
 
 - each metric's kept rows (metric value not NaN) are grouped into *cells*, the distinct
   (metric value, human value) pairs; a resample's cell weights are one gather + segmented
-  sum of its row weights (`np.add.reduceat`), O(n) per resample;
+  sum of its row weights (`np.add.reduceat`), O(n) per resample (bootstrap_cells.py);
 - Pearson r: weighted moments over the cells;
 - Spearman rho: Pearson r of the weighted mid-ranks (ties averaged, as scipy's
   `rankdata`), ranks from cumulative sums of the group weights;
@@ -39,97 +39,23 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from transforms.scoring.bootstrap_cells import (
+    KENDALL_MAX_LEVELS,
+    Cells,
+    cell_weights,
+    cells,
+    group_x,
+    group_y,
+    row_weights,
+)
+
 DEFAULT_RESAMPLES = 1000
 DEFAULT_SEED = 0
-KENDALL_MAX_LEVELS = 64
 KENDALL_MAX_GRID = 2_000_000
 KENDALL_LOOP_MAX_N = 5000
 CHUNK_ELEMENTS = 4_000_000
 MAX_THREADS = 4
 STATS = ("pearson", "spearman", "kendall", "auroc")
-
-
-@dataclasses.dataclass(frozen=True)
-class Cells:
-    """One metric's kept rows grouped by distinct (metric value, human value).
-
-    Attributes:
-        order: row indices (into the scope's rows), sorted by cell.
-        starts: where each cell starts in `order`.
-        x, y: each cell's metric and human value.
-        gx, gy: each cell's index among the distinct metric / human values (sorted).
-        kx, ky: the number of distinct metric / human values.
-        x_starts: where each metric value's cells start (cells are sorted by gx, gy).
-        by_y, y_starts: the cells sorted by gy, and where each human value's cells start.
-    """
-
-    order: np.ndarray
-    starts: np.ndarray
-    x: np.ndarray
-    y: np.ndarray
-    gx: np.ndarray
-    gy: np.ndarray
-    kx: int
-    ky: int
-    x_starts: np.ndarray
-    by_y: np.ndarray
-    y_starts: np.ndarray
-
-
-def cells(values: np.ndarray, human: np.ndarray) -> Cells:
-    """Groups the rows where `values` is not NaN into (value, human) cells."""
-    keep = np.flatnonzero(~np.isnan(values))
-    x, y = values[keep], human[keep]
-    ux, gx_rows = np.unique(x, return_inverse=True)
-    uy, gy_rows = np.unique(y, return_inverse=True)
-    code = gx_rows.astype(np.int64) * max(len(uy), 1) + gy_rows
-    order = np.argsort(code, kind="stable")
-    sorted_code = code[order]
-    starts = (np.flatnonzero(np.r_[True, sorted_code[1:] != sorted_code[:-1]])
-              if len(sorted_code) else np.zeros(0, dtype=np.int64))
-    cell_code = sorted_code[starts]
-    gx, gy = cell_code // max(len(uy), 1), cell_code % max(len(uy), 1)
-    by_y = np.argsort(gy, kind="stable")
-    return Cells(keep[order], starts, ux[gx] if len(ux) else ux, uy[gy] if len(uy) else uy,
-                 gx, gy, len(ux), len(uy), _run_starts(gx), by_y, _run_starts(gy[by_y]))
-
-
-def _run_starts(sorted_values: np.ndarray) -> np.ndarray:
-    if not len(sorted_values):
-        return np.zeros(0, dtype=np.int64)
-    return np.flatnonzero(np.r_[True, sorted_values[1:] != sorted_values[:-1]])
-
-
-def row_weights(rng: np.random.Generator, n: int, count: int) -> np.ndarray:
-    """`count` bootstrap resamples of n rows as (n, count) float64 row counts (column b is
-    resample b; its rows are `rng.integers(0, n, size=(count, n))[b]`)."""
-    draws = rng.integers(0, n, size=(count, n))
-    draws *= count
-    draws += np.arange(count, dtype=np.int64)[:, None]
-    return np.bincount(draws.ravel(), minlength=count * n).reshape(n, count).astype(np.float64)
-
-
-def cell_weights(rows: np.ndarray, c: Cells) -> np.ndarray:
-    """(n, resamples) row counts -> (cells, resamples) cell weights."""
-    if len(c.starts) == len(c.order):  # every cell one row (continuous values): a gather
-        return rows[c.order]
-    return np.add.reduceat(rows[c.order], c.starts, axis=0)
-
-
-def group_x(w: np.ndarray, c: Cells) -> np.ndarray:
-    """(cells, resamples) -> (kx, resamples) weight of each distinct metric value."""
-    if c.kx == len(c.gx):  # one cell per metric value: nothing to add up
-        return w
-    return np.add.reduceat(w, c.x_starts, axis=0)
-
-
-def group_y(w: np.ndarray, c: Cells) -> np.ndarray:
-    """(cells, resamples) -> (ky, resamples) weight of each distinct human value."""
-    if c.ky == len(c.gy):
-        return w[c.by_y]
-    if c.ky <= KENDALL_MAX_LEVELS:  # few values: one masked sum each beats a gather
-        return np.stack([(c.gy == level) @ w for level in range(c.ky)])
-    return np.add.reduceat(w[c.by_y], c.y_starts, axis=0)
 
 
 def _total(a: np.ndarray) -> np.ndarray:

@@ -3,8 +3,8 @@ each batch the frequencies of its own n-grams: the table is never whole.
 
 The document-frequency table grows with the corpus, so no element and no side input holds
 it. Rows travel in batches (`RowBatch`, one element per batch: what the reader formed from
-consecutive rows of a split, or `BatchByReferences` from keyed rows); for every batch
-`CiderBatchFn` emits
+consecutive rows of a split, or `BatchByReferences` from keyed rows: reference_batches.py);
+for every batch `CiderBatchFn` emits
 
 - `rows`: (batch id, the batch);
 - `docs`: (statistic, corpus key) -> documents in the batch (summed: the corpus sizes, a
@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import math
 import os
-import zlib
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
@@ -105,56 +104,6 @@ def shards_for_input(files: Sequence[str]) -> int:
             size *= _COMPRESSED_EXPANSION
         total += size
     return max(MIN_SHARDS, min(MAX_SHARDS, math.ceil(total / BYTES_PER_SHARD)))
-
-
-def reference_group(references: Sequence[str], groups: int) -> int:
-    """The batching group of a row: a stable hash of its references, so that rows with the
-    same references (one question, several systems) share a batch and its n-grams are
-    requested and counted once per batch (`ChunkGroups`)."""
-    value = 0
-    for reference in references:
-        value = zlib.crc32(reference.encode("utf-8", "surrogatepass"), value)
-    return value % groups
-
-
-class ChunkGroups(beam.DoFn):
-    """(group, rows) -> `RowBatch`es of at most `size` rows, streamed from the group (a
-    group may be large: it is never held whole)."""
-
-    def __init__(self, size: int) -> None:
-        self._size = size
-
-    def process(self, element: tuple[int, Iterable[Any]]) -> Iterator[RowBatch]:
-        _, rows = element
-        chunk: list = []
-        for row in rows:
-            chunk.append(row)
-            if len(chunk) == self._size:
-                yield RowBatch(chunk[0][0], chunk)
-                chunk = []
-        if chunk:
-            yield RowBatch(chunk[0][0], chunk)
-
-
-class BatchByReferences(beam.PTransform):
-    """`(row_key, ScoringRow)` -> `RowBatch`es of at most `size` rows, rows with equal
-    references together (`reference_group`): `groups` keys, so about rows / groups rows
-    per key."""
-
-    def __init__(self, size: int, groups: int) -> None:
-        super().__init__()
-        if size < 1 or groups < 1:
-            raise ValueError(f"size and groups must be >= 1, got {size}, {groups}")
-        self._size = size
-        self._groups = groups
-
-    def expand(self, rows: beam.PCollection) -> beam.PCollection:
-        groups = self._groups
-        return (rows
-                | "KeyByReferences" >> beam.Map(
-                    lambda kv: (reference_group(kv[1].example.references, groups), kv))
-                | "GroupByReferences" >> beam.GroupByKey()
-                | "ChunkGroups" >> beam.ParDo(ChunkGroups(self._size)))
 
 
 def tokenized_batch(stat: CiderDocumentFrequency, examples: Sequence[Any]

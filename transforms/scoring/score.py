@@ -30,11 +30,11 @@ from transforms.scoring.corpus_stats import (
     MIN_SHARDS,
     ROWS,
     TEXT_DF,
-    BatchByReferences,
     ShardedCiderStatistics,
     batch_corpora,
     is_distributed,
 )
+from transforms.scoring.reference_batches import BatchByReferences
 from transforms.scoring.row_batch import RowBatch
 from transforms.scoring.rows import ScoringRow, dead_letter, scored_record
 
@@ -384,7 +384,7 @@ class ScoreMetrics(beam.PTransform):
     `ScoreRowsFn`'s counts go to Beam counters; its stats output is not kept, as every
     row's result reaches `JoinScores`, which counts them (and summary.json from them).
     Rows are batched (`BatchElements`; with CIDEr-D among the metrics, rows with equal
-    references together, `corpus_stats.BatchByReferences`) and scored by `ScoreBatches`.
+    references together, `reference_batches.BatchByReferences`) and scored by `ScoreBatches`.
 
     Args:
         metrics: metrics built (and validated) on the launcher.

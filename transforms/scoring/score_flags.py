@@ -10,7 +10,8 @@ from transforms.io.options import (
     add_output_argument,
     add_overwrite_argument,
 )
-from transforms.scoring.config import DEFAULT_KEPT_COLUMNS, DEFAULT_MAX_TEXT_CHARS
+from transforms.scoring.column_flags import DEFAULT_KEPT_COLUMNS
+from transforms.scoring.config import DEFAULT_MAX_TEXT_CHARS
 from transforms.scoring.formats import FORMATS
 from transforms.scoring.manifest import CHECKSUM_MODES
 from transforms.scoring.model_flags import add_model_flags
