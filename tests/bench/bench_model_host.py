@@ -223,7 +223,7 @@ import json, sys
 from tests.bench.bench_model_host import _mapping
 from transforms.metrics.corpus import score_corpus
 from transforms.metrics.judge import JudgeMetric
-from transforms.scoring.rows import to_scoring_row
+from transforms.scoring.row_validation import to_scoring_row
 rows = [json.loads(line) for line in open(sys.argv[1], encoding="utf-8")]
 examples = [to_scoring_row(r, _mapping(), None).example for r in rows]
 print(len(score_corpus([JudgeMetric(model=sys.argv[2])], examples)))
@@ -279,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
     from transforms.metrics.corpus import score_corpus
     from transforms.metrics.judge import JudgeMetric
     from transforms.models import loading
-    from transforms.scoring.rows import to_scoring_row
+    from transforms.scoring.row_validation import to_scoring_row
 
     results: dict[str, dict] = {}
 

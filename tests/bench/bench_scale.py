@@ -104,7 +104,8 @@ def element_sizes(path: str, shards: int, batch_rows: int = 512) -> dict[str, fl
         SumDocumentFrequencies,
     )
     from transforms.scoring.row_batch import RowBatch
-    from transforms.scoring.rows import ColumnMapping, RowSource, to_scoring_row
+    from transforms.scoring.row_validation import to_scoring_row
+    from transforms.scoring.rows import ColumnMapping, RowSource
 
     coder = registry.get_coder(object)
     (stat,) = CiderMetric().corpus_statistics()

@@ -27,16 +27,15 @@ from transforms.scoring.incremental import (
     CarryPlan,
     JoinIncremental,
     MergeIncrementalFn,
-    PreviousRun,
     ReadPreviousScores,
     SplitByPrevious,
     SplitByPreviousFn,
     carried_result,
     depends_on_run_corpus,
-    load_previous_run,
     plan_carry,
 )
 from transforms.scoring.join import DEAD_LETTER
+from transforms.scoring.previous_run import PreviousRun, load_previous_run
 from transforms.scoring.rows import CONTENT_KEY_VERSION, RowSource, ScoringRow, content_key
 from transforms.scoring.score import ScoreResult
 
@@ -147,8 +146,9 @@ def test_plan_carry_decides_per_metric_and_says_why():
 
 
 def test_previous_scores_need_content_keys():
-    from transforms.scoring.incremental import PreviousRunError, _first, _keyed_previous
+    from transforms.scoring.incremental import _first, _keyed_previous
     from transforms.scoring.parquet_parts import ParquetSource
+    from transforms.scoring.previous_run import PreviousRunError
 
     source = ParquetSource("p.parquet", "--previous_run p: scores file", PreviousRunError)
     assert _keyed_previous({"content_key": "k", "em": None, "f1": 0.5}, ["em", "f1"],

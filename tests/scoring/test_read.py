@@ -19,8 +19,9 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from transforms.scoring.formats import input_format_of, iter_csv, iter_jsonl, iter_parquet
 from transforms.scoring.inputs import InputFileError
-from transforms.scoring.read import ReadPredictions, ReadRowsFn, sniff_columns
+from transforms.scoring.read import ReadPredictions, ReadRowsFn
 from transforms.scoring.rows import ColumnMapping, RowError
+from transforms.scoring.sniff import sniff_columns
 
 
 @pytest.mark.parametrize("path, override, expected", [

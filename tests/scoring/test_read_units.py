@@ -27,9 +27,9 @@ from transforms.scoring.read import (
     ReadSplit,
     count_newlines,
     plan_splits,
-    sniff_columns,
 )
 from transforms.scoring.rows import REASONS, ColumnMapping, RowSource, ScoringRow
+from transforms.scoring.sniff import sniff_columns
 
 LINES = [{"prediction": "a", "references": ["b"], "id": 1, "system": "s"},
          "{broken",
@@ -199,7 +199,7 @@ def test_sniff_columns_looks_into_as_many_files_and_rows_as_told(tmp_path, caplo
                        ("b.jsonl", [{"prediction": 1, "x": 1, "y": 2}]),
                        ("c.jsonl", [{"z": 1}])):
         (tmp_path / name).write_text("".join(json.dumps(r) + "\n" for r in rows))
-    caplog.set_level(logging.INFO, logger="transforms.scoring.read")
+    caplog.set_level(logging.INFO, logger="transforms.scoring.sniff")
     pattern = str(tmp_path / "*.jsonl")
     files, columns = sniff_columns(pattern, max_files=2)
     assert files == [str(tmp_path / n) for n in ("a.jsonl", "b.jsonl", "c.jsonl")]

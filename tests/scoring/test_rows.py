@@ -1,4 +1,5 @@
-"""Tests for transforms/scoring/rows.py: validation of one record, reason by reason."""
+"""Tests for transforms/scoring/row_validation.py and rows.py: validation of one record,
+reason by reason; content keys and dead-letter records."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import math
 import pytest
 
 from transforms.metrics.base import QAExample
+from transforms.scoring.row_validation import partial_metadata, to_scoring_row
 from transforms.scoring.rows import (
     CONTENT_KEY_VERSION,
     REASONS,
@@ -17,8 +19,6 @@ from transforms.scoring.rows import (
     content_key,
     dead_letter,
     parse_json_line,
-    partial_metadata,
-    to_scoring_row,
 )
 
 SOURCE = RowSource(file="in.jsonl", row=3, line=3)
@@ -231,7 +231,8 @@ def test_the_limit_applies_to_the_references_kept():
 
 
 def test_kept_columns_carry_the_scored_texts_and_input_cells() -> None:
-    from transforms.scoring.rows import ColumnMapping, RowSource, to_scoring_row
+    from transforms.scoring.row_validation import to_scoring_row
+    from transforms.scoring.rows import ColumnMapping, RowSource
 
     mapping = ColumnMapping(prediction="answer", references=("r1", "r2"), max_references=1,
                             question="q", keep=("question", "prediction", "references",

@@ -23,7 +23,8 @@ the reader's batches, in one row flow, with no join::
                      run's ownership of them is checked: transforms/io/ownership.py)
 
 An incremental run (`--previous_run`) keys its rows, groups them by content and joins its
-branches (incremental.py)::
+branches (incremental.py; the previous run is found and checked on the launcher by
+previous_run.py)::
 
     ReadPredictions ──rows: (row_key, ScoringRow)──┬─> ComputeCorpusStatistics ─(AsSingleton)┐
          │                                         ├─> ScoreMetrics (in-process, lexical) ───┤
@@ -56,21 +57,22 @@ branches (incremental.py)::
   references for it: reference_batches.py; the n-grams' hashes, shards and tables, also
   read by statistics_file.py, are ngram_hashes.py).
 - Build-time modules, imported by config.py without the writers or the plotting:
-  column_flags.py (the column flags and `--keep_input_columns` resolved against the
-  input's columns), outputs.py (the output names at the prefix), report_spec.py
-  (`--report_subsets`, `--accuracy_threshold`, `--report_min_n`, thresholds saved with
-  checkpoints); the report itself is report.py (the statistics per scope),
-  report_render.py (markdown tables, PNG) and bootstrap.py (vectorised intervals and the
-  paired test; its cells and resample weights: bootstrap_cells.py), run once all rows
-  are gathered; the model flags are one table, `model_flags.MODEL_FLAG_TABLE`, that
-  gives both the command line and where each value goes.
+  sniff.py (the input's columns), column_flags.py (the column flags and
+  `--keep_input_columns` resolved against the input's columns), outputs.py (the output
+  names at the prefix), report_spec.py (`--report_subsets`, `--accuracy_threshold`,
+  `--report_min_n`, thresholds saved with checkpoints); the report itself is report.py
+  (the statistics per scope), report_render.py (markdown tables, PNG) and bootstrap.py
+  (vectorised intervals and the paired test; its cells and resample weights:
+  bootstrap_cells.py), run once all rows are gathered; the model flags are one table,
+  `model_flags.MODEL_FLAG_TABLE`, that gives both the command line and where each value
+  goes.
 - Counting DoFns (`ReadRowsFn`, `ScoreRowsFn`, `MergeScoresFn`) are `CountingDoFn`s
   (transforms/io/counting.py): namespace = the stage, `passed` / `filtered:<reason>`.
   The summary writer checks that every row the reader counted reached the outputs.
 - On the in-process runner every collection that crosses a stage stays in memory until
-  the run ends: rows cross stages only packed in `RowBatch`es (row_batch.py; rows.py
-  makes each row from its record), and the scores file is
-  written in parts per bundle and merged (write.py), never grouped.
+  the run ends: rows cross stages only packed in `RowBatch`es (row_batch.py;
+  row_validation.py makes each row from its record, as the types of rows.py), and the
+  scores file is written in parts per bundle and merged (write.py), never grouped.
 - The model branch (run_model_metrics.py) runs every model through one `RunInference`
   whose handler, `BatchModelHandler`, wraps multi_use.py's `MultiUseModelHandler` (one
   handler per model use, failures isolated input by input, models shareable across

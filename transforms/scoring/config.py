@@ -2,7 +2,7 @@
 
 `build_config` turns the command-line values into a `ScoringConfig`: the metrics (built
 by the registry, so unknown names fail here), the input files and the columns they offer
-(`read.sniff_columns`), the resolved `ColumnMapping` (column_flags.py), the output names
+(`sniff.sniff_columns`), the resolved `ColumnMapping` (column_flags.py), the output names
 and the report spec. Every problem is a `ValueError` whose message lists what is
 available.
 """
@@ -22,11 +22,11 @@ from transforms.metrics.base import Metric
 from transforms.metrics.corpus import unique_statistics
 from transforms.scoring.column_flags import resolve_columns, resolve_kept_columns, split_list
 from transforms.scoring.corpus_stats import shards_for_input
-from transforms.scoring.incremental import CarryPlan, PreviousRun, load_previous_run, plan_carry
+from transforms.scoring.incremental import CarryPlan, plan_carry
 from transforms.scoring.manifest import run_manifest, utc_now
 from transforms.scoring.model_flags import merge_model_flags
 from transforms.scoring.outputs import OutputPaths, check_prefix
-from transforms.scoring.read import sniff_columns
+from transforms.scoring.previous_run import PreviousRun, load_previous_run
 from transforms.scoring.report_spec import (
     DEFAULT_MIN_N,
     DEFAULT_RESAMPLES,
@@ -37,6 +37,7 @@ from transforms.scoring.report_spec import (
     parse_thresholds,
 )
 from transforms.scoring.rows import CONTENT_KEY_VERSION, ColumnMapping
+from transforms.scoring.sniff import sniff_columns
 from transforms.scoring.statistics_file import (
     check_statistics_file,
     is_freezable,

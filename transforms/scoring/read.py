@@ -1,29 +1,25 @@
 """Reading prediction files (JSONL, CSV, Parquet) into keyed `ScoringRow`s.
 
 `ReadPredictions` matches a glob, reads every file with its row numbers and validates each
-record (`rows.to_scoring_row`); it yields `(row_key, ScoringRow)` on `rows` and dead-letter
-dicts on `dead_letter`. Each file is planned into splits (`plan_splits`) that workers read
-in parallel as streams: Parquet by row group, uncompressed JSONL by byte ranges
-(`SPLIT_BYTES`; a first pass counts the newlines of each range so that rows keep their
-file line numbers: the row key stays `file:line`), compressed files and CSV whole (a CSV
-field may hold a newline, so a byte range cannot tell where a record starts). `Reshuffle`
-then spreads the rows so that scoring parallelises.
-
-`sniff_columns` runs on the launcher at graph build time: it reads the header (CSV), the
-schema (Parquet) or the first rows (JSONL) of the matched files so that a missing column
-fails before anything runs.
+record (`row_validation.to_scoring_row`); it yields `(row_key, ScoringRow)` on `rows` and
+dead-letter dicts on `dead_letter`. Each file is planned into splits (`plan_splits`) that
+workers read in parallel as streams: Parquet by row group, uncompressed JSONL by byte
+ranges (`SPLIT_BYTES`; a first pass counts the newlines of each range so that rows keep
+their file line numbers: the row key stays `file:line`), compressed files and CSV whole (a
+CSV field may hold a newline, so a byte range cannot tell where a record starts).
+`Reshuffle` then spreads the rows so that scoring parallelises.
 
 The per-format iterators (formats.py: `iter_jsonl`, `iter_csv`, `iter_parquet`, and the
 range and row-group readers) are Beam-free; each yields `(row, line, record_or_error)`.
 A part of a file checks first that the file still has the size it was planned for
 (`check_unchanged`). Files are opened by
 `inputs.read_input`: decompressed by suffix, a file cut short is an error, and every error
-of opening or reading a file (here and in `sniff_columns`) is an `InputFileError` naming it.
+of opening or reading a file (here and in sniff.py's `sniff_columns`) is an `InputFileError`
+naming it.
 """
 
 import dataclasses
 import functools
-import itertools
 import logging
 import os
 from collections.abc import Iterator
@@ -38,9 +34,7 @@ from transforms.scoring.batch_coder import typed_as
 from transforms.scoring.formats import (
     ITERATORS,
     Record,
-    csv_header,
     input_format_of,
-    iter_jsonl,
     iter_jsonl_range,
     iter_parquet_groups,
 )
@@ -52,15 +46,8 @@ from transforms.scoring.inputs import (
     read_input,
 )
 from transforms.scoring.row_batch import RowBatch
-from transforms.scoring.rows import (
-    REASONS,
-    ColumnMapping,
-    RowError,
-    RowSource,
-    dead_letter,
-    partial_metadata,
-    to_scoring_row,
-)
+from transforms.scoring.row_validation import partial_metadata, to_scoring_row
+from transforms.scoring.rows import REASONS, ColumnMapping, RowError, RowSource, dead_letter
 
 logger = logging.getLogger(__name__)
 # rows between two `passed` counts of the reader (progress lines see them in steps of this)
@@ -268,50 +255,6 @@ def number_lines(splits: list[ReadSplit], counts: list[tuple[int, int]]) -> list
     return [dataclasses.replace(s, first_line=first_line[s.start]) for s in splits]
 
 
-def sniff_columns(file_pattern: str, input_format: str | None = None, max_files: int = 20,
-                  max_json_rows: int = 100) -> tuple[list[str], list[str]]:
-    """Matches the input and reads the columns it offers (launcher side, graph build time).
-
-    CSV: the header; Parquet: the schema; JSONL: the keys of the first `max_json_rows`
-    objects. Only the first `max_files` matched files are opened.
-
-    Args:
-        file_pattern: a path or glob understood by Beam's FileSystems.
-        input_format: one of FORMATS, or None to go by extension.
-        max_files: how many matched files to look into.
-        max_json_rows: how many JSON lines per file to look into.
-
-    Returns:
-        (matched file paths, columns present in every file looked into, in first-file order).
-
-    Raises:
-        ValueError: nothing matches, or a file's format is unknown.
-        InputFileError: a file looked into cannot be read (a ValueError too).
-    """
-    metadata = FileSystems.match([file_pattern])[0].metadata_list
-    files = sorted(m.path for m in metadata)
-    if not files:
-        raise ValueError(f"--input {file_pattern!r} matches no file")
-    formats = {path: input_format_of(path, input_format) for path in files}
-    common: list[str] | None = None
-    for path in files[:max_files]:
-        with open_input(path, seekable=formats[path] == "parquet") as fobj:
-            if formats[path] == "csv":
-                columns = csv_header(fobj)
-            elif formats[path] == "parquet":
-                import pyarrow.parquet as pq
-
-                columns = list(pq.ParquetFile(fobj).schema_arrow.names)
-            else:
-                columns = []
-                for _, _, record in itertools.islice(iter_jsonl(fobj), max_json_rows):
-                    if isinstance(record, dict):
-                        columns.extend(k for k in record if k not in columns)
-        common = columns if common is None else [c for c in common if c in columns]
-    logger.info("input %s: %d file(s), columns %s", file_pattern, len(files), common)
-    return files, common or []
-
-
 def _describe(split: ReadSplit) -> str:
     if split.groups:
         return f"row groups {list(split.groups)}"
@@ -396,7 +339,8 @@ class ReadPredictions(beam.PTransform):
     split, as read; `dead_letter` -> dead-letter dicts, `stats` -> the
     `((namespace, name), n)` counts of `ReadRowsFn`.
     A file that cannot be read to its end (cut short, corrupt, unreadable) fails the run
-    with an `InputFileError` naming it. `max_text_chars`: see `rows.to_scoring_row`.
+    with an `InputFileError` naming it. `max_text_chars`: see
+    `row_validation.to_scoring_row`.
     """
 
     def __init__(self, file_pattern: str, mapping: ColumnMapping,
