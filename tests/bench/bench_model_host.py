@@ -122,14 +122,13 @@ def row_batches(path: str) -> list:
 def branch_direct(metric, batches: list) -> tuple[int, dict]:
     """The model branch's DoFns and handlers in a plain loop (zero-cost model loaded by
     the caller's context); returns (rows scored, handler counts)."""
+    from transforms.scoring.batch_model_handler import BatchModelHandler, request_count
     from transforms.scoring.handlers import build_handler
     from transforms.scoring.multi_use import MultiUseModelHandler
     from transforms.scoring.run_model_metrics import (
-        BatchModelHandler,
         ExpandModelRequestsFn,
         FoldModelMetricsFn,
         plan_uses,
-        request_count,
     )
 
     counts: dict[str, int] = {}

@@ -16,15 +16,10 @@ from tests.runners import RUNNER_ARGS
 from transforms.metrics.base import QAExample
 from transforms.scoring import row_batch
 from transforms.scoring.batch_coder import BatchCoder, estimated_bytes, register, typed_as
+from transforms.scoring.batch_model_handler import BatchRequests, BatchResult, RowRequests
 from transforms.scoring.row_batch import RowBatch
 from transforms.scoring.rows import RowSource, ScoringRow
-from transforms.scoring.run_model_metrics import (
-    BatchRequests,
-    BatchResult,
-    RowRequests,
-    RunModelMetrics,
-    ScoreModelBatches,
-)
+from transforms.scoring.run_model_metrics import RunModelMetrics, ScoreModelBatches
 
 
 def _text(rng: random.Random, words: int) -> str:

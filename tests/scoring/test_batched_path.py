@@ -14,12 +14,12 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from tests.runners import RUNNER_ARGS
 from transforms.metrics.registry import build_metrics
+from transforms.scoring.global_statistics import ComputeCorpusStatistics
 from transforms.scoring.join import ROWS, JoinScores
 from transforms.scoring.read import ReadPredictions
 from transforms.scoring.rows import ColumnMapping
 from transforms.scoring.score import (
     RECORDS,
-    ComputeCorpusStatistics,
     ScoreBatches,
     ScoreMetrics,
 )

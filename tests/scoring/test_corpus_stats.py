@@ -30,10 +30,11 @@ from transforms.scoring.corpus_stats import (
     batch_corpora,
     shards_for_input,
 )
+from transforms.scoring.global_statistics import ComputeCorpusStatistics
 from transforms.scoring.ngram_hashes import gram_hash, hashed_table, ngram_shard
 from transforms.scoring.row_batch import RowBatch
 from transforms.scoring.rows import RowSource, ScoringRow
-from transforms.scoring.score import ComputeCorpusStatistics, ScoreMetrics, ScoreResult
+from transforms.scoring.score import ScoreMetrics, ScoreResult
 
 WORDS = "a b c d e f g h i j k l m n o p".split()
 

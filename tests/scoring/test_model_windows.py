@@ -19,17 +19,16 @@ from tests.scoring.test_run_model_metrics import (
     OverlapMetric,
 )
 from transforms.metrics.base import QAExample
+from transforms.scoring.batch_model_handler import (
+    BatchModelHandler,
+    BatchRequests,
+    RowRequests,
+    request_count,
+)
 from transforms.scoring.handlers import TransformerModelHandler
 from transforms.scoring.model_server import ServerGone
 from transforms.scoring.multi_use import InferenceFailure, MultiUseModelHandler
-from transforms.scoring.run_model_metrics import (
-    BatchModelHandler,
-    BatchRequests,
-    ExpandModelRequestsFn,
-    RowRequests,
-    plan_uses,
-    request_count,
-)
+from transforms.scoring.run_model_metrics import ExpandModelRequestsFn, plan_uses
 
 
 def test_multi_use_handler_routes_by_tag_and_isolates_a_failing_input():

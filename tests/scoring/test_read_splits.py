@@ -17,6 +17,7 @@ from apache_beam.testing.util import assert_that, equal_to
 from tests.runners import RUNNER_ARGS
 from transforms.metrics.registry import build_metrics
 from transforms.scoring.formats import iter_jsonl
+from transforms.scoring.global_statistics import ComputeCorpusStatistics
 from transforms.scoring.inputs import InputFileError
 from transforms.scoring.read import (
     ReadPredictions,
@@ -26,7 +27,7 @@ from transforms.scoring.read import (
     plan_splits,
 )
 from transforms.scoring.rows import ColumnMapping
-from transforms.scoring.score import ComputeCorpusStatistics, ScoreMetrics
+from transforms.scoring.score import ScoreMetrics
 
 LINES = [json.dumps({"id": f"r{i}", "prediction": f"the answer {i % 7} is here",
                      "references": [f"the answer {i % 5} is there", f"answer {i % 3}"]})

@@ -22,16 +22,15 @@ from transforms.metrics.model_base import ModelMetric, ModelRequest
 from transforms.metrics.model_metrics import BiEncoderMetric
 from transforms.models import loading
 from transforms.models.uses import ModelUse
+from transforms.scoring.batch_model_handler import BatchModelHandler, request_count
+from transforms.scoring.global_statistics import CorpusStatisticsCombineFn, example_of
 from transforms.scoring.run_model_metrics import (
     NAMESPACE,
-    BatchModelHandler,
     ModelMetricsOnBatches,
     ModelScoreResult,
     RunModelMetrics,
     plan_uses,
-    request_count,
 )
-from transforms.scoring.score import CorpusStatisticsCombineFn, example_of
 
 SPEC = loading.ModelSpec.of(None)
 PAIR_USE = ModelUse("sequence_score", SPEC, activation="sigmoid", segments=2)
@@ -279,12 +278,8 @@ def test_batch_handler_cuts_outputs_back_per_row_and_accepts_empty_batches():
 
 
 def test_fold_checks_the_outputs_and_reports_rejections():
-    from transforms.scoring.run_model_metrics import (
-        BatchRequests,
-        BatchResult,
-        FoldModelMetricsFn,
-        RowRequests,
-    )
+    from transforms.scoring.batch_model_handler import BatchRequests, BatchResult, RowRequests
+    from transforms.scoring.run_model_metrics import FoldModelMetricsFn
 
     fold = FoldModelMetricsFn([OverlapMetric("f1")])
     row = RowRequests("k", ROWS[0][1], ((0, 0, "use0", ("a man", "the man")),))

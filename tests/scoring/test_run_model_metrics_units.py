@@ -1,7 +1,7 @@
 """transforms/scoring/run_model_metrics.py without a pipeline: a `RowBatch` through the
-expansion, the handler and the fold (the scoring pipeline's path), the progress tally of
-both ends, a window whose outputs do not match its inputs, a metric that asks for no
-model input."""
+expansion, the handler (batch_model_handler.py) and the fold (the scoring pipeline's
+path), the progress tally of both ends, a window whose outputs do not match its inputs, a
+metric that asks for no model input."""
 
 from __future__ import annotations
 
@@ -13,12 +13,13 @@ from tests.dofns import run_dofn
 from tests.scoring.test_run_model_metrics import FakeHandler, OverlapMetric
 from transforms.io import progress
 from transforms.metrics.base import QAExample
+from transforms.scoring import batch_model_handler as bmh
 from transforms.scoring import run_model_metrics as rmm
+from transforms.scoring.batch_model_handler import BatchModelHandler
 from transforms.scoring.multi_use import MultiUseModelHandler
 from transforms.scoring.row_batch import RowBatch
 from transforms.scoring.rows import RowSource, ScoringRow
 from transforms.scoring.run_model_metrics import (
-    BatchModelHandler,
     ExpandModelRequestsFn,
     FoldModelMetricsFn,
     ModelScoreResult,
@@ -75,7 +76,7 @@ def test_a_window_with_too_few_outputs_fails_as_a_whole(caplog):
     [element] = ExpandModelRequestsFn(metrics, roles).process(
         [(1, QAExample("a man", ("the man", "a man here")))])
     handler = BatchModelHandler(_ShortInner())
-    with caplog.at_level(logging.WARNING, logger=rmm.__name__):
+    with caplog.at_level(logging.WARNING, logger=bmh.__name__):
         [result] = handler.run_inference([element], {})
     why = "RuntimeError: 1 model outputs for 2 inputs"
     assert [[f.reason for f in outputs] for outputs in result.inference] == [[why, why]]
@@ -114,11 +115,11 @@ class _SizedInner(_ShortInner):
 def test_a_windows_size_is_scaled_from_its_first_64_inputs():
     """64 one-character inputs, then one of 100: the sample stops before it, and its size
     (64) is scaled to the window's 65 inputs."""
-    rows = tuple(rmm.RowRequests(i, None, ((0, 0, "use0", "a" if i < 64 else "b" * 100),))
+    rows = tuple(bmh.RowRequests(i, None, ((0, 0, "use0", "a" if i < 64 else "b" * 100),))
                  for i in range(65))
     handler = BatchModelHandler(_SizedInner())
-    assert handler.get_num_bytes([rmm.BatchRequests(None, rows)]) == 65
-    assert handler.get_num_bytes([rmm.BatchRequests(None, ())]) == 0
+    assert handler.get_num_bytes([bmh.BatchRequests(None, rows)]) == 65
+    assert handler.get_num_bytes([bmh.BatchRequests(None, ())]) == 0
 
 
 def test_the_steps_and_options_of_the_keyed_branch():

@@ -1,4 +1,5 @@
-"""Tests for transforms/scoring/score.py: batching, fallback on MetricInputError, stats."""
+"""Tests for transforms/scoring/score.py (batching, fallback on MetricInputError) and
+global_statistics.py (stats)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,12 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from tests.scoring.fakes import REJECT, CountExamples, FakeMetric
 from transforms.metrics.base import QAExample
-from transforms.scoring.rows import RowSource, ScoringRow
-from transforms.scoring.score import (
+from transforms.scoring.global_statistics import (
     ComputeCorpusStatistics,
     CorpusStatisticsCombineFn,
+)
+from transforms.scoring.rows import RowSource, ScoringRow
+from transforms.scoring.score import (
     ScoreMetrics,
     ScoreResult,
     score_examples,

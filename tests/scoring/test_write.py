@@ -1,4 +1,5 @@
-"""Tests for transforms/scoring/write.py: names, rows, atomic finalisation."""
+"""Tests for transforms/scoring/write.py (names, rows) and finalize.py (atomic
+finalisation)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,10 @@ import pytest
 from apache_beam.io.filesystems import FileSystems
 
 from transforms.io.ownership import OutputLock, OutputLocks, OwnershipLostError
+from transforms.scoring.finalize import FinalizeOutputs, finalize
 from transforms.scoring.outputs import OutputPaths
 from transforms.scoring.write import (
     SIGNATURES_KEY,
-    FinalizeOutputs,
-    finalize,
     output_row,
     read_signatures,
     scores_schema,

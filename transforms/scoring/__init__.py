@@ -18,9 +18,10 @@ the reader's batches, in one row flow, with no join::
          └──────── Flatten ───┼───────────────────────────┘
                               v
             WriteScores, WriteDeadLetters, SummarizeScores+WriteSummary, WriteReport
-                  -> FinalizeOutputs (transforms/io/publish.py: the earlier run's files
-                     and statistics file replaced by the new ones, summary last, once the
-                     run's ownership of them is checked: transforms/io/ownership.py)
+                  -> FinalizeOutputs (finalize.py, with transforms/io/publish.py: the
+                     earlier run's files and statistics file replaced by the new ones,
+                     summary last, once the run's ownership of them is checked:
+                     transforms/io/ownership.py)
 
 An incremental run (`--previous_run`) keys its rows, groups them by content and joins its
 branches (incremental.py; the previous run is found and checked on the launcher by
@@ -50,7 +51,8 @@ previous_run.py)::
   in-process metrics are scored; in the keyed graph, in `join.JoinScores` after the
   branches are grouped by row key.
 - Corpus-level statistics bounded by the vocabulary (BERTScore idf) are one
-  `CombineGlobally` over all rows, handed to every batch as a singleton side input.
+  `CombineGlobally` over all rows (global_statistics.py), handed to every batch as a
+  singleton side input.
   CIDEr-D's document frequencies grow with the corpus: they are summed per n-gram shard
   and each batch of rows is joined with the frequencies of its own n-grams
   (corpus_stats.py, inside `ScoreMetrics`, whose keyed rows are batched by their
@@ -74,9 +76,9 @@ previous_run.py)::
   row_validation.py makes each row from its record, as the types of rows.py), and the
   scores file is written in parts per bundle and merged (write.py), never grouped.
 - The model branch (run_model_metrics.py) runs every model through one `RunInference`
-  whose handler, `BatchModelHandler`, wraps multi_use.py's `MultiUseModelHandler` (one
-  handler per model use, failures isolated input by input, models shareable across
-  processes).
+  whose handler, batch_model_handler.py's `BatchModelHandler`, wraps multi_use.py's
+  `MultiUseModelHandler` (one handler per model use, failures isolated input by input,
+  models shareable across processes).
 - The edges that carry batches (`RowBatch`, the model branch's `BatchRequests` and
   `BatchResult`) are typed, so they get `batch_coder.BatchCoder`: the same pickle
   payload as before, but sized for the runner's size sampling from their texts, without

@@ -66,7 +66,7 @@ def new_serving(name: str) -> Serving:
 
 class ServerGone(RuntimeError):
     """A served model's process is gone and could not be started again: not an input's
-    fault, so the bundle fails (multi_use.py and run_model_metrics.py let it through)
+    fault, so the bundle fails (multi_use.py and batch_model_handler.py let it through)
     instead of its rows being dead-lettered one by one."""
 
 

@@ -1,6 +1,6 @@
 """Several models behind one `ModelHandler`: the handler inside the one `RunInference` of
-the model branch (run_model_metrics.py's `BatchModelHandler` wraps it), its models by use
-tag, and the failure that stands in for an output when a model fails on an input.
+the model branch (batch_model_handler.py's `BatchModelHandler` wraps it), its models by
+use tag, and the failure that stands in for an output when a model fails on an input.
 
 Elements are `(use tag, model input)`; a window is split by tag, each part goes to its
 own use's handler, and a part that fails is retried input by input so that one bad input

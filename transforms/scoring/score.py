@@ -1,13 +1,13 @@
 """Scoring rows with in-process (lexical) metrics.
 
-`ComputeCorpusStatistics` runs the `CorpusStatistic`s the metrics declare whose size is
-bounded by the vocabulary (BERTScore's idf) as one `CombineGlobally` and yields a single
-`{key: value}` dict, taken as an `AsSingleton` side input. CIDEr-D's document frequencies
-grow with the corpus: `ScoreBatches` computes and serves them per n-gram shard
-(`corpus_stats.ShardedCiderStatistics`), so each batch gets the frequencies of its own
-n-grams only. `ScoreBatches` scores `RowBatch`es: each metric's `score_batch` once per
-batch; `ScoreMetrics` batches keyed rows first. Every row given gets one answer: its
-scores, or the reason it could not be scored. When `score_batch` raises
+`ComputeCorpusStatistics` (global_statistics.py) runs the `CorpusStatistic`s the metrics
+declare whose size is bounded by the vocabulary (BERTScore's idf) as one `CombineGlobally`
+and yields a single `{key: value}` dict, taken as an `AsSingleton` side input. CIDEr-D's
+document frequencies grow with the corpus: `ScoreBatches` computes and serves them per
+n-gram shard (`corpus_stats.ShardedCiderStatistics`), so each batch gets the frequencies
+of its own n-grams only. `ScoreBatches` scores `RowBatch`es: each metric's `score_batch`
+once per batch; `ScoreMetrics` batches keyed rows first. Every row given gets one answer:
+its scores, or the reason it could not be scored. When `score_batch` raises
 `MetricInputError`, the batch is re-scored example by example so only the failing row is
 lost. In a keyed graph the answer is `(row_key, ScoreResult)`, the shape every scoring
 branch emits, model-backed ones included, so `join.JoinScores` can merge branches by row
@@ -17,7 +17,7 @@ records per batch.
 
 import logging
 import time
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import apache_beam as beam
@@ -145,62 +145,6 @@ def score_examples(metrics: Sequence[Metric], examples: Sequence[QAExample],
                 scores[i].update({c: float(result[c]) for c in metric.columns})
     return [ScoreResult(None, reason) if reason is not None else ScoreResult(s)
             for s, reason in zip(scores, reasons, strict=True)]
-
-
-class CorpusStatisticsCombineFn(beam.CombineFn):
-    """Runs several `CorpusStatistic`s over the examples at once."""
-
-    def __init__(self, statistics: Sequence[CorpusStatistic]) -> None:
-        self._statistics = tuple(statistics)
-
-    def create_accumulator(self) -> list[Any]:
-        return [s.create() for s in self._statistics]
-
-    def add_input(self, accumulator: list[Any], example: QAExample) -> list[Any]:
-        return [s.add(a, example) for s, a in zip(self._statistics, accumulator, strict=True)]
-
-    def merge_accumulators(self, accumulators: Any) -> list[Any]:
-        accumulators = list(accumulators)
-        return [s.merge([a[i] for a in accumulators]) for i, s in enumerate(self._statistics)]
-
-    def extract_output(self, accumulator: list[Any]) -> dict[str, Any]:
-        return {s.key: s.extract(a)
-                for s, a in zip(self._statistics, accumulator, strict=True)}
-
-
-def example_of(value: Any) -> QAExample:
-    """The QAExample of a row value: the value itself, or its `.example` (ScoringRow)."""
-    return value if isinstance(value, QAExample) else value.example
-
-
-def _examples_of(element: Any) -> Iterator[QAExample]:
-    """The examples of a keyed row or of a `RowBatch`."""
-    if isinstance(element, RowBatch):
-        for _, row in element.rows:
-            yield row.example
-    else:
-        yield example_of(element[1])
-
-
-class ComputeCorpusStatistics(beam.PTransform):
-    """`(row_key, ScoringRow)` or `RowBatch`es -> one `{statistic key: value}` dict (empty
-    when none) of the statistics that are not distributed (`corpus_stats.is_distributed`):
-    those are computed inside `ScoreMetrics`. Statistics whose key is in `skip` (read from
-    a frozen statistics file instead) are not computed."""
-
-    def __init__(self, metrics: Sequence[Metric], skip: Collection[str] = ()) -> None:
-        super().__init__()
-        self._statistics = tuple(s for s in unique_statistics(metrics)
-                                 if not is_distributed(s) and s.key not in skip)
-
-    def expand(self, rows: beam.PCollection) -> beam.PCollection:
-        if not self._statistics:
-            return rows.pipeline | "NoCorpusStatistics" >> beam.Create([{}])
-        return (
-            rows
-            | "ExtractExamples" >> beam.FlatMap(_examples_of)
-            | "CombineStatistics" >> beam.CombineGlobally(
-                CorpusStatisticsCombineFn(self._statistics)))
 
 
 RESULTS = "results"

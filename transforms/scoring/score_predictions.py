@@ -20,6 +20,8 @@ from transforms.metrics.corpus import unique_statistics
 from transforms.scoring import model_server
 from transforms.scoring.config import ScoringConfig, is_model_backed
 from transforms.scoring.corpus_stats import is_distributed
+from transforms.scoring.finalize import FinalizeOutputs
+from transforms.scoring.global_statistics import ComputeCorpusStatistics
 from transforms.scoring.incremental import (
     GROUPS,
     NEW,
@@ -32,7 +34,7 @@ from transforms.scoring.incremental import (
 from transforms.scoring.join import ROWS, JoinScores
 from transforms.scoring.read import SPLIT_BYTES, ReadPredictions, plan_for_workers
 from transforms.scoring.rows import content_key
-from transforms.scoring.score import RECORDS, ComputeCorpusStatistics, ScoreBatches, ScoreMetrics
+from transforms.scoring.score import RECORDS, ScoreBatches, ScoreMetrics
 from transforms.scoring.statistics_file import (
     IDF,
     ReadCorpusStatistics,
@@ -42,7 +44,6 @@ from transforms.scoring.statistics_file import (
 )
 from transforms.scoring.summary import SummarizeScores
 from transforms.scoring.write import (
-    FinalizeOutputs,
     WriteDeadLetters,
     WriteReport,
     WriteScores,
