@@ -33,7 +33,7 @@ $(STAMP): requirements.txt setup.py
 
 # Real NLTK data is used when it is installed; otherwise Debian's wordnet-base (installed
 # here when missing) and the english-words web2 list are assembled into an nltk_data folder.
-$(LEXICON_STAMP): $(STAMP) transforms/wes/lexicon.py
+$(LEXICON_STAMP): $(STAMP) transforms/wes/lexicon.py transforms/wes/lexicon_assembly.py
 	$(PY) -m transforms.wes.lexicon --has-real-data || test -d /usr/share/wordnet || \
 	  { apt-get update -qq && apt-get install -y -qq --no-install-recommends wordnet-base; }
 	$(PY) -m transforms.wes.lexicon --ensure

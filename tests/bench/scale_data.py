@@ -1,11 +1,11 @@
 """Generated QA rows for the scale benchmark and tests: real words, fixed seed.
 
-Words are the web2 list of the `english-words` package (235,000 real English words, the
-list transforms/wes/lexicon.py builds NLTK's `words` corpus from), drawn Zipf-distributed
-(probability of the word of rank r proportional to 1/r). Each question has two references
-of 6-14 words; each of `systems` systems answers it with a copy of the first reference
-where each word is replaced with probability 0.3 and the answer cut or extended a little,
-so every metric sees partial overlaps. A row: {id, system, prediction, references}.
+Words are the web2 list of the `english-words` package (235,000 real English words, the list
+transforms/wes/lexicon_assembly.py builds NLTK's `words` corpus from), drawn
+Zipf-distributed (probability of the word of rank r proportional to 1/r). Each question has
+two references of 6-14 words; each of `systems` systems answers it with a copy of the first
+reference where each word is replaced with probability 0.3 and the answer cut or extended a
+little, so every metric sees partial overlaps. A row: {id, system, prediction, references}.
 """
 
 from __future__ import annotations

@@ -13,8 +13,9 @@ from transforms.metrics.corpus import score_corpus
 from transforms.metrics.kpqa import KPQAMetric
 from transforms.models import loading
 from transforms.training import squad_data
+from transforms.training.config import TrainConfig
 from transforms.training.keyphrase import KeyphraseTask
-from transforms.training.loop import TrainConfig, Trainer
+from transforms.training.loop import Trainer
 
 
 def _held_out_features(squad_path, tokenizer):

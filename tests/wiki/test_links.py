@@ -16,13 +16,13 @@ from transforms.wiki.links import (
     ExtractionTimedOut,
     RawLink,
     WikitextParseError,
-    _mask_opaque,
     _remove_comments,
     clean_link_text,
     extract_links,
     extract_links_full,
     normalize_title,
 )
+from transforms.wiki.masking import _mask_opaque
 
 R = RawLink
 

@@ -6,7 +6,8 @@
 | `squad_data` | KPQA keyphrase examples from SQuAD JSON, article split, word-piece labels |
 | `batching` | length-grouped batch order (deterministic per seed and epoch), padding |
 | `evaluation` | accuracy, AUROC, Pearson/Spearman, keyphrase token and span F1 |
-| `loop` | `TrainConfig` and `Trainer`: budgets, warm-up schedule, AMP, dev metrics, best/last checkpoints, resume |
+| `config` | `TrainConfig`: hyper-parameters, budgets and runtime settings, validated; the options a resume must keep |
+| `loop` | `Trainer`: budgets, warm-up schedule, AMP, dev metrics, best/last checkpoints, resume |
 | `checkpoint` | output-folder policy, atomic checkpoint writes, trainer state |
 | `card` | `model_card.md` and `metrics.json` |
 | `options` | the command-line flags shared by the entry points -> `TrainConfig` |

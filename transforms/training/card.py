@@ -14,7 +14,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from transforms.training import checkpoint
-from transforms.training.loop import TrainConfig, TrainResult
+from transforms.training.config import TrainConfig
+from transforms.training.loop import TrainResult
 
 
 def run_info(*, title: str, task: str, model: str, init_checkpoint: str | None,

@@ -25,6 +25,7 @@ from transforms.models import layouts, loading
 from transforms.models.uses import DECISION_THRESHOLD_KEY as THRESHOLD_KEY
 from transforms.training import card, checkpoint, pair_data
 from transforms.training.batching import Features
+from transforms.training.config import TrainConfig
 from transforms.training.data_files import read_json
 from transforms.training.evaluation import (
     THRESHOLD_OBJECTIVES,
@@ -35,7 +36,7 @@ from transforms.training.evaluation import (
     is_binary,
     value_at,
 )
-from transforms.training.loop import TrainConfig, Trainer
+from transforms.training.loop import Trainer
 
 logger = logging.getLogger(__name__)
 

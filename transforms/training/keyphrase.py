@@ -21,9 +21,10 @@ import numpy as np
 from transforms.models import loading
 from transforms.training import card, squad_data
 from transforms.training.batching import IGNORE_INDEX, Features
+from transforms.training.config import TrainConfig
 from transforms.training.cross_encoder import rows_digest
 from transforms.training.evaluation import auroc, keyphrase_metrics
-from transforms.training.loop import TrainConfig, Trainer
+from transforms.training.loop import Trainer
 
 logger = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from transforms.io import cli
-from transforms.training.loop import PRECISIONS, TrainConfig
+from transforms.training.config import PRECISIONS, TrainConfig
 
 DEVICES = ("auto", "cpu", "cuda")
 

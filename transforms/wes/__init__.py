@@ -9,7 +9,8 @@ runs it)::
       ReadPages (wiki/) ─redirects─┬───────────────────────────────── ├ ResolveRedirects
                                    │                                  │   (redirects.py, optional)
                                    │                                  └ AnnotateDictionaryFn
-                                   │                                      (dictionary.py, lexicon.py)
+                                   │                                      (dictionary.py, lexicon.py,
+                                   │                                       lexicon_assembly.py)
                                    │                     TitleLinks ──> DropBelowAllThresholds
                                    │                                      (corpus.py)
                                    │                     per k ───────> BuildCorpus[wes-k<k>]
