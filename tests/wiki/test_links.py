@@ -22,7 +22,7 @@ from transforms.wiki.links import (
     extract_links_full,
     normalize_title,
 )
-from transforms.wiki.masking import _mask_opaque
+from transforms.wiki.masking import mask_opaque
 
 R = RawLink
 
@@ -93,7 +93,7 @@ def test_fast_path_agrees_with_full_parse_on_real_pages(wiki_sample):
 
 
 # The masking as it was before issue 12: one regex substitution, quadratic in unclosed
-# tags and comments. The linear `_mask_opaque` must give exactly what it gives.
+# tags and comments. The linear `mask_opaque` must give exactly what it gives.
 _TAGS = "|".join(sorted(PARSER_BLACKLIST))
 _OPAQUE = re.compile(
     rf"<!--.*?-->|<({_TAGS})(?:\s[^<>]*)?(?:/>|>.*?</\1\s*>)", re.DOTALL | re.IGNORECASE)
@@ -118,7 +118,7 @@ def test_masking_is_the_regex_substitution_it_replaced(seed):
     rng = random.Random(seed)
     for _ in range(20_000):
         text = "".join(rng.choice(_MASK_PIECES) for _ in range(rng.randint(0, 40)))
-        assert _mask_opaque(text) == _regex_mask(text), text
+        assert mask_opaque(text) == _regex_mask(text), text
 
 
 @pytest.mark.parametrize("text", [
@@ -132,7 +132,7 @@ def test_masking_is_linear_in_unclosed_tags_and_comments(text):
     """Issue 12: 40,000 unclosed `<nowiki>` took 62 s, 40,000 `<!--` 34 s; ten times as
     many now take well under a second (the bound is generous: this is not a timing test)."""
     start = time.monotonic()
-    _mask_opaque(text)
+    mask_opaque(text)
     assert time.monotonic() - start < 5
 
 

@@ -40,7 +40,7 @@ import mwparserfromhell
 from mwparserfromhell.definitions import URI_SCHEMES
 from mwparserfromhell.parser import ParserError
 
-from transforms.wiki.masking import _mask_opaque
+from transforms.wiki.masking import mask_opaque
 
 __all__ = [
     "ExtractionResult",
@@ -172,7 +172,7 @@ def extract_links(
     if "[[" not in text:
         return ExtractionResult((), "fast")
     deadline = None if time_limit_s is None else time.monotonic() + time_limit_s
-    masked = _mask_opaque(text)
+    masked = mask_opaque(text)
     links = None if masked is None else _scan_links(text, masked, deadline)
     if links is None:
         return ExtractionResult(tuple(full_parse(text)), "full")

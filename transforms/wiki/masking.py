@@ -1,7 +1,7 @@
 """Masking of the wikitext regions `mwparserfromhell` never reads as wikitext. Beam-free.
 
 An opaque region is a comment or one of the parser's blacklisted tags (`<nowiki>`,
-`<pre>`, `<math>`, `<gallery>`, ...) with its content. `_mask_opaque` replaces each by
+`<pre>`, `<math>`, `<gallery>`, ...) with its content. `mask_opaque` replaces each by
 spaces, offsets kept, so that links.py's scan finds only the `[[...]]` spans the parser
 would read, in time linear in the page; a page with a tag left unclosed is reported
 (None) for the full parse.
@@ -26,7 +26,7 @@ _OPAQUE_OPEN = re.compile(rf"<({'|'.join(_TAG_NAMES)})(?:\s[^<>]*)?>", re.IGNORE
 _UNCLOSED = -1
 
 
-def _mask_opaque(text: str) -> str | None:
+def mask_opaque(text: str) -> str | None:
     """Replaces opaque regions by spaces (offsets kept); None when one is left unclosed.
 
     An opaque region is a comment (`<!--` to the first `-->`; an unclosed one is left
