@@ -261,14 +261,14 @@ def run_all(args) -> int:
     from transforms.metrics.bertscore import BERTScoreMetric
     from transforms.metrics.judge import JudgeMetric
     from transforms.metrics.model_metrics import SASMetric
-    from transforms.models import loading
+    from transforms.models import loading, torch_models
 
     began = time.monotonic()
     only = set(args.only.split(",")) if args.only else None
     sampler = GpuSampler() if on_gpu else None
     bench = Bench(Path(args.out), sampler)
     bench.results["device"] = torch.cuda.get_device_name(0) if on_gpu else "cpu (a dry run)"
-    bench.results["cudnn_attention"] = loading.CUDNN_ATTENTION  # QA_CUDNN_ATTENTION=1: on
+    bench.results["cudnn_attention"] = torch_models.CUDNN_ATTENTION  # QA_CUDNN_ATTENTION=1: on
     print(f"device: {bench.results['device']}, {os.cpu_count()} CPUs", flush=True)
     base = args.base_model or loading.packaged_model_path()
 

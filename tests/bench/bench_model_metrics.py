@@ -53,7 +53,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.util import assert_that
 
 from tests.models.checkpoints import save_cross_encoder
-from transforms.models import loading, predictors
+from transforms.models import loading, predictors, torch_models
 from transforms.scoring import handlers
 
 REPO = Path(__file__).resolve().parents[2]
@@ -97,10 +97,10 @@ def plain_loop(checkpoint: str, pairs: list[tuple[str, str]], batch_size: int,
     """The baseline: load, then tokenise / pad / forward / sigmoid batch by batch."""
     import torch
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
-    dev = loading.resolve_device(device)
+    dev = torch_models.resolve_device(device)
     tokenizer = AutoTokenizer.from_pretrained(checkpoint)
     model = AutoModelForSequenceClassification.from_pretrained(
-        checkpoint, dtype=loading.resolve_dtype("auto", dev)).eval().to(dev)
+        checkpoint, dtype=torch_models.resolve_dtype("auto", dev)).eval().to(dev)
     order = list(range(len(pairs)))
     if sort:
         lengths = [len(x) for x in tokenizer([a for a, _ in pairs], [b for _, b in pairs],
@@ -278,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": {"cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(),
                     "torch": torch.__version__, "beam": beam.__version__,
                     "python": platform.python_version(),
-                    "device": str(loading.resolve_device(args.device)),
+                    "device": str(torch_models.resolve_device(args.device)),
                     "load_average_at_end": os.getloadavg()},
         "args": vars(args), "results": rows,
     }

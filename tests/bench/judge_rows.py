@@ -58,11 +58,11 @@ def judge_checkpoint(base: str, out: str | Path) -> str:
     import torch
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    from transforms.models import loading
+    from transforms.models import torch_models
 
     torch.manual_seed(0)
     model = AutoModelForSequenceClassification.from_pretrained(base, num_labels=1)
-    loading.ensure_token_types(model, 3)
+    torch_models.ensure_token_types(model, 3)
     model.config.update({LAYOUT_KEY: {"gold_layout": "marked", "max_gold_chars": 200}})
     model.save_pretrained(out)
     AutoTokenizer.from_pretrained(base).save_pretrained(out)

@@ -5,7 +5,7 @@ the real shapes (`logits` (rows, labels), `last_hidden_state` (rows, longest, hi
 `hidden_states`) filled with zeros, without computing anything, and BERTScore's greedy
 match on the device gives zero maxima: what the host side of the model branch costs is
 then all that is measured. `zero_cost_models()` is a context
-manager under which `transforms.models.loading.load_model` gives such models (the
+manager under which `transforms.models.torch_models.load_model` gives such models (the
 in-process runner loads models in this process, so the pipeline picks them up).
 
 `python -m tests.bench.zero_model QA-SCORE-FLAGS` runs `qa-score` with them; with
@@ -46,7 +46,7 @@ from typing import Any
 
 import torch
 
-from transforms.models import loading
+from transforms.models import loading, torch_models
 
 # the stand-in device: one pass at a time per process (ZERO_COST_DEVICE_S_PER_ROW)
 _DEVICE = threading.Lock()
@@ -60,7 +60,7 @@ class ZeroCostModel(torch.nn.Module):
         self.config = config
         self.auto_class = auto_class
         self.anchor = torch.nn.Parameter(torch.zeros(1))  # gives the model a device
-        # what loading.truncate_layers looks for, so a layer choice is accepted
+        # what torch_models.truncate_layers looks for, so a layer choice is accepted
         self.encoder = SimpleNamespace(layer=torch.nn.ModuleList())
         self.shadow = _shadow(config) if dispatch else None
         self.device_s_per_row = float(os.environ.get("ZERO_COST_DEVICE_S_PER_ROW") or 0)
@@ -98,7 +98,7 @@ def _shadow(config: Any) -> torch.nn.Module:
 
 def zero_cost_greedy_match(table: torch.Tensor, plan: Any,
                            indices: Any) -> tuple[torch.Tensor, torch.Tensor]:
-    """`device._greedy_match`'s outputs (every pair's token maxima, in pair order), all
+    """`matching.greedy_match`'s outputs (every pair's token maxima, in pair order), all
     zeros, without the batched matrix products: BERTScore's match is the device's work
     (on a GPU the host only launches it), so the host side is measured without it."""
     return (torch.zeros(len(indices[-2]), device=table.device),
@@ -107,13 +107,13 @@ def zero_cost_greedy_match(table: torch.Tensor, plan: Any,
 
 @contextlib.contextmanager
 def zero_cost_models() -> Iterator[None]:
-    """`loading.load_model` gives `ZeroCostModel`s, and BERTScore's greedy match
-    (`device._greedy_match`) gives zeros, while the context is open."""
+    """`torch_models.load_model` gives `ZeroCostModel`s, and BERTScore's greedy match
+    (`matching.greedy_match`) gives zeros, while the context is open."""
     from transformers import AutoConfig
 
-    from transforms.models import device
+    from transforms.models import matching
 
-    real, real_match = loading.load_model, device._greedy_match
+    real, real_match = torch_models.load_model, matching.greedy_match
 
     def load(spec: loading.ModelSpec, auto_class: str = "AutoModel", **kwargs: Any) -> Any:
         config = AutoConfig.from_pretrained(spec.model, revision=spec.revision,
@@ -121,11 +121,11 @@ def zero_cost_models() -> Iterator[None]:
         dispatch = os.environ.get("ZERO_COST_DISPATCH") == "1"
         return ZeroCostModel(config, auto_class, dispatch=dispatch).eval()
 
-    loading.load_model, device._greedy_match = load, zero_cost_greedy_match
+    torch_models.load_model, matching.greedy_match = load, zero_cost_greedy_match
     try:
         yield
     finally:
-        loading.load_model, device._greedy_match = real, real_match
+        torch_models.load_model, matching.greedy_match = real, real_match
 
 
 _SITECUSTOMIZE = """\

@@ -214,7 +214,7 @@ def test_device_match_equals_greedy_match_on_token_embeddings():
     device, pairs batched longest first in chunks) gives `bertscore()`'s numbers from the
     same model's token embeddings, idf weights included, with chunks of one pair and of
     many."""
-    from transforms.models import device, predictors, uses
+    from transforms.models import matching, predictors, uses
 
     spec = loading.ModelSpec.of(None, device="cpu")
     examples = [QAExample("it is a man in the video", ("its man in the video", "a woman")),
@@ -224,7 +224,7 @@ def test_device_match_equals_greedy_match_on_token_embeddings():
     match = predictors.load_predictor(uses.encoder_use(spec, 3, task="token_match"))
     idf = bs.IdfTable(9, {1037: 3, 2158: 2})
     for chunk in (1 << 25, 500):  # everything in one chunk / about one pair per chunk
-        original, device.MATCH_CHUNK_FLOATS = device.MATCH_CHUNK_FLOATS, chunk
+        original, matching.MATCH_CHUNK_FLOATS = matching.MATCH_CHUNK_FLOATS, chunk
         try:
             for ex in examples:
                 texts, _ = embed.predict([ex.prediction, *ex.references])
@@ -238,7 +238,7 @@ def test_device_match_equals_greedy_match_on_token_embeddings():
                                                  abs=1e-6)
                 match._cache.clear()
         finally:
-            device.MATCH_CHUNK_FLOATS = original
+            matching.MATCH_CHUNK_FLOATS = original
 
 
 def test_weighted_matches_equal_weighted_match_pair_by_pair():

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from transforms.models import loading
+from transforms.models import loading, torch_models
 
 
 def _save(model, out: Path) -> str:
@@ -25,7 +25,7 @@ def save_cross_encoder(out: Path, num_labels: int = 1, token_types: int = 2) -> 
     torch.manual_seed(0)
     model = AutoModelForSequenceClassification.from_pretrained(
         loading.packaged_model_path(), num_labels=num_labels)
-    loading.ensure_token_types(model, token_types)
+    torch_models.ensure_token_types(model, token_types)
     return _save(model, out)
 
 

@@ -1,5 +1,6 @@
 """The device half of a model (transforms/models/device.py) on the packaged MiniLM: one
-copy per window, the prepared attention mask where it gives the same outputs."""
+copy per window, the prepared attention mask where it gives the same outputs, and its
+greedy match (transforms/models/matching.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from transforms.models import batching, device, loading, uses
+from transforms.models import batching, device, loading, matching, uses
 
 cuda = pytest.mark.skipif(
     not torch.cuda.is_available(),
@@ -139,7 +140,7 @@ def _old_match(model, passes, starts, lengths, pairs):
         at = 0
         while at < len(order):
             width = int(cand_len[order[at]]) + int(ref_len[order[at:]].max())
-            size = max(1, device.MATCH_CHUNK_FLOATS // (width * dim))
+            size = max(1, matching.MATCH_CHUNK_FLOATS // (width * dim))
             chunk = order[at:at + size]
             at += len(chunk)
             cand, cand_valid = gather(pairs[chunk, 0], cand_len[chunk])
@@ -232,7 +233,7 @@ def test_the_greedy_match_equals_the_old_one_bit_for_bit(match_model, monkeypatc
     """One chunk, a few pairs per chunk, one pair per chunk: the same maxima as the match
     before the rewrite (the same gathers and batched products, so bit for bit), and a
     float64 loop over the pairs agrees to float32 rounding."""
-    monkeypatch.setattr(device, "MATCH_CHUNK_FLOATS", chunk_floats)
+    monkeypatch.setattr(matching, "MATCH_CHUNK_FLOATS", chunk_floats)
     args = (_predictor_match_arguments(match_model) if arguments == "predictor"
             else _synthetic_match_arguments())
     cand_max, ref_max = match_model.match(*args)
@@ -260,7 +261,7 @@ def test_on_a_gpu_the_match_never_makes_the_host_wait(match_model, monkeypatch):
     spec = loading.ModelSpec.of(None, device="cuda")
     model = device.DeviceModel(uses.encoder_use(spec, 4, task="token_match"))
     assert model._mask_form is not None  # else transformers' mask helper waits per pass
-    monkeypatch.setattr(device, "MATCH_CHUNK_FLOATS", 384 * 40 * 3)  # several chunks
+    monkeypatch.setattr(matching, "MATCH_CHUNK_FLOATS", 384 * 40 * 3)  # several chunks
     for args in (_predictor_match_arguments(match_model), _synthetic_match_arguments()):
         expected = model.match(*args)  # warm: kernels, memory pool, staging buffer
         torch.cuda.synchronize()
@@ -311,10 +312,10 @@ def test_the_match_calls_no_operator_that_waits_for_the_device(match_model):
 
 def test_a_window_too_large_for_int32_indices_is_refused(monkeypatch):
     passes, starts, lengths, pairs = _synthetic_match_arguments()
-    device._plan_match(passes, starts, lengths, pairs, 384)
-    monkeypatch.setattr(device, "_INT32_MAX", sum(p.attention_mask.size for p in passes))
+    matching.plan_match(passes, starts, lengths, pairs, 384)
+    monkeypatch.setattr(matching, "INT32_MAX", sum(p.attention_mask.size for p in passes))
     with pytest.raises(ValueError, match="int32"):
-        device._plan_match(passes, starts, lengths, pairs, 384)
+        matching.plan_match(passes, starts, lengths, pairs, 384)
 
 
 def test_a_copy_of_more_integers_than_int32_indexes_is_refused(spec, monkeypatch):
@@ -322,6 +323,6 @@ def test_a_copy_of_more_integers_than_int32_indexes_is_refused(spec, monkeypatch
     arrays = [np.arange(6, dtype=np.int32).reshape(2, 3), np.ones(4, dtype=np.int8)]
     views = model._copy(arrays)
     assert [v.tolist() for v in views] == [a.tolist() for a in arrays]
-    monkeypatch.setattr(device, "_INT32_MAX", 9)
+    monkeypatch.setattr(matching, "INT32_MAX", 9)
     with pytest.raises(ValueError, match="more than int32 can index"):
         model._copy(arrays)

@@ -1,4 +1,5 @@
-"""Model resolution, specs, device/dtype policy, layer truncation and token types."""
+"""Model resolution and specs (loading.py); device/dtype policy, loading, layer truncation
+and token types (torch_models.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import os
 import pytest
 import torch
 
-from transforms.models import loading
+from transforms.models import loading, torch_models
 
 cuda = pytest.mark.skipif(
     not torch.cuda.is_available(),
@@ -94,30 +95,30 @@ def test_local_revision_is_a_content_fingerprint(tmp_path):
 
 def test_cpu_dtype_policy(caplog):
     cpu = torch.device("cpu")
-    assert loading.resolve_dtype("auto", cpu) is torch.float32
-    assert loading.resolve_dtype("float32", cpu) is torch.float32
+    assert torch_models.resolve_dtype("auto", cpu) is torch.float32
+    assert torch_models.resolve_dtype("float32", cpu) is torch.float32
     with caplog.at_level(logging.WARNING):
-        assert loading.resolve_dtype("bfloat16", cpu) is torch.float32
+        assert torch_models.resolve_dtype("bfloat16", cpu) is torch.float32
     assert "needs CUDA" in caplog.text
 
 
 def test_device_policy_without_cuda(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    assert loading.resolve_device("auto") == torch.device("cpu")
+    assert torch_models.resolve_device("auto") == torch.device("cpu")
     with pytest.raises(RuntimeError, match="no CUDA device"):
-        loading.resolve_device("cuda")
+        torch_models.resolve_device("cuda")
 
 
 @cuda
 def test_cuda_auto_loads_half_precision():
     spec = loading.ModelSpec.of(None, device="auto")
-    model = loading.load_model(spec)
+    model = torch_models.load_model(spec)
     assert next(model.parameters()).device.type == "cuda"
     assert model.dtype in (torch.bfloat16, torch.float16)
 
 
 def test_load_model_on_cpu_in_eval_mode():
-    model = loading.load_model(loading.ModelSpec.of(None, device="cpu"))
+    model = torch_models.load_model(loading.ModelSpec.of(None, device="cpu"))
     assert not model.training
     assert next(model.parameters()).device.type == "cpu"
     assert model.dtype is torch.float32
@@ -125,24 +126,24 @@ def test_load_model_on_cpu_in_eval_mode():
 
 @pytest.mark.parametrize("device, calls", [("cpu", []), ("cuda", [False])])
 def test_load_model_on_a_gpu_takes_cudnn_out_of_attention(monkeypatch, device, calls):
-    """cuDNN's attention builds a plan per new shape (loading.CUDNN_ATTENTION): a model
+    """cuDNN's attention builds a plan per new shape (torch_models.CUDNN_ATTENTION): a model
     loaded on a GPU switches it off for the process; on a CPU nothing is touched."""
     seen = []
-    monkeypatch.setattr(loading, "resolve_device", lambda _: torch.device(device))
-    monkeypatch.setattr(loading, "resolve_dtype", lambda *_: torch.float32)
+    monkeypatch.setattr(torch_models, "resolve_device", lambda _: torch.device(device))
+    monkeypatch.setattr(torch_models, "resolve_dtype", lambda *_: torch.float32)
     monkeypatch.setattr(torch.nn.Module, "to", lambda self, *a, **k: self)  # no GPU here
-    monkeypatch.setattr(loading, "use_cudnn_attention", seen.append)
-    monkeypatch.setattr(loading, "CUDNN_ATTENTION", False)  # whatever QA_CUDNN_ATTENTION says
-    loading.load_model(loading.ModelSpec.of(None, device="cpu"))
+    monkeypatch.setattr(torch_models, "use_cudnn_attention", seen.append)
+    monkeypatch.setattr(torch_models, "CUDNN_ATTENTION", False)  # whatever QA_CUDNN_ATTENTION says
+    torch_models.load_model(loading.ModelSpec.of(None, device="cpu"))
     assert seen == calls
 
 
 def test_use_cudnn_attention_sets_torchs_switch():
     before = torch.backends.cuda.cudnn_sdp_enabled()
     try:
-        loading.use_cudnn_attention(False)
+        torch_models.use_cudnn_attention(False)
         assert not torch.backends.cuda.cudnn_sdp_enabled()
-        loading.use_cudnn_attention(True)
+        torch_models.use_cudnn_attention(True)
         assert torch.backends.cuda.cudnn_sdp_enabled()
     finally:
         torch.backends.cuda.enable_cudnn_sdp(before)
@@ -151,9 +152,9 @@ def test_use_cudnn_attention_sets_torchs_switch():
 def test_truncated_model_outputs_the_hidden_state_of_that_layer():
     spec = loading.ModelSpec.of(None, device="cpu")
     tokenizer = loading.load_tokenizer(spec)
-    full = loading.load_model(spec)
-    short = loading.load_model(spec)
-    assert loading.truncate_layers(short, 4)
+    full = torch_models.load_model(spec)
+    short = torch_models.load_model(spec)
+    assert torch_models.truncate_layers(short, 4)
     assert len(short.encoder.layer) == 4
     batch = tokenizer(["a man in the video"], return_tensors="pt")
     with torch.inference_mode():
@@ -161,7 +162,7 @@ def test_truncated_model_outputs_the_hidden_state_of_that_layer():
         got = short(**batch).last_hidden_state
     torch.testing.assert_close(got, expected)
     with pytest.raises(ValueError, match="layer must be in 0..4"):
-        loading.truncate_layers(short, 5)
+        torch_models.truncate_layers(short, 5)
 
 
 def test_ensure_token_types_grows_by_copying_the_last_row(bem_path):
@@ -171,7 +172,7 @@ def test_ensure_token_types_grows_by_copying_the_last_row(bem_path):
     assert table.shape[0] == 3
     torch.testing.assert_close(table[2], table[1])
     assert model.config.type_vocab_size == 3
-    loading.ensure_token_types(model, 2)  # already enough: unchanged
+    torch_models.ensure_token_types(model, 2)  # already enough: unchanged
     assert model.bert.embeddings.token_type_embeddings.weight.shape[0] == 3
 
 

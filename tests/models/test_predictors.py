@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from transforms.models import layouts, loading, predictors, uses
+from transforms.models import layouts, loading, predictors, torch_models, uses
 
 SENTENCES = ["it is a man in the video", "he looks like he is in his early 20 ' s .",
              "yes", "", "the person in the video is a man .", "yes"]
@@ -19,7 +19,7 @@ def spec():
 
 @pytest.fixture(scope="module")
 def reference_model(spec):
-    return loading.load_tokenizer(spec), loading.load_model(spec)
+    return loading.load_tokenizer(spec), torch_models.load_model(spec)
 
 
 def _alone(tokenizer, model, text, layer):

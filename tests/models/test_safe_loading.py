@@ -17,7 +17,7 @@ import torch
 from tests.conftest import REPO
 from tests.models.checkpoints import copy_checkpoint, write_malicious_pickle
 from transforms.metrics.model_metrics import SASMetric
-from transforms.models import loading
+from transforms.models import loading, torch_models
 
 CROSS = "AutoModelForSequenceClassification"
 _SOURCES = [p for d in ("transforms", "pipelines") for p in sorted((REPO / d).rglob("*.py"))]
@@ -92,7 +92,7 @@ def test_custom_code_in_a_checkpoint_is_not_run(cross_encoder_path, tmp_path):
     marker = tmp_path / "pwned"
     folder = _with_custom_code(cross_encoder_path, tmp_path / "ckpt", marker, None)
     spec = loading.ModelSpec.of(str(folder), device="cpu")
-    model = loading.load_model(spec, CROSS)
+    model = torch_models.load_model(spec, CROSS)
     tokenizer = loading.load_tokenizer(spec)
     assert type(model).__name__ == "BertForSequenceClassification"
     assert type(tokenizer).__module__.startswith("transformers.")
@@ -106,7 +106,7 @@ def test_a_checkpoint_that_needs_its_own_code_is_refused(cross_encoder_path, tmp
     folder = _with_custom_code(cross_encoder_path, tmp_path / "ckpt", marker, "evil-bert")
     spec = loading.ModelSpec.of(str(folder), device="cpu")
     with pytest.raises(ValueError, match=f"{re.escape(str(folder))}.*custom code"):
-        loading.load_model(spec, CROSS)
+        torch_models.load_model(spec, CROSS)
     with pytest.raises(ValueError, match=f"{re.escape(str(folder))}.*custom code"):
         loading.load_tokenizer(spec)
     assert not marker.exists()
@@ -117,7 +117,7 @@ def test_safetensors_weights_win_over_a_planted_pickle(cross_encoder_path, tmp_p
     folder = copy_checkpoint(cross_encoder_path, tmp_path / "ckpt")
     write_malicious_pickle(folder / "pytorch_model.bin", marker)
     assert loading.safe_load_kwargs(str(folder)) == {"weights_only": True, "use_safetensors": True}
-    loading.load_model(loading.ModelSpec.of(str(folder), device="cpu"), CROSS)
+    torch_models.load_model(loading.ModelSpec.of(str(folder), device="cpu"), CROSS)
     assert not marker.exists()
 
 
@@ -125,12 +125,12 @@ def test_pickle_weights_load_only_through_the_restricted_unpickler(cross_encoder
                                                                    caplog):
     """A .bin-only folder loads (plain tensors); a malicious .bin is refused, not run."""
     spec = loading.ModelSpec.of(cross_encoder_path, device="cpu")
-    reference = loading.load_model(spec, CROSS)
+    reference = torch_models.load_model(spec, CROSS)
     plain = copy_checkpoint(cross_encoder_path, tmp_path / "plain")
     (plain / "model.safetensors").unlink()
     torch.save(reference.state_dict(), plain / "pytorch_model.bin")
     with caplog.at_level(logging.WARNING):
-        model = loading.load_model(loading.ModelSpec.of(str(plain), device="cpu"), CROSS)
+        model = torch_models.load_model(loading.ModelSpec.of(str(plain), device="cpu"), CROSS)
     assert "only pickle-format weights" in caplog.text
     for name, tensor in reference.state_dict().items():
         assert torch.equal(model.state_dict()[name], tensor), name
@@ -140,7 +140,7 @@ def test_pickle_weights_load_only_through_the_restricted_unpickler(cross_encoder
     (evil / "model.safetensors").unlink()
     write_malicious_pickle(evil / "pytorch_model.bin", marker)
     with pytest.raises(ValueError, match=f"cannot read the weights of {re.escape(str(evil))}"):
-        loading.load_model(loading.ModelSpec.of(str(evil), device="cpu"), CROSS)
+        torch_models.load_model(loading.ModelSpec.of(str(evil), device="cpu"), CROSS)
     assert not marker.exists()
 
 
@@ -165,7 +165,7 @@ def _sas(folder):
 
 
 def _model(folder):
-    return loading.load_model(loading.ModelSpec.of(str(folder), device="cpu"), CROSS)
+    return torch_models.load_model(loading.ModelSpec.of(str(folder), device="cpu"), CROSS)
 
 
 def _tokenizer(folder):

@@ -5,11 +5,11 @@ into passes, is `predictors.Predictor`). `DeviceModel.run(passes)` takes padded 
 (numpy arrays, `batching.Padded`) and returns one numpy array per pass, in one call:
 every pass is copied and launched before any result is read back, so on a GPU the device
 works through the window while the host is still launching, and the host waits once.
-`DeviceModel.match` is BERTScore's greedy match, on the device, planned on the host (every
-index computed with numpy and copied with the window's inputs) so that the host waits
-only for the maxima it reads back. Its methods take and
-return plain picklable values, so it can live in another process behind Beam's
-`MultiProcessShared` proxy, serving several host processes from its threads.
+`DeviceModel.match` is BERTScore's greedy match (`matching`), on the device, planned on the
+host (every index computed with numpy and copied with the window's inputs) so that the
+host waits only for the maxima it reads back. Its methods take and return plain picklable
+values, so it can live in another process behind Beam's `MultiProcessShared` proxy,
+serving several host processes from its threads.
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
-from transforms.models import batching, loading
+from transforms.models import batching, matching, torch_models
 from transforms.models.uses import ENCODER_TASKS, ModelUse
 
 logger = logging.getLogger(__name__)
@@ -30,11 +30,6 @@ _AUTO_CLASS = {"token_embeddings": "AutoModel", "token_match": "AutoModel",
                "sentence_embedding": "AutoModel",
                "sequence_score": "AutoModelForSequenceClassification",
                "token_scores": "AutoModelForTokenClassification"}
-# Greedy matching (token_match) gathers each pair's candidate and reference vectors;
-# pairs are matched in chunks of at most this many gathered floats (128 MB as float32).
-MATCH_CHUNK_FLOATS = 1 << 25
-# Indices travel to the device as int32 (the staging buffer's type).
-_INT32_MAX = (1 << 31) - 1
 
 
 class DeviceModel:
@@ -53,7 +48,7 @@ class DeviceModel:
 
     def __init__(self, use: ModelUse) -> None:
         self.use = use
-        self.model = loading.load_model(use.spec, _AUTO_CLASS[use.task])
+        self.model = torch_models.load_model(use.spec, _AUTO_CLASS[use.task])
         self.device = next(self.model.parameters()).device
         self.dtype = next(self.model.parameters()).dtype
         self._local = threading.local()  # per calling thread: its staging buffer
@@ -64,7 +59,7 @@ class DeviceModel:
             if layer is not None and not 0 <= layer <= n_layers:
                 raise ValueError(f"layer must be in 0..{n_layers}, got {layer}")
             # Dropping the unused top layers is bert-score's own trick: same numbers, less work.
-            if layer is not None and layer != n_layers and not loading.truncate_layers(
+            if layer is not None and layer != n_layers and not torch_models.truncate_layers(
                     self.model, layer):
                 self._layer_index = layer
         elif use.task == "sequence_score":
@@ -185,14 +180,14 @@ class DeviceModel:
         A boolean mask on a device tensor, or a copy from ordinary host memory, makes the
         host wait for the device (`cudaStreamSynchronize`): the match did both, once per
         pass and several times per chunk of pairs. The host knows every length, so
-        `_plan_match` computes every index with numpy; the indices travel in the window's
-        one copy (`_window`); the device only gathers with integer indices. The passes'
-        unit vectors are written, padding included, into one table whose last row is
-        zeros; each chunk's maxima go to a buffer in chunk layout, and one gather at the
-        end puts the real tokens' maxima in pair order."""
+        `matching.plan_match` computes every index with numpy; the indices travel in the
+        window's one copy (`_window`); the device only gathers with integer indices. The
+        passes' unit vectors are written, padding included, into one table whose last row
+        is zeros; each chunk's maxima go to a buffer in chunk layout, and one gather at
+        the end puts the real tokens' maxima in pair order."""
         import torch
         dim = self._hidden_width()  # the chunks are planned before any pass has run
-        plan = _plan_match(passes, starts, lengths, pairs, dim)
+        plan = matching.plan_match(passes, starts, lengths, pairs, dim)
         with torch.inference_mode():
             window, indices = self._window(passes, plan.indices)
             table = torch.empty(plan.blank + 1, dim, device=self.device)
@@ -205,7 +200,7 @@ class DeviceModel:
                 # padding rows too (never gathered): one write, no mask to select with
                 rows = table[at:at + hidden.shape[0] * hidden.shape[1]].view(hidden.shape)
                 torch.div(hidden, hidden.norm(dim=-1, keepdim=True), out=rows)
-            return _greedy_match(table, plan, indices)
+            return matching.greedy_match(table, plan, indices)
 
     def _hidden_width(self) -> int:
         """The width of the hidden states `match` compares, from a one-token pass on the
@@ -249,7 +244,7 @@ class DeviceModel:
         masks, segment ids, the match's indices: the caller's to guarantee)."""
         import torch
         total = sum(array.size for array in arrays)
-        if total > _INT32_MAX:
+        if total > matching.INT32_MAX:
             raise ValueError(f"{total} integers in one window: more than int32 can index")
         staging = self._staging(total)
         flat = staging.numpy()
@@ -309,105 +304,3 @@ class DeviceModel:
         if self.use.activation == "softmax":
             return torch.softmax(logits, dim=-1)[:, self.use.label]
         return logits[:, self.use.label]
-
-
-class _MatchPlan(NamedTuple):
-    """The greedy match of a window, planned on the host (`_plan_match`).
-
-    The device's table of unit vectors holds every pass's (rows x longest) hidden states
-    end to end, pass k's from row `pass_at[k]`, then the zero row `blank`. Chunk j
-    (`chunks[j]` = (pairs, candidate width, reference width, where its candidate maxima
-    start, where its reference maxima start)) gathers the table rows `indices[2j]`
-    (candidates) and `indices[2j + 1]` (references), padded with `blank`; its maxima go,
-    in its (pairs x width) layout, to a buffer of `cand_size` (`ref_size`) floats, and
-    `indices[-2]` (`indices[-1]`) picks each real token's maximum out of that buffer, in
-    pair order."""
-
-    pass_at: np.ndarray
-    blank: int
-    chunks: list[tuple[int, int, int, int, int]]
-    cand_size: int
-    ref_size: int
-    indices: list[np.ndarray]
-
-
-def _plan_match(passes: Sequence[batching.Padded], starts: np.ndarray, lengths: np.ndarray,
-                pairs: np.ndarray, dim: int) -> _MatchPlan:
-    """Every index of the greedy match (see `_MatchPlan`), with numpy: pairs go longest
-    first, in chunks of at most `MATCH_CHUNK_FLOATS` gathered floats (one batched matrix
-    product per chunk).
-
-    Raises:
-        ValueError: more table rows or maxima than int32 indices reach.
-    """
-    sizes = [padded.attention_mask.size for padded in passes]
-    pass_at = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
-    blank = int(pass_at[-1])
-    # the table row of each real token, in the order `starts` counts them
-    real = np.concatenate([np.zeros(0, dtype=np.int64)] + [
-        at + np.flatnonzero(padded.attention_mask.ravel())
-        for at, padded in zip(pass_at, passes)])
-    cand_len, ref_len = lengths[pairs[:, 0]], lengths[pairs[:, 1]]
-    cand_at = np.concatenate([[0], np.cumsum(cand_len, dtype=np.int64)])
-    ref_at = np.concatenate([[0], np.cumsum(ref_len, dtype=np.int64)])
-    cand_src = np.zeros(int(cand_at[-1]), dtype=np.int64)
-    ref_src = np.zeros(int(ref_at[-1]), dtype=np.int64)
-    order = np.lexsort((-ref_len, -cand_len))
-    chunks: list[tuple[int, int, int, int, int]] = []
-    indices: list[np.ndarray] = []
-    cand_size = ref_size = 0
-    at = 0
-    while at < len(order):
-        width = int(cand_len[order[at]]) + int(ref_len[order[at:]].max())
-        size = max(1, MATCH_CHUNK_FLOATS // (width * dim))
-        chunk = order[at:at + size]
-        at += len(chunk)
-        cand_rows, cand_valid = _rows(real, starts, pairs[chunk, 0], cand_len[chunk], blank)
-        ref_rows, ref_valid = _rows(real, starts, pairs[chunk, 1], ref_len[chunk], blank)
-        chunks.append((len(chunk), cand_rows.shape[1], ref_rows.shape[1], cand_size, ref_size))
-        indices += [cand_rows.ravel(), ref_rows.ravel()]
-        for src, valid, first, offset in ((cand_src, cand_valid, cand_at, cand_size),
-                                          (ref_src, ref_valid, ref_at, ref_size)):
-            out = first[chunk][:, None] + np.arange(valid.shape[1])[None, :]
-            src[out[valid]] = offset + np.flatnonzero(valid.ravel())
-        cand_size += cand_rows.size
-        ref_size += ref_rows.size
-    if max(blank, cand_size, ref_size) >= _INT32_MAX:
-        raise ValueError(f"a window of {blank} padded tokens and {cand_size} + {ref_size} "
-                         f"maxima: more than int32 indices reach; use smaller windows")
-    return _MatchPlan(pass_at[:-1], blank, chunks, cand_size, ref_size,
-                      [*indices, cand_src, ref_src])
-
-
-def _rows(real: np.ndarray, starts: np.ndarray, texts: np.ndarray, lengths: np.ndarray,
-          blank: int) -> tuple[np.ndarray, np.ndarray]:
-    """The table rows of `texts`' tokens, (n, longest), padded with `blank`, and where
-    they are real tokens (bool)."""
-    columns = np.arange(int(lengths.max()))
-    valid = columns[None, :] < lengths[:, None]
-    token = np.where(valid, starts[texts][:, None] + columns[None, :], 0)
-    return np.where(valid, real[token], blank), valid
-
-
-def _greedy_match(table: Any, plan: _MatchPlan, indices: Sequence[Any]) -> tuple[Any, Any]:
-    """Per pair, each candidate token's best cosine with a reference token and each
-    reference token's with a candidate token (device tensors in pair order), from the
-    unit vectors `table` and the plan's `indices` on the device: integer gathers, one
-    batched matrix product per chunk, nothing the host waits for. Padding scores -2, so
-    it never wins (where it is padding is read from the indices: the `blank` row)."""
-    import torch
-    dim, blank = table.shape[1], plan.blank
-    cand_best = torch.empty(plan.cand_size, device=table.device)
-    ref_best = torch.empty(plan.ref_size, device=table.device)
-    for j, (n, cand_width, ref_width, cand_at, ref_at) in enumerate(plan.chunks):
-        cand_rows, ref_rows = indices[2 * j], indices[2 * j + 1]
-        cand = table.index_select(0, cand_rows).view(n, cand_width, dim)
-        ref = table.index_select(0, ref_rows).view(n, ref_width, dim)
-        sim = torch.bmm(cand, ref.transpose(1, 2))
-        real = ((cand_rows != blank).view(n, cand_width, 1)
-                & (ref_rows != blank).view(n, 1, ref_width))
-        sim.masked_fill_(~real, -2.0)
-        torch.amax(sim, dim=2, out=cand_best[cand_at:cand_at + n * cand_width].view(
-            n, cand_width))
-        torch.amax(sim, dim=1, out=ref_best[ref_at:ref_at + n * ref_width].view(n, ref_width))
-    return cand_best.index_select(0, indices[-2]), ref_best.index_select(0, indices[-1])

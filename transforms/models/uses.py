@@ -241,7 +241,7 @@ def cross_encoder_use(spec: ModelSpec, *, activation: str = "auto", label: int =
             raise ValueError(
                 f"this layout uses {segments} segment ids but {spec.display_name()} has "
                 f"type_vocab_size={types}; fine-tune a model with {segments} token types "
-                "(transforms.models.loading.ensure_token_types) or pass "
+                "(transforms.models.torch_models.ensure_token_types) or pass "
                 "segment_overflow='clamp' to map the extra segments onto the last type")
     if activation == "sigmoid":
         label = 0

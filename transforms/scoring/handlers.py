@@ -281,7 +281,7 @@ class CrossEncoderModelHandler(TransformerModelHandler):
     with segment ids 0/1/2; a one-element tuple for SQuArE. BERT-style checkpoints have
     two token types: a three-segment input on such a model fails (default) or, with
     `segment_overflow="clamp"`, gives the question segment id 1; a model fine-tuned for
-    BEM should have `type_vocab_size >= 3` (loading.ensure_token_types).
+    BEM should have `type_vocab_size >= 3` (torch_models.ensure_token_types).
 
     Args:
         model: a sequence-classification checkpoint (path or Hub id).

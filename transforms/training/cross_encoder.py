@@ -4,8 +4,9 @@
 the packaged all-MiniLM-L6-v2), trained with BCE-with-logits against targets in [0, 1]
 (0/1 labels, or graded such as STS score / 5); the scorer reads it with a sigmoid. BEM
 rows have three segments, so the model gets a third token-type embedding (a copy of the
-second, `loading.ensure_token_types`). A curriculum (e.g. WES, then STS: docs/design.md's best
-model) is two runs, the second with `init_checkpoint` = the first one's output.
+second, `torch_models.ensure_token_types`). A curriculum (e.g. WES, then STS:
+docs/design.md's best model) is two runs, the second with `init_checkpoint` = the first
+one's output.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from transforms.metrics import judge
-from transforms.models import layouts, loading
+from transforms.models import layouts, loading, torch_models
 from transforms.models.uses import DECISION_THRESHOLD_KEY as THRESHOLD_KEY
 from transforms.training import card, checkpoint, pair_data
 from transforms.training.batching import Features
@@ -154,7 +155,7 @@ class CrossEncoderTask:
 
     def prepare_model(self, model: Any) -> None:
         if self.segments == 3:
-            loading.ensure_token_types(model, 3)
+            torch_models.ensure_token_types(model, 3)
         # sentence-transformers' CrossEncoder reads its activation from here.
         model.config.sentence_transformers = {"activation_fn": _SIGMOID}
 

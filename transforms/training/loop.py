@@ -32,7 +32,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from transforms.models import loading
+from transforms.models import loading, torch_models
 from transforms.training import batching, checkpoint
 from transforms.training.batching import Features
 from transforms.training.config import TrainConfig
@@ -196,7 +196,7 @@ class Trainer:
         import torch
         if self.config.num_threads:
             torch.set_num_threads(self.config.num_threads)
-        self.device = loading.resolve_device(self.config.device)
+        self.device = torch_models.resolve_device(self.config.device)
         self.amp_dtype, self.precision = resolve_precision(self.config.precision, self.device)
 
     # -- training -------------------------------------------------------------------
