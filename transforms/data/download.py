@@ -128,18 +128,25 @@ def download(url: str, part: Path, timeout: float = 60.0,
         announced = start + int(length) if length and length.isdigit() else None
         received = start
         try:
-            with open(part, "ab" if start else "wb") as out:
-                while True:
+            out = open(part, "ab" if start else "wb")
+        except OSError as e:
+            raise TransferError(f"cannot write {part} ({e.strerror or e})") from None
+        with out:
+            while True:
+                try:
                     chunk = response.read(CHUNK_BYTES)
-                    if not chunk:
-                        break
+                except http.client.IncompleteRead:
+                    break  # received counts what was written; reported below
+                except (OSError, http.client.HTTPException) as e:
+                    raise TransferError(f"the transfer broke off after {received:,} bytes "
+                                        f"({_describe(e)})", truncated=True) from None
+                if not chunk:
+                    break
+                try:
                     out.write(chunk)
-                    received += len(chunk)
-        except http.client.IncompleteRead:
-            pass  # received counts what was written; reported below
-        except (OSError, http.client.HTTPException) as e:
-            raise TransferError(f"the transfer broke off after {received:,} bytes "
-                                f"({_describe(e)})", truncated=True) from None
+                except OSError as e:
+                    raise TransferError(f"cannot write {part} ({e.strerror or e})") from None
+                received += len(chunk)
     expected = expected_size if expected_size is not None else announced
     if announced is not None and received < announced:
         raise TransferError(f"truncated transfer: {received:,} of {announced:,} bytes "

@@ -265,7 +265,11 @@ class Fetcher:
                 return Outcome(entry, "present")
             logger.warning("%s: %s holds the wrong file (%s); fetching it again",
                            entry.name, target, problem)
-            _remove(target)
+            try:
+                _remove(target)
+            except OSError as e:
+                raise FetchError(entry, f"{target} holds the wrong file ({problem}) and "
+                                        f"cannot be removed ({e.strerror or e})", None) from None
         where = self.source_of(entry)
         if where is None:
             raise FetchError(entry, "no known public source"
