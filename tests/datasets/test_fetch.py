@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
+import socket
 import tarfile
 import zipfile
 from pathlib import Path
@@ -286,3 +287,26 @@ def test_the_fetcher_names_where_each_entry_comes_from(tmp_path, entries, mirror
         assert fetcher.source_of(entries[0]) == "https://example.org/mirror/stsb/sts-dev.csv"
     with Fetcher(tmp_path / "cache", str(mirror_dir)) as fetcher:
         assert fetcher.source_of(entries[1]) == str(mirror_dir / "judgments/sas/SQuAD_SAS.csv")
+
+
+def test_a_complete_partial_file_is_checked_and_renamed(tmp_path, server, entries):
+    """A run killed between the last byte and the rename: the server answers the Range
+    with 416 and the checksum decides."""
+    cache = tmp_path / "cache"
+    (cache / "stsb").mkdir(parents=True)
+    (cache / "stsb" / ("sts-dev.csv" + PART_SUFFIX)).write_bytes(STS)
+    assert fetch(entries[:1], cache, server.url)[0].status == "fetched"
+    assert server.behaviour.requests == [("/stsb/sts-dev.csv", f"bytes={len(STS)}-")]
+    assert leftovers(cache) == ["stsb/sts-dev.csv"]
+
+
+def test_a_host_that_never_answers(tmp_path, entries):
+    with socket.socket() as listener:  # accepts connections (the kernel does), never replies
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        base = f"http://127.0.0.1:{listener.getsockname()[1]}"
+        with pytest.raises(FetchError) as caught:
+            fetch(entries[:1], tmp_path / "cache", base, timeout=0.3)
+    assert str(caught.value) == (
+        f"sts-head: the host did not answer in time ({base}/stsb/sts-dev.csv)")
+    assert leftovers(tmp_path / "cache") == []
