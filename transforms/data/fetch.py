@@ -17,6 +17,7 @@ Failures raise `FetchError`: one line naming the data set and the address.
 from __future__ import annotations
 
 import bz2
+import contextlib
 import gzip
 import hashlib
 import logging
@@ -27,7 +28,7 @@ import tempfile
 import urllib.parse
 import zipfile
 import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -149,25 +150,29 @@ def _decompressor(path: Path) -> Callable[..., BinaryIO]:
     return gzip.open
 
 
-def _open_member(archive: Path, kind: str, member: str) -> BinaryIO:
+@contextlib.contextmanager
+def _open_member(archive: Path, kind: str, member: str) -> Iterator[BinaryIO]:
     """The member's bytes; a member named `member` exactly, else the one member whose
-    last path component is `member`'s."""
+    last path component is `member`'s (KeyError when there is none or several)."""
     base = member.rsplit("/", 1)[-1]
     if kind == "zip":
-        zf = zipfile.ZipFile(archive)
-        names = zf.namelist()
-        found = member if member in names else _unique(
-            [n for n in names if n.rsplit("/", 1)[-1] == base], member)
-        return zf.open(found)
-    tf = tarfile.open(archive, "r:*")
-    members = [m for m in tf.getmembers() if m.isfile()]
-    exact = [m for m in members if m.name.lstrip("./") == member]
-    found_member = exact[0] if exact else _unique(
-        [m for m in members if m.name.rsplit("/", 1)[-1] == base], member)
-    stream = tf.extractfile(found_member)
-    if stream is None:
-        raise KeyError(member)
-    return stream
+        with zipfile.ZipFile(archive) as zf:
+            names = zf.namelist()
+            found = member if member in names else _unique(
+                [n for n in names if n.rsplit("/", 1)[-1] == base], member)
+            with zf.open(found) as stream:
+                yield stream
+        return
+    with tarfile.open(archive, "r:*") as tf:
+        members = [m for m in tf.getmembers() if m.isfile()]
+        exact = [m for m in members if m.name.removeprefix("./") == member]
+        found_member = exact[0] if exact else _unique(
+            [m for m in members if m.name.rsplit("/", 1)[-1] == base], member)
+        stream = tf.extractfile(found_member)
+        if stream is None:
+            raise KeyError(member)
+        with stream:
+            yield stream
 
 
 def _unique(candidates: list, member: str):
