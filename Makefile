@@ -18,7 +18,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup test test-fast demo bench lint breaks mutate clean
+.PHONY: setup test test-fast data demo bench lint breaks mutate clean
 
 setup: $(STAMP) $(LEXICON_STAMP)
 
@@ -46,7 +46,22 @@ test: setup
 test-fast: setup
 	$(PY) -m pytest -q $(XDIST) -m "not slow" tests
 
-demo: setup
+# The data the demo, the tests and the benchmarks read (transforms/data/registry.json),
+# fetched into the data cache (QA_EVAL_DATA_DIR, else $XDG_CACHE_HOME/qa-eval or
+# ~/.cache/qa-eval) and checked by SHA-256; files already there are kept. A mirror (a
+# folder or base URL with the files under the same paths) replaces the original hosts:
+# QA_EVAL_DATA_MIRROR, by default ../shared/data where that folder exists.
+# `make data DATA_SETS='squad-dev stsb-train'` fetches some (names, or demo/tests/bench).
+DATA_SETS ?= all
+SHARED_DATA := $(abspath $(CURDIR)/../shared/data)
+export QA_EVAL_DATA_MIRROR ?= $(if $(wildcard $(SHARED_DATA)),$(SHARED_DATA))
+
+data: setup
+	$(PY) -m pipelines.fetch_data fetch $(DATA_SETS)
+
+# The demo reads its data from the cache that `data` fills (its own first step checks it).
+demo: DATA_SETS = demo
+demo: setup data
 	$(PY) -m pipelines.demo --output $(DEMO_OUT) $(DEMO_ARGS)
 
 bench: setup

@@ -4,7 +4,8 @@ Dataflow and Flink workers install the project with `--setup_file ./setup.py`: t
 built here holds every module the pipelines load on a worker, and `install_requires`
 every package they import there (tests/test_packaging.py checks both). Model metrics need
 the `models` extra on the workers: the GPU container (docker/Dockerfile.gpu) installs it.
-The console scripts give the pipelines short names on a workstation.
+The console scripts give the pipelines short names on a workstation; `qa-data` fetches
+the data the demo, the tests and the benchmarks read.
 """
 
 from setuptools import find_packages, setup
@@ -14,6 +15,8 @@ setup(
     version="0.1.0",
     description="WES mining and QA-metric batch scoring on Apache Beam",
     packages=find_packages(include=["pipelines", "pipelines.*", "transforms", "transforms.*"]),
+    # the data registry that `qa-data` reads (transforms/data/registry.json)
+    package_data={"transforms.data": ["registry.json"]},
     python_requires=">=3.10",
     install_requires=[
         "apache-beam>=2.77,<3",
@@ -42,6 +45,7 @@ setup(
         "console_scripts": [
             "wes-mine=pipelines.mine_wes:main",
             "qa-score=pipelines.score_predictions:main",
+            "qa-data=pipelines.fetch_data:main",
         ],
     },
 )

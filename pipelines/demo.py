@@ -1,9 +1,16 @@
 """`make demo`: the product end to end on the bundled real data: mine -> train -> score.
 
-    python -m pipelines.demo --output demo_out [--data ../shared/data]
+    python -m pipelines.demo --output demo_out [--data DIR] [--mirror FOLDER_OR_URL]
         [--train_minutes 5.5] [--judge_steps 100] [--sas_model M] [--wes_model M]
         [--kpqa_model M] [--judge_model M] [--bem_model M] [--square_model M]
 
+0. Fetches the data it reads (the registry's `demo` set: transforms/data/registry.json)
+   into the data folder (`--data`; default: the data cache, $QA_EVAL_DATA_DIR, else
+   $XDG_CACHE_HOME/qa-eval or ~/.cache/qa-eval), as `qa-data fetch demo` does: files
+   already there with the right SHA-256 are kept, the others come from `--mirror` (a
+   folder or base URL; default $QA_EVAL_DATA_MIRROR, else the shared data folder beside
+   the repository when there is one, else the original hosts). A file that cannot be
+   fetched ends the demo in one line naming it and its address (exit status 2).
 1. Mines WES from the real Wikipedia slice at k = 2 and 5 (the 106-article sample leaves
    773 positive pairs at the paper's k = 5; k = 2 leaves 5,627, enough to train on).
 2. Trains the learned metrics on CPU within a wall-clock budget (`--train_minutes`, or
@@ -47,6 +54,8 @@ import time
 from pathlib import Path
 
 from pipelines import mine_wes, score_predictions
+from transforms.data import registry as data_registry
+from transforms.data.fetch import Fetcher, FetchError
 from transforms.demo.scoring import (
     EVOUNA_LEXICAL,
     EVOUNA_MODEL,
@@ -76,7 +85,10 @@ from transforms.io import cli
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_DATA = Path(os.environ.get("QA_EVAL_SHARED_DATA", REPO.parent / "shared" / "data"))
+# The shared data folder beside the repository (where there is one): the mirror the
+# demo's fetch step uses when no other is named.
+SHARED_DATA = Path(os.environ.get("QA_EVAL_SHARED_DATA", REPO.parent / "shared" / "data"))
+DATA_SET = "demo"
 BUDGET_ENV = "QA_EVAL_DEMO_TRAIN_MINUTES"
 DEFAULT_TRAIN_MINUTES = 5.5
 # Both pipelines run in process. For scoring it is the faster mode on one machine (torch
@@ -89,12 +101,43 @@ DEFAULT_TRAIN_MINUTES = 5.5
 RUNNER = ["--runner=FnApiRunner", "--direct_running_mode=in_memory"]
 
 
+def default_mirror() -> str | None:
+    """$QA_EVAL_DATA_MIRROR, else the shared data folder when it exists, else None (the
+    original hosts)."""
+    return data_registry.default_mirror() or (str(SHARED_DATA) if SHARED_DATA.is_dir()
+                                              else None)
+
+
+def fetch_data(data: Path, mirror: str | None) -> None:
+    """Step 0: the demo's data set into `data`, checked (`qa-data fetch demo`).
+
+    Raises:
+        FetchError: a file that could not be fetched (one line: the data set, the address).
+    """
+    entries = data_registry.select([DATA_SET])
+    print(f"[0/3] data: {len(entries)} files in {data} ...", flush=True)
+    with Fetcher(data, mirror) as fetcher:
+        outcomes = [fetcher.fetch_entry(entry) for entry in entries]
+    fetched = sum(o.status == "fetched" for o in outcomes)
+    print(f"      {len(entries) - fetched} already there, {fetched} fetched"
+          + (f" from {mirror}" if fetched and mirror else
+             " from their original hosts" if fetched else "") + "; every SHA-256 checked")
+
+
 def build_parser() -> cli.ArgumentParser:
     """The command line of the demo (see the module docstring)."""
     parser = cli.ArgumentParser(prog="python -m pipelines.demo",
                                 description=__doc__.splitlines()[0])
     g = parser.add_argument_group("input")
-    g.add_argument("--data", default=str(DEFAULT_DATA), help="the shared real data")
+    g.add_argument("--data", default=str(data_registry.default_data_dir()),
+                   help="the data folder, filled first with what the demo reads (default: "
+                        f"the data cache, ${data_registry.DATA_DIR_ENV}, else "
+                        "$XDG_CACHE_HOME/qa-eval or ~/.cache/qa-eval)")
+    g.add_argument("--mirror", default=default_mirror(),
+                   help="a folder or base URL holding the data files under their cache paths, "
+                        f"used instead of the original hosts (default: "
+                        f"${data_registry.MIRROR_ENV}, else {SHARED_DATA} when it exists, "
+                        "else the original hosts)")
     g.add_argument("--max_rows", type=int, default=None,
                    help="score only the first N rows of each judgment file (quick runs)")
     g = parser.add_argument_group("output")
@@ -139,13 +182,15 @@ def main(argv: list[str] | None = None) -> int:
     """`make demo`: exit status 0, or 2 for a bad flag (one line on stderr)."""
     # The demo prints its own story; the pipelines' INFO lines would bury it.
     return cli.run_main("python -m pipelines.demo", _demo, argv,
+                        user_errors=(cli.UsageError, FetchError),
                         setup_logging=lambda verbose: cli.configure_logging(
                             verbose, logging.INFO if verbose else logging.WARNING))
 
 
 def _demo(argv: list[str]) -> None:
     args = _parse_args(argv)
-    data, out = Path(args.data), Path(args.output).resolve()
+    data, out = Path(args.data).expanduser(), Path(args.output).resolve()
+    fetch_data(data, args.mirror)
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     started = time.monotonic()
