@@ -29,6 +29,12 @@ stderr, exit status 2 (`--verbose` for the traceback). On a local runner a progr
 (pages, MB read, links, MB/s) is logged every `--progress_interval` seconds, and the run
 ends with a summary: counts, time, every output path.
 
+Harder negatives and more positives (Huang 2022's future work), e.g.
+`--negatives random=1,f1=1,substring=1,word_cooccurrence=1,article_cooccurrence=1
+--link_pairs 3`: each title still gets as many negatives as positives, the kinds in
+those shares, and every row gets a `pair_kind` column (docs/decisions.md, "Adversarial
+negatives and link-to-link pairs"). With the default flags the output is as before.
+
 Outputs: `<output>/wes-k<k>/{train,dev,test}-SSSSS-of-NNNNN.parquet`,
 `<output>/wes-k<k>-clusters/`, `<output>/redirects-*.parquet`, and last, once every shard
 is written, `<output>/stats.json` and `<output>/dataset_card.md`.

@@ -36,6 +36,14 @@ FEATURES = (("title", "string"), ("link_text", "string"), ("label", "int8"),
             ("split", "string"), ("cluster_id", "int64"), ("source_title", "string"),
             ("source_cluster_id", "int64"))
 POSITIVE_KINDS = (TITLE_LINK, LINK_LINK)
+PAIR_KIND_DOC = (
+    "; `pair_kind`: `title_link` (a title and its link text), `link_link` (two link texts "
+    "of one title: `source_title` is that title), and for negatives `random` (a link text "
+    "of a random title of the split), `f1` (the other name with the highest token F1), "
+    "`substring` (a span of the title that names another title), `word_cooccurrence` (a "
+    "link text often linked next to the title), `article_cooccurrence` (the title of an "
+    "article often linked next to it); a negative's `source_title` is the title its text "
+    "names.")
 
 # (label, stats key) in pipeline order: the count after every stage.
 STAGES = (
@@ -253,7 +261,7 @@ def kind_table(corpus: Mapping[str, Any]) -> list[str]:
             f"{c['pair_kinds'][kind]:,}" for c in splits.values()) + f" | {total:,} |")
     for what, title in (("rejected", "candidates rejected"),
                         ("shortfall", "adversarial slots filled by random negatives")):
-        found = corpus[f"negatives_{what}"]
+        found = {k: n for k, n in corpus[f"negatives_{what}"].items() if n}
         if found:
             lines += ["", f"{title}: " + ", ".join(f"{k} {n:,}" for k, n in found.items())]
     return lines
@@ -302,7 +310,8 @@ def render_dataset_card(stats: Mapping[str, Any]) -> str:
         "", "## Files and schema", "",
         "`wes-k<k>/{train,dev,test}-SSSSS-of-NNNNN.parquet`: `title`, `link_text`, "
         "`label` (1 positive, 0 negative), `split`, `cluster_id` (stable per title), "
-        "`source_title` and `source_cluster_id` (the title a negative's text came from).",
+        "`source_title` and `source_cluster_id` (the title a negative's text came from)"
+        + (PAIR_KIND_DOC if "negatives" in config else "."),
         "`wes-k<k>-clusters/clusters-*.parquet`: `title`, `cluster_id`, `split`, `incoming_links`, "
         "`link_texts` (the synonym cluster). `redirects-*.parquet`: `title`, `target`.",
         "", "## Loading", "",
