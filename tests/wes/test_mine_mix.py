@@ -142,3 +142,14 @@ def test_the_same_shards_from_another_runner_and_worker_count(mixed, tmp_path, w
     assert ordered(_rows(out, 5)) == ordered(mixed["rows"][5])
     stats = json.loads((out / "stats.json").read_text())
     assert stats["corpora"]["wes-k5"] == mixed["stats"]["corpora"]["wes-k5"]
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--negatives=random=1,bogus=1"], "unknown kind"),
+    (["--negatives=random=0"], "positive weight"),
+    (["--link_pairs=-1"], "--link_pairs"),
+])
+def test_bad_mix_flags_fail_before_running(wiki_sample, tmp_path, flags, message):
+    with pytest.raises(ValueError, match=message):
+        _mine(wiki_sample, tmp_path / "out", *flags)
+    assert not (tmp_path / "out" / "stats.json").exists()
