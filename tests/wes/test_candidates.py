@@ -50,7 +50,8 @@ def test_a_token_every_title_shares_is_skipped_and_never_held_whole():
 def test_spans_name_other_clusters_and_redirects_only():
     seed, fractions = 4, (1.0, 0.0, 0.0)
     titles = [_title("George Washington", "Washington"), _title("Washington, D.C.", "Washington"),
-              _title("Martha Custis"), _title("Martha Custis Washington")]
+              _title("Martha Custis"), _title("Martha Custis Washington"),
+              _title("Crude oil"), _title("Oil")]
     redirects = [Page("Custis", 0, 9, "Martha Custis", "")]
     assert {assign_split(seed, t.title, fractions) for t in titles} == {"train"}
     p = TestPipeline()
@@ -63,6 +64,8 @@ def test_spans_name_other_clusters_and_redirects_only():
         # "Washington" names George Washington's own cluster too: synonym rules drop that
         # later (mixed_negatives.py); here it is a span that names another cluster.
         ("George Washington", "Washington", "Washington, D.C."),
+        ("Washington, D.C.", "Washington", "George Washington"),
+        ("Crude oil", "oil", "Oil"),  # a title's first letter is either case
         ("Martha Custis Washington", "Martha Custis", "Martha Custis"),
         ("Martha Custis Washington", "Custis", "Martha Custis"),
         ("Martha Custis Washington", "Washington", "George Washington"),
@@ -71,6 +74,6 @@ def test_spans_name_other_clusters_and_redirects_only():
     result = p.run()
     result.wait_until_finish()
     (nothing,), _ = _metrics(result, "substring:spans_naming_nothing_else")
-    # "George", "Washington," and "D.C.", "Martha" (of two titles), "Custis Washington",
-    # and "Martha Custis"'s "Custis", which names (through the redirect) itself only.
+    # "George", "D.C.", "Martha" (of two titles), "Custis Washington", "Crude", and
+    # "Martha Custis"'s "Custis", which names (through the redirect) itself only.
     assert nothing.committed == 7

@@ -169,6 +169,7 @@ def test_rank_token_group_keeps_the_best_per_title():
 
 @pytest.mark.parametrize("title, spans", [
     ("Paris", []), ("George Washington", ["George", "Washington"]),
+    ("Washington, D.C.", ["D.C.", "Washington"]), ('"Weird" Al', ["Al", "Weird"]),
     ("A B C D E", ["A", "A B", "A B C", "B", "B C", "B C D", "C", "C D", "C D E", "D",
                    "D E", "E"])])
 def test_title_spans_are_proper_and_short(title, spans):

@@ -126,29 +126,44 @@ class F1Candidates(beam.PTransform):
         return {"candidates": candidates, "stats": ranked[STATS_TAG]}
 
 
+# Separators a span does not keep at its ends ("Washington, D.C." -> "Washington");
+# a full stop stays ("D.C.").
+_SPAN_EDGES = ",;:\"'()[]"
+
+
 def title_spans(title: str, max_words: int = MAX_SUBSTRING_WORDS) -> list[str]:
-    """The title's proper word spans of at most `max_words` words, each once."""
+    """The title's proper word spans of at most `max_words` words, each once, without
+    separators at their ends."""
     words = title.split()
     longest = min(max_words, len(words) - 1)
-    return sorted({" ".join(words[i:i + n]) for n in range(1, longest + 1)
-                   for i in range(len(words) - n + 1)})
+    spans = {" ".join(words[i:i + n]).strip(_SPAN_EDGES) for n in range(1, longest + 1)
+             for i in range(len(words) - n + 1)}
+    return sorted(s for s in spans if s and s != title)
+
+
+def title_forms(title: str) -> set[str]:
+    """A title as a span may spell it: as it is, and with its first letter in lower case
+    (MediaWiki's titles ignore the first letter's case: "oil" links to "Oil")."""
+    return {title, title[:1].lower() + title[1:]}
 
 
 def substring_entries(title: CorpusTitle):
     """((split, text), role) for each name of the title and each span of its title."""
-    for name in title_names(title):
+    for name in sorted(set(title.positives) | title_forms(title.title)):
         yield (title.split, name), ("name", title.title)
     for span in title_spans(title.title):
         yield (title.split, span), ("span", title.title)
 
 
 def redirect_entries(page, seed: int, fractions) -> Iterator:
-    """A redirect page names its target: ((split of the target, redirect title),
-    ("name", target)); the join keeps it only when a span meets it."""
+    """A redirect page names its target: ((split of the target, redirect title), ("name",
+    target)), for each of the title's forms; the join keeps it only when a span meets it."""
     pair = redirect_pair(page)
     if pair is not None:
         source, target = pair
-        yield (assign_split(seed, target, fractions), source), ("name", target)
+        split = assign_split(seed, target, fractions)
+        for form in sorted(title_forms(source)):
+            yield (split, form), ("name", target)
 
 
 class MatchSpansFn(CountingDoFn):
