@@ -153,3 +153,16 @@ def test_bad_mix_flags_fail_before_running(wiki_sample, tmp_path, flags, message
     with pytest.raises(ValueError, match=message):
         _mine(wiki_sample, tmp_path / "out", *flags)
     assert not (tmp_path / "out" / "stats.json").exists()
+
+
+@pytest.mark.slow
+def test_link_pairs_alone_keep_random_negatives_and_balance(tmp_path, wiki_sample):
+    out = tmp_path / "pairs"
+    _mine(wiki_sample, out, *RUNNER_ARGS["direct_in_process"], "--link_pairs=3")
+    rows = _rows(out, 5)
+    kinds = collections.Counter((r["pair_kind"], r["label"]) for r in rows)
+    assert set(kinds) == {("title_link", 1), ("link_link", 1), ("random", 0)}
+    assert kinds[("random", 0)] == kinds[("title_link", 1)] + kinds[("link_link", 1)]
+    corpus = json.loads((out / "stats.json").read_text())["corpora"]["wes-k5"]
+    assert corpus["pair_kinds"]["link_link"] == kinds[("link_link", 1)] > 0
+    assert corpus["negatives_shortfall"] == dict.fromkeys(corpus["negatives_shortfall"], 0)

@@ -66,6 +66,16 @@ class NegativesWanted:
         return len(title.positives) + link_pair_count(title, self._cap)
 
 
+def size_by_split(title: CorpusTitle, wanted: NegativesWanted) -> tuple[str, tuple[str, int]]:
+    """A title's entry in its split's donor pool: (split, (title, negatives wanted))."""
+    return title.split, (title.title, wanted(title))
+
+
+def has_kind(candidates: tuple[str, tuple], kinds: frozenset[str]) -> bool:
+    """Whether `(title, (kind, [Candidate]))` is of one of `kinds`."""
+    return candidates[1][0] in kinds
+
+
 def pool_eligibility(pools, split: str, source: str) -> str | None:
     """None when `source` is a donor of `split`'s pool, else why not."""
     for name, pool in pools.items():
@@ -189,7 +199,7 @@ class SampleMixedNegatives(beam.PTransform):
     def expand(self, inputs):
         titles, seed, wanted = inputs["titles"], self._seed, self._wanted
         pools = (titles
-                 | "SizesBySplit" >> beam.Map(lambda t: (t.split, (t.title, wanted(t))))
+                 | "SizesBySplit" >> beam.Map(size_by_split, wanted)
                  | "GroupSplitTitles" >> beam.GroupByKey()
                  | "BuildDonorPools" >> beam.MapTuple(build_pool))
         requests = titles | "RequestDonors" >> beam.ParDo(
@@ -212,7 +222,7 @@ class SampleMixedNegatives(beam.PTransform):
             stats.append(spans["stats"])
         if any(k.endswith("_cooccurrence") for k in self._mix):
             candidates.append(inputs["cooccurrence"] | "KeepMixedCooccurrence" >> beam.Filter(
-                lambda c, kinds=frozenset(self._mix): c[1][0] in kinds))
+                has_kind, frozenset(self._mix)))
         edges = inputs["redirects"] | "RedirectEdges" >> beam.FlatMap(
             redirect_edges).with_outputs("redirects_in", "redirect_out")
         joined = {
