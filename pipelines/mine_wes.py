@@ -29,6 +29,12 @@ stderr, exit status 2 (`--verbose` for the traceback). On a local runner a progr
 (pages, MB read, links, MB/s) is logged every `--progress_interval` seconds, and the run
 ends with a summary: counts, time, every output path.
 
+Harder negatives and more positives (Huang 2022's future work), e.g.
+`--negatives random=1,f1=1,substring=1,word_cooccurrence=1,article_cooccurrence=1
+--link_pairs 3`: each title still gets as many negatives as positives, the kinds in
+those shares, and every row gets a `pair_kind` column (docs/decisions.md, "Adversarial
+negatives and link-to-link pairs"). With the default flags the output is as before.
+
 Outputs: `<output>/wes-k<k>/{train,dev,test}-SSSSS-of-NNNNN.parquet`,
 `<output>/wes-k<k>-clusters/`, `<output>/redirects-*.parquet`, and last, once every shard
 is written, `<output>/stats.json` and `<output>/dataset_card.md`.
@@ -62,7 +68,9 @@ from transforms.io.ownership import OutputLock, new_run_id
 from transforms.io.progress import ProgressReporter, is_local_runner, rate
 from transforms.io.publish import check_output_dir, new_temp_dir
 from transforms.io.worker_shutdown import stop_workers_together
+from transforms.wes.corpus import is_mixed
 from transforms.wes.mine import MineWes, parse_thresholds
+from transforms.wes.negative_mix import DEFAULT_NEGATIVES, NEGATIVE_KINDS, parse_negative_mix
 from transforms.wes.sampling import parse_splits
 from transforms.wes.stats import STATS_FILE
 from transforms.wes.write import run_files
@@ -105,6 +113,13 @@ def add_mining_arguments(parser, with_io: bool = True) -> None:
                    help="keep dictionary-word link texts (the paper's Table 2 ablation)")
     g.add_argument("--resolve_redirects", action="store_true",
                    help="fold links to redirect pages into their targets")
+    g.add_argument("--negatives", default=DEFAULT_NEGATIVES,
+                   help="the negatives' mix of kinds, kind=weight comma-separated, from "
+                        f"{', '.join(NEGATIVE_KINDS)} (e.g. random=1,f1=1,substring=1); "
+                        "each title keeps as many negatives as positives")
+    g.add_argument("--link_pairs", type=int, default=0,
+                   help="also pair two link texts of one cluster as positives, at most "
+                        "this many pairs per cluster (0: none)")
 
 
 class MineWesOptions(PipelineOptions):
@@ -202,6 +217,9 @@ def _run(args, argv, run_id, save_main_session, test_pipeline):
             raise ValueError("--input (dump files) and --output (a directory) are required")
         thresholds = parse_thresholds(args.min_incoming_links)
         fractions = parse_splits(args.splits)
+        mix = parse_negative_mix(args.negatives)
+        if args.link_pairs < 0:
+            raise ValueError(f"--link_pairs must be >= 0, got {args.link_pairs}")
         paths = match_inputs([p.strip() for p in args.input.split(",") if p.strip()])
         check_output_dir(args.output, args.overwrite, run_files)
     except (ValueError, OSError) as e:
@@ -213,12 +231,15 @@ def _run(args, argv, run_id, save_main_session, test_pipeline):
         "splits": args.splits, "dictionary_filter": not args.no_dictionary_filter,
         "resolve_redirects": args.resolve_redirects,
     }
+    if is_mixed(mix, args.link_pairs):  # a default run's stats.json stays as it was
+        config.update(negatives=mix, link_pairs=args.link_pairs)
     mine = MineWes(
         paths, args.output, new_temp_dir(args.output), thresholds, args.seed, fractions,
         config, overwrite=args.overwrite, resolve_redirects=args.resolve_redirects,
         dictionary_filter=not args.no_dictionary_filter, skip_bad_files=args.skip_bad_files,
         split_mb=args.split_multistream_mb, full_parse_timeout_s=args.full_parse_timeout_s,
-        max_page_mb=args.max_page_mb, owner=run_id)
+        max_page_mb=args.max_page_mb, owner=run_id, negatives=mix,
+        link_pairs=args.link_pairs)
     pipeline = test_pipeline or beam.Pipeline(options=options)
     local = is_local_runner(pipeline.options if test_pipeline else options)
     if local:  # worker processes, where there are some, stop together at the end

@@ -23,6 +23,13 @@ runs it)::
                                                                      dataset_card.md, README.md)
                                                                      └─> PublishRun (transforms/io/)
 
+With `--negatives` other than random only, or `--link_pairs`, `BuildCorpus` runs
+`SampleMixedNegatives` (mixed_negatives.py) instead of `SampleNegatives`: the random
+donors as before, plus candidates from `F1Candidates` and `SubstringCandidates`
+(candidates.py, per corpus) and `LinkCooccurrence` (cooccurrence.py, once per run, from
+ExtractLinks' pages), checked against the synonym rules (synonyms.py) and mixed by
+kind (negative_mix.py); rows then carry `pair_kind` (write.PAIR_KIND_SCHEMA).
+
 - Every counting stage is a `CountingDoFn` (transforms/io/counting.py): its counts go to
   Beam counters and, as data, to `stats.json` (`SumStats`), zero-filled from each stage's
   `stat_keys()`.

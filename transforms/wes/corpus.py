@@ -1,13 +1,21 @@
 """`BuildCorpus`: synonym clusters -> the rows of one WES corpus (one threshold k)."""
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import apache_beam as beam
 
 from transforms.io.counting import STATS_TAG, CountedParDo, CountingDoFn, StatKey
+from transforms.wes.mixed_negatives import SampleMixedNegatives
+from transforms.wes.negative_mix import RANDOM, is_random_only
 from transforms.wes.negatives import CorpusTitle, SampleNegatives
 from transforms.wes.sampling import assign_split, cluster_id
 from transforms.wes.tally import TitleLinks
+
+
+def is_mixed(mix: Mapping[str, float] | None, link_pairs_cap: int) -> bool:
+    """Whether a run builds `SampleMixedNegatives` (and writes `pair_kind`): a mix other
+    than random only, or link pairs."""
+    return (mix is not None and not is_random_only(mix)) or link_pairs_cap > 0
 
 
 def corpus_name(k: int) -> str:
@@ -18,7 +26,8 @@ def corpus_name(k: int) -> str:
 class SelectTitlesFn(CountingDoFn):
     """Keeps titles with >= k incoming links, applies the dictionary filter, splits."""
 
-    def __init__(self, k: int, seed: int, split_fractions: Sequence[float]):
+    def __init__(self, k: int, seed: int, split_fractions: Sequence[float],
+                 keep_dropped: bool = False):
         super().__init__(corpus_name(k), [
             "filtered:below_threshold_titles", "filtered:below_threshold_pairs",
             "threshold_titles", "threshold_pairs", "filtered:dictionary_word",
@@ -26,6 +35,7 @@ class SelectTitlesFn(CountingDoFn):
         self._k = k
         self._seed = seed
         self._fractions = tuple(split_fractions)
+        self._keep_dropped = keep_dropped
 
     def process(self, cluster: TitleLinks):
         if cluster.incoming < self._k:
@@ -47,6 +57,7 @@ class SelectTitlesFn(CountingDoFn):
             split=assign_split(self._seed, cluster.title, self._fractions),
             incoming=cluster.incoming,
             positives=kept,
+            dropped=tuple(sorted(cluster.dictionary_dropped)) if self._keep_dropped else (),
         )
 
 
@@ -100,21 +111,42 @@ class DropBelowAllThresholds(CountedParDo):
 
 
 class BuildCorpus(beam.PTransform):
-    """TitleLinks -> {"rows", "clusters", "stats"} of the corpus with threshold k."""
+    """TitleLinks -> {"rows", "clusters", "stats"} of the corpus with threshold k.
 
-    def __init__(self, k: int, seed: int, split_fractions: Sequence[float]):
+    With the default negatives (random only, no link pairs) the input is the clusters'
+    PCollection; otherwise (`mixed`) a dict: {"clusters", "redirects": redirect pages,
+    "cooccurrence": co-occurrence candidates (cooccurrence.py)}.
+
+    Args:
+        k: the threshold.
+        seed: seed of splits and negatives.
+        split_fractions: train/dev/test fractions.
+        mix: `negative_mix.parse_negative_mix` (None: random only).
+        link_pairs_cap: link-to-link positive pairs per cluster at most (0: none).
+    """
+
+    def __init__(self, k: int, seed: int, split_fractions: Sequence[float],
+                 mix: Mapping[str, float] | None = None, link_pairs_cap: int = 0):
         super().__init__()
         if k < 1:
             raise ValueError(f"incoming-link threshold must be >= 1, got {k}")
-        self._select = SelectTitlesFn(k, seed, split_fractions)
-        self._sample = SampleNegatives(corpus_name(k), seed)
+        self.mixed = is_mixed(mix, link_pairs_cap)
+        self._select = SelectTitlesFn(k, seed, split_fractions, keep_dropped=self.mixed)
+        self._sample = (SampleMixedNegatives(corpus_name(k), seed, split_fractions,
+                                             mix or {RANDOM: 1.0}, link_pairs_cap)
+                        if self.mixed else SampleNegatives(corpus_name(k), seed))
 
     def stat_keys(self) -> list[StatKey]:
         return self._select.stat_keys() + self._sample.stat_keys()
 
-    def expand(self, clusters):
+    def expand(self, inputs):
+        clusters = inputs["clusters"] if self.mixed else inputs
         selected = clusters | "SelectTitles" >> beam.ParDo(self._select).with_outputs(
             STATS_TAG, main="titles")
-        sampled = selected.titles | "SampleNegatives" >> self._sample
+        if self.mixed:
+            sampled = {**{k: v for k, v in inputs.items() if k != "clusters"},
+                       "titles": selected.titles} | "SampleMixedNegatives" >> self._sample
+        else:
+            sampled = selected.titles | "SampleNegatives" >> self._sample
         stats = (selected[STATS_TAG], sampled["stats"]) | "FlattenCorpusStats" >> beam.Flatten()
         return {"rows": sampled["rows"], "clusters": sampled["clusters"], "stats": stats}

@@ -13,7 +13,8 @@ import apache_beam as beam
 from transforms.io.counting import SumStats
 from transforms.io.publish import PublishRun
 from transforms.wes.clusters import BuildClusters
-from transforms.wes.corpus import BuildCorpus, DropBelowAllThresholds, corpus_name
+from transforms.wes.cooccurrence import ARTICLE, WORD, LinkCooccurrence
+from transforms.wes.corpus import BuildCorpus, DropBelowAllThresholds, corpus_name, is_mixed
 from transforms.wes.filters import FilterLinks
 from transforms.wes.redirects import REDIRECTS_DESTINATION, keyed_redirect_rows
 from transforms.wes.stats import STATS_FILE, WriteStats
@@ -52,13 +53,16 @@ class MineWes(beam.PTransform):
         resolve_redirects, dictionary_filter: see `BuildClusters`.
         skip_bad_files, split_mb: see `ReadPages`.
         full_parse_timeout_s, max_page_mb: see `ExtractLinks`.
+        negatives: the negative mix (`negative_mix.parse_negative_mix`; None: random).
+        link_pairs: link-to-link positive pairs per cluster at most (0: none).
     """
 
     def __init__(self, paths: Sequence[str], output_dir: str, temp_dir: str,
                  thresholds: Sequence[int], seed: int, fractions: Sequence[float],
                  config: Mapping[str, Any], *, overwrite: bool, resolve_redirects: bool,
                  dictionary_filter: bool, skip_bad_files: bool, split_mb: float,
-                 full_parse_timeout_s: float, max_page_mb: float, owner: str | None = None):
+                 full_parse_timeout_s: float, max_page_mb: float, owner: str | None = None,
+                 negatives: Mapping[str, float] | None = None, link_pairs: int = 0):
         super().__init__()
         self._owner = owner  # the run id that owns output_dir, checked before publishing
         self._output_dir = output_dir
@@ -71,14 +75,17 @@ class MineWes(beam.PTransform):
         self._filter_links = FilterLinks()
         self._build_clusters = BuildClusters(resolve_redirects, dictionary_filter)
         self._below_all = DropBelowAllThresholds(self._thresholds)
-        self._corpora = {k: BuildCorpus(k, seed, fractions) for k in self._thresholds}
+        self._corpora = {k: BuildCorpus(k, seed, fractions, negatives, link_pairs)
+                         for k in self._thresholds}
+        self._mixed = is_mixed(negatives, link_pairs)
+        self._cooccurrence = (LinkCooccurrence() if any(
+            kind in (negatives or {}) for kind in (ARTICLE, WORD)) else None)
 
     def stat_keys(self):
         """Every count a stage can make: each appears in stats.json, 0 when none."""
-        return [key for stage in (self._read, self._extract, self._filter_links,
-                                  self._build_clusters, self._below_all,
-                                  *self._corpora.values())
-                for key in stage.stat_keys()]
+        stages = (self._read, self._extract, self._filter_links, self._build_clusters,
+                  self._below_all, self._cooccurrence, *self._corpora.values())
+        return [key for stage in stages if stage is not None for key in stage.stat_keys()]
 
     def expand(self, p):
         dump = p | "ReadPages" >> self._read
@@ -92,10 +99,17 @@ class MineWes(beam.PTransform):
                  kept["stats"]]
         outputs = [dump["redirects"] | "RedirectRows" >> beam.FlatMap(keyed_redirect_rows)]
         schemas = {REDIRECTS_DESTINATION: REDIRECT_SCHEMA}
+        corpus_input = kept["clusters"]
+        if self._mixed:
+            corpus_input = {"clusters": kept["clusters"], "redirects": dump["redirects"]}
+            if self._cooccurrence is not None:
+                cooccurrence = links["links"] | "LinkCooccurrence" >> self._cooccurrence
+                corpus_input["cooccurrence"] = cooccurrence["candidates"]
+                stats.append(cooccurrence["stats"])
         for k in self._thresholds:
             name = corpus_name(k)
-            corpus = kept["clusters"] | f"BuildCorpus[{name}]" >> self._corpora[k]
-            keyed, corpus_schemas = corpus_outputs(name, corpus)
+            corpus = corpus_input | f"BuildCorpus[{name}]" >> self._corpora[k]
+            keyed, corpus_schemas = corpus_outputs(name, corpus, self._mixed)
             outputs += keyed
             schemas.update(corpus_schemas)
             stats.append(corpus["stats"])

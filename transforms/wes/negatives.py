@@ -42,6 +42,9 @@ class CorpusTitle:
     split: str
     incoming: int
     positives: tuple[str, ...]
+    # the link texts the dictionary-word filter dropped (kept for the synonym rules of
+    # the negative mix only; empty otherwise)
+    dropped: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,11 +75,18 @@ def row(title: CorpusTitle, text: str, label: int, source: tuple[str, int] | Non
 
 
 class RequestDonorsFn(CountingDoFn):
-    """Title -> (donor title, (title, rank)) requests."""
+    """Title -> (donor title, (title, rank)) requests.
 
-    def __init__(self, namespace: str, seed: int):
+    Args:
+        namespace: the corpus's stats namespace.
+        seed: the run's seed.
+        wanted: a title's number of negatives (default: its number of positives).
+    """
+
+    def __init__(self, namespace: str, seed: int, wanted=None):
         super().__init__(namespace, ["filtered:too_few_donors"])
         self._seed = seed
+        self._wanted = wanted
 
     def process(self, title: CorpusTitle, pools):
         pool = pools[title.split]
@@ -85,7 +95,7 @@ class RequestDonorsFn(CountingDoFn):
                            title.title, len(title.positives), len(pool.titles), title.split)
             self.count("filtered:too_few_donors")
             return
-        wanted = len(title.positives)
+        wanted = len(title.positives) if self._wanted is None else self._wanted(title)
         own = bisect.bisect_left(pool.titles, title.title)
         want = wanted + spare_donors(wanted, len(pool.titles) - 1)
         for rank, index in enumerate(donor_ranks(self._seed, title.title, own, len(pool.titles), want)):

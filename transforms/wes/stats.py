@@ -22,6 +22,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
 from transforms.wes.corpus import corpus_name
+from transforms.wes.negative_mix import LINK_LINK, PAIR_KINDS, TITLE_LINK
 from transforms.wes.sampling import SPLIT_NAMES
 
 STATS_FILE = "stats.json"
@@ -34,6 +35,15 @@ CC_BY_SA_4_SINCE = "20230607"
 FEATURES = (("title", "string"), ("link_text", "string"), ("label", "int8"),
             ("split", "string"), ("cluster_id", "int64"), ("source_title", "string"),
             ("source_cluster_id", "int64"))
+POSITIVE_KINDS = (TITLE_LINK, LINK_LINK)
+PAIR_KIND_DOC = (
+    "; `pair_kind`: `title_link` (a title and its link text), `link_link` (two link texts "
+    "of one title: `source_title` is that title), and for negatives `random` (a link text "
+    "of a random title of the split), `f1` (the other name with the highest token F1), "
+    "`substring` (a span of the title that names another title), `word_cooccurrence` (a "
+    "link text often linked next to the title), `article_cooccurrence` (the title of an "
+    "article often linked next to it); a negative's `source_title` is the title its text "
+    "names.")
 
 # (label, stats key) in pipeline order: the count after every stage.
 STAGES = (
@@ -78,25 +88,44 @@ CORPUS_STAGES = (
 )
 
 
-def corpus_summary(counts: Mapping[str, int], k: int) -> dict[str, Any]:
-    """The per-corpus block of stats.json, read from the flat counts."""
+def _kind_counts(counts: Mapping[str, int], prefix: str) -> dict[str, int]:
+    """{pair kind: count} of the positives' and negatives' kinds under `prefix`."""
+    return {kind: counts.get(f"{prefix}{'positives' if kind in POSITIVE_KINDS else 'negatives'}"
+                             f":{kind}", 0) for kind in PAIR_KINDS}
+
+
+def corpus_summary(counts: Mapping[str, int], k: int, kinds: bool = False) -> dict[str, Any]:
+    """The per-corpus block of stats.json, read from the flat counts; `kinds` (a run with
+    a negative mix or link pairs): the counts per pair kind, per split too, and the
+    negatives' rejections and shortfalls."""
     ns = corpus_name(k)
     summary = {key: counts.get(f"{ns}/{key}", 0) for _, key in CORPUS_STAGES}
     summary["splits"] = {
         split: {what: counts.get(f"{ns}/{split}:{what}", 0)
                 for what in ("titles", "positives", "negatives")}
         for split in SPLIT_NAMES}
+    if kinds:
+        summary["pair_kinds"] = _kind_counts(counts, f"{ns}/")
+        for split, block in summary["splits"].items():
+            block["pair_kinds"] = _kind_counts(counts, f"{ns}/{split}:")
+        for what in ("rejected", "shortfall"):
+            prefix = f"{ns}/negatives:{what}:"
+            summary[f"negatives_{what}"] = {
+                key[len(prefix):]: n for key, n in sorted(counts.items())
+                if key.startswith(prefix)}
     return summary
 
 
 def build_stats(counts: Mapping[str, int], config: Mapping[str, Any],
                 files: Sequence[str], bad_files: Sequence[str]) -> dict[str, Any]:
+    kinds = "negatives" in config
     return {
         "config": dict(config),
         "complete": not bad_files,
         "bad_files": sorted(bad_files),
         "stages": {label: counts.get(key, 0) for label, key in STAGES},
-        "corpora": {corpus_name(k): corpus_summary(counts, k) for k in config["min_incoming_links"]},
+        "corpora": {corpus_name(k): corpus_summary(counts, k, kinds)
+                    for k in config["min_incoming_links"]},
         "counts": dict(sorted(counts.items())),
         "files": sorted(files),
     }
@@ -168,7 +197,8 @@ def front_matter(stats: Mapping[str, Any]) -> list[str]:
     lines.append("dataset_info:")
     for name, corpus in corpora.items():
         lines += [f"- config_name: {config_name(name)}", "  features:"]
-        for feature, dtype in FEATURES:
+        features = FEATURES + ((("pair_kind", "string"),) if "pair_kinds" in corpus else ())
+        for feature, dtype in features:
             lines += [f"  - name: {feature}", f"    dtype: {dtype}"]
         lines.append("  splits:")
         for split, c in corpus["splits"].items():
@@ -218,6 +248,25 @@ def license_text(inputs: Sequence[str]) -> str:
             "are CC BY-SA 3.0, which lets adaptations be shared under 4.0).")
 
 
+def kind_table(corpus: Mapping[str, Any]) -> list[str]:
+    """The pairs of a corpus per kind and split (`pair_kind`), then the candidates the
+    negatives rejected (synonyms, other splits) and the adversarial slots that random
+    negatives filled."""
+    splits = corpus["splits"]
+    lines = ["", "| pair kind | label | " + " | ".join(splits) + " | all |",
+             "|---|---:|" + "---:|" * (len(splits) + 1)]
+    for kind, total in corpus["pair_kinds"].items():
+        label = 1 if kind in POSITIVE_KINDS else 0
+        lines.append(f"| {kind} | {label} | " + " | ".join(
+            f"{c['pair_kinds'][kind]:,}" for c in splits.values()) + f" | {total:,} |")
+    for what, title in (("rejected", "candidates rejected"),
+                        ("shortfall", "adversarial slots filled by random negatives")):
+        found = {k: n for k, n in corpus[f"negatives_{what}"].items() if n}
+        if found:
+            lines += ["", f"{title}: " + ", ".join(f"{k} {n:,}" for k, n in found.items())]
+    return lines
+
+
 def render_dataset_card(stats: Mapping[str, Any]) -> str:
     """The dataset card (markdown with Hugging Face YAML front matter) of a mining run,
     from its stats."""
@@ -237,6 +286,9 @@ def render_dataset_card(stats: Mapping[str, Any]) -> str:
         f"- seed: {config['seed']}; splits train/dev/test: {config['splits']}",
         f"- dictionary-word filter: {'on' if config['dictionary_filter'] else 'off'}; "
         f"redirects resolved: {'yes' if config['resolve_redirects'] else 'no'}",
+        *(["- negatives mix: " + ", ".join(f"{k} {w:.0%}" for k, w in config["negatives"].items())
+           + f"; link-to-link pairs per cluster: at most {config['link_pairs']}"]
+          if "negatives" in config else []),
         "",
     ]
     if stats["bad_files"]:
@@ -252,11 +304,14 @@ def render_dataset_card(stats: Mapping[str, Any]) -> str:
         lines += ["", "| split | titles | positives | negatives |", "|---|---:|---:|---:|"]
         lines += [f"| {split} | {c['titles']:,} | {c['positives']:,} | {c['negatives']:,} |"
                   for split, c in corpus["splits"].items()]
+        if "pair_kinds" in corpus:
+            lines += kind_table(corpus)
     lines += [
         "", "## Files and schema", "",
         "`wes-k<k>/{train,dev,test}-SSSSS-of-NNNNN.parquet`: `title`, `link_text`, "
         "`label` (1 positive, 0 negative), `split`, `cluster_id` (stable per title), "
-        "`source_title` and `source_cluster_id` (the title a negative's text came from).",
+        "`source_title` and `source_cluster_id` (the title a negative's text came from)"
+        + (PAIR_KIND_DOC if "negatives" in config else "."),
         "`wes-k<k>-clusters/clusters-*.parquet`: `title`, `cluster_id`, `split`, `incoming_links`, "
         "`link_texts` (the synonym cluster). `redirects-*.parquet`: `title`, `target`.",
         "", "## Loading", "",

@@ -43,6 +43,10 @@ PAIR_SCHEMA = pa.schema([
     pa.field("source_cluster_id", pa.int64()),
 ])
 
+# With a negative mix or link pairs (`--negatives`, `--link_pairs`): each row's kind,
+# negative_mix.PAIR_KINDS. Runs with the default flags write PAIR_SCHEMA, as before.
+PAIR_KIND_SCHEMA = PAIR_SCHEMA.append(pa.field("pair_kind", pa.string(), nullable=False))
+
 CLUSTER_SCHEMA = pa.schema([
     pa.field("title", pa.string(), nullable=False),
     pa.field("cluster_id", pa.int64(), nullable=False),
@@ -191,15 +195,17 @@ class WriteParquetShards(beam.PTransform):
                     written=beam.pvalue.AsList(written)))
 
 
-def corpus_outputs(name: str, corpus) -> tuple[list, dict[str, pa.Schema]]:
+def corpus_outputs(name: str, corpus, with_kind: bool = False
+                   ) -> tuple[list, dict[str, pa.Schema]]:
     """The keyed rows and destination schemas of one corpus: its splits in `<name>/`,
-    its clusters in `<name>-clusters/`."""
+    its clusters in `<name>-clusters/`; `with_kind`: rows carry `pair_kind`."""
     keyed = [
         corpus["rows"] | f"KeyRows[{name}]" >> beam.Map(
             lambda r, name=name: (f"{name}/{r['split']}", r)),
         corpus["clusters"] | f"KeyClusters[{name}]" >> beam.Map(
             lambda r, name=name: (f"{name}-clusters/clusters", r)),
     ]
-    schemas = {f"{name}/{split}": PAIR_SCHEMA for split in SPLIT_NAMES}
+    schemas = {f"{name}/{split}": PAIR_KIND_SCHEMA if with_kind else PAIR_SCHEMA
+               for split in SPLIT_NAMES}
     schemas[f"{name}-clusters/clusters"] = CLUSTER_SCHEMA
     return keyed, schemas

@@ -1,0 +1,194 @@
+"""The negative mix's pure parts: the `--negatives` value, each title's quotas, link pairs,
+the choice of negatives, the synonym rules, token F1, spans and co-occurrence keys."""
+
+from __future__ import annotations
+
+import collections
+import itertools
+
+import pytest
+
+from transforms.wes.candidates import rank_token_group, title_spans
+from transforms.wes.cooccurrence import ARTICLE, WORD, page_pairs, top_per_title
+from transforms.wes.negative_mix import (
+    is_random_only,
+    kind_quotas,
+    link_pairs,
+    parse_negative_mix,
+    pick_mixed,
+)
+from transforms.wes.synonyms import TitleSynonyms, normalize_text, synonym_reason, token_f1
+
+
+@pytest.mark.parametrize("spec, expected", [
+    ("random=1", {"random": 1.0}),
+    ("random=1,f1=1", {"random": 0.5, "f1": 0.5}),
+    ("f1=3, substring=1", {"f1": 0.75, "substring": 0.25}),
+    ("word_cooccurrence,random=0,article_cooccurrence=1",
+     {"word_cooccurrence": 0.5, "article_cooccurrence": 0.5}),
+])
+def test_parse_negative_mix(spec, expected):
+    assert parse_negative_mix(spec) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("bogus=1", "unknown kind"), ("f1=1,f1=2", "twice"), ("f1=x", "must be a number"),
+    ("f1=-1", ">= 0"), ("random=0", "positive weight"), ("", "positive weight"),
+    ("f1=nan", ">= 0")])
+def test_parse_negative_mix_refuses(spec, message):
+    with pytest.raises(ValueError, match=message):
+        parse_negative_mix(spec)
+
+
+def test_random_only_is_the_default_whatever_its_weight():
+    assert is_random_only(parse_negative_mix("random=2"))
+    assert not is_random_only(parse_negative_mix("random=2,f1=1"))
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 7, 50])
+def test_quotas_add_up_and_are_seeded_by_title(n):
+    mix = parse_negative_mix("random=1,f1=1,substring=1")
+    quotas = kind_quotas(5, "Paris", n, mix)
+    assert sum(quotas.values()) == n
+    assert all(abs(q - n / 3) < 1 for q in quotas.values())
+    assert kind_quotas(5, "Paris", n, mix) == quotas
+
+
+def test_quotas_follow_the_shares_in_expectation():
+    mix = parse_negative_mix("random=1,f1=3")
+    totals = collections.Counter()
+    for i in range(4000):
+        totals.update(kind_quotas(1, f"T{i}", 1, mix))
+    assert totals["f1"] / 4000 == pytest.approx(0.75, abs=0.03)
+
+
+@pytest.mark.parametrize("m, cap", [(0, 3), (1, 3), (2, 3), (5, 3), (5, 10), (5, 100), (40, 7)])
+def test_link_pairs_are_distinct_pairs_of_distinct_texts(m, cap):
+    texts = [f"t{i:02d}" for i in range(m)]
+    pairs = link_pairs(3, "T", texts, cap)
+    everything = set(itertools.combinations(sorted(texts), 2))
+    assert len(pairs) == min(cap, len(everything))
+    assert len(set(pairs)) == len(pairs) and set(pairs) <= everything
+    if cap >= len(everything):
+        assert set(pairs) == everything
+    assert link_pairs(3, "T", list(reversed(texts)), cap) == pairs
+    assert link_pairs(3, "T", texts, 0) == []
+
+
+def test_link_pairs_of_a_huge_cluster_cost_the_cap_only():
+    texts = [f"text {i}" for i in range(200_000)]  # 2e10 pairs: never listed
+    assert len(link_pairs(0, "Big", texts, 5)) == 5
+
+
+def _no_synonyms(text, source):
+    return "own_link_text" if text == "own" else None
+
+
+def test_pick_mixed_fills_quotas_best_first_then_random():
+    chosen, counts = pick_mixed(
+        {"f1": 2, "substring": 1, "random": 1},
+        {"f1": [((0.1,), "b", "B"), ((0.0,), "own", "A2"), ((0.2,), "c", "C")],
+         "substring": [((1,), "far", "Far")]},
+        [("D", "d"), ("D", "d2"), ("E", "e")],
+        _no_synonyms, lambda source: "other_split" if source == "Far" else None)
+    assert chosen == [("f1", "B", "b"), ("f1", "C", "c"), ("random", "D", "d"),
+                      ("random", "E", "e")]
+    assert counts == {"rejected:own_link_text": 1, "rejected:other_split": 1,
+                      "shortfall:substring": 1}
+
+
+def test_pick_mixed_gives_up_when_random_offers_run_out():
+    chosen, _ = pick_mixed({"random": 2}, {}, [("D", "d"), ("D", "d2")], _no_synonyms,
+                           lambda s: None)
+    assert chosen is None  # one text per donor: D cannot give two
+
+
+SYN = TitleSynonyms.build("George Washington", ["Washington", "G. Washington", "GW"],
+                          redirects_in=["President Washington"], redirect_out=[])
+
+
+@pytest.mark.parametrize("text, source, reason", [
+    ("Washington", "Washington, D.C.", "own_link_text"),
+    ("Martha", "George Washington", "same_cluster"),
+    ("President Washington", "Other", "redirect"),
+    ("president Washington", "Other", "redirect"),  # as a title: first letter upper-cased
+    ("Mount Vernon", "President Washington", "redirect"),
+    ("george washington", "Other", "normalised_equal"),
+    ("G Washington", "Other", "normalised_equal"),
+    ("The President Washington!", "Other", "normalised_equal"),
+    ("the", "Other", "empty_after_normalisation"),
+    ("Martha Washington", "Martha Washington", None),
+    ("Washington State", "Washington (state)", None),
+])
+def test_synonym_rules(text, source, reason):
+    assert synonym_reason(SYN, text, source) == reason
+
+
+def test_a_title_that_is_a_redirect_has_its_target_as_synonym():
+    syn = TitleSynonyms.build("USA", [], redirect_out=["United States"])
+    assert synonym_reason(syn, "United States", "Canada") == "redirect"
+    assert synonym_reason(syn, "America", "United States") == "redirect"
+
+
+@pytest.mark.parametrize("a, b, f1", [
+    ("Spanish Civil War", "civil war", 0.8), ("The Beatles", "beatles", 1.0),
+    ("a b c", "d", 0.0), ("", "x", 0.0), ("New York", "York New", 1.0)])
+def test_token_f1(a, b, f1):
+    assert token_f1(a, b) == pytest.approx(f1)
+
+
+def test_normalize_text():
+    assert normalize_text("  The U.S.  Army's  ") == "us armys"
+
+
+def test_rank_token_group_reads_at_most_the_cap_of_a_common_token():
+    pulled = 0
+
+    def entries():
+        nonlocal pulled
+        for i in range(10_000):
+            pulled += 1
+            yield f"Common {i}", f"Common {i}"
+
+    ranked, read = rank_token_group(entries(), 50, 3)
+    assert ranked is None and read == 51 and pulled == 51
+
+
+def test_rank_token_group_keeps_the_best_per_title():
+    entries = [("Civil war", "Civil war"), ("Spanish Civil War", "Spanish Civil War"),
+               ("civil war", "Angolan Civil War"), ("war", "War"), ("War", "War")]
+    ranked, read = rank_token_group(iter(entries), 10, 2)
+    assert read == 5
+    best = collections.defaultdict(list)
+    for title, (_, name, owner) in ranked:
+        best[title].append((name, owner))
+    assert best["Spanish Civil War"] == [("Civil war", "Civil war"),
+                                         ("civil war", "Angolan Civil War")]
+    assert all(owner != title for title, pairs in best.items() for _, owner in pairs)
+
+
+@pytest.mark.parametrize("title, spans", [
+    ("Paris", []), ("George Washington", ["George", "Washington"]),
+    ("Washington, D.C.", ["D.C.", "Washington"]), ('"Weird" Al', ["Al", "Weird"]),
+    ("A B C D E", ["A", "A B", "A B C", "B", "B C", "B C D", "C", "C D", "C D E", "D",
+                   "D E", "E"])])
+def test_title_spans_are_proper_and_short(title, spans):
+    assert title_spans(title) == spans
+
+
+def test_page_pairs_window_and_kinds():
+    links = [("A", "a"), ("B", "B"), ("A", "A"), ("C", "see"), ("D", "D")]
+    keys = page_pairs(links, window=1)
+    assert (ARTICLE, "A", "B") in keys and (ARTICLE, "B", "A") in keys
+    assert (ARTICLE, "A", "C") in keys and (ARTICLE, "A", "D") not in keys
+    assert (WORD, "A", "see", "C") in keys and (WORD, "C", "a", "A") not in keys
+    assert not any(k[0] == WORD and k[2] == k[3] for k in keys)  # a title is the article kind
+    assert not any(k[1] == k[-1] for k in keys)
+
+
+def test_top_per_title_adds_up_shards_parts_and_ranks():
+    parts = [{(ARTICLE, "A", "B"): 1, (ARTICLE, "A", "C"): 2, (WORD, "A", "c", "C"): 1},
+             {(ARTICLE, "A", "B"): 2}]
+    out = dict(((a, kind), cands) for a, (kind, cands) in top_per_title(0, parts, 1))
+    assert out[("A", ARTICLE)] == [((-3, "B", "B"), "B", "B")]
+    assert out[("A", WORD)] == [((-1, "c", "C"), "c", "C")]

@@ -1,0 +1,218 @@
+"""Adversarial negative candidates from the corpus's own names: `F1Candidates` (lexical
+neighbours, through an index sharded by token) and `SubstringCandidates` (spans of the
+title that name another cluster). Both yield `(title, (kind, [Candidate, ...]))`, the
+input of `SampleMixedNegatives` (mixed_negatives.py), which checks each against the
+synonym rules (synonyms.py) and the split.
+
+A corpus title's names are its title and its kept link texts. Neither stage compares all
+pairs or gathers a whole corpus: the F1 index groups names by (split, token) and skips a
+token shared by more than `max_token_entries` names (it would say little about
+similarity, and its group is the index's worst case); the substring join groups by
+(split, name) with the same kind of cap. A worker holds at most one capped group.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Iterator
+
+import apache_beam as beam
+from apache_beam.metrics import Metrics
+
+from transforms.io.counting import STATS_TAG, CountingDoFn, StatKey
+from transforms.wes.negative_mix import Candidate
+from transforms.wes.negatives import CorpusTitle
+from transforms.wes.redirects import redirect_pair
+from transforms.wes.sampling import assign_split, stable_hash
+from transforms.wes.synonyms import token_f1, tokens
+
+MAX_TOKEN_ENTRIES = 1_000   # names sharing one token beyond which the token is skipped
+PER_TOKEN = 8               # candidates kept per (title, token)
+F1_PER_TITLE = 32           # candidates kept per title, over its tokens
+MAX_NAME_ENTRIES = 1_000    # titles and owners sharing one substring key
+MAX_SUBSTRING_WORDS = 3     # a "short" span: at most this many words
+OWNERS_PER_SUBSTRING = 3    # other clusters a span may name, kept per span
+
+
+def title_names(title: CorpusTitle) -> list[str]:
+    """The names of a corpus title: the title and its kept link texts."""
+    return sorted({title.title, *title.positives})
+
+
+def index_entries(title: CorpusTitle) -> Iterator[tuple[tuple[str, str], tuple[str, str]]]:
+    """((split, token), (name, owner title)) per distinct token of each of its names."""
+    for name in title_names(title):
+        for token in sorted(set(tokens(name))):
+            yield (title.split, token), (name, title.title)
+
+
+def rank_token_group(entries: Iterable[tuple[str, str]], max_entries: int, per_token: int
+                     ) -> tuple[list[tuple[str, Candidate]] | None, int]:
+    """The best `per_token` candidates of each title among the names sharing one token.
+
+    Reads at most `max_entries + 1` entries (the group may be far larger: it is never
+    held whole). Returns (None, entries read) when the token is too common, else
+    ([(title, (rank key, name, owner))], entries read). A title's query is its own title
+    entry (name == owner); its candidates are the names of other owners.
+    """
+    head = list(itertools.islice(entries, max_entries + 1))
+    if len(head) > max_entries:
+        return None, len(head)
+    out = []
+    for query, owner in sorted({(n, o) for n, o in head if n == o}):
+        scored = sorted(((-token_f1(query, name), name, other) for name, other in set(head)
+                         if other != owner), key=lambda c: c)[:per_token]
+        out += [(owner, ((score, name, other), name, other)) for score, name, other in scored]
+    return out, len(head)
+
+
+class RankTokenGroupFn(CountingDoFn):
+    """((split, token), names) -> (title, candidate), counting skipped tokens."""
+
+    def __init__(self, namespace: str, max_entries: int, per_token: int):
+        super().__init__(namespace, ["f1_index:tokens", "f1_index:skipped_common_tokens"])
+        self._max_entries = max_entries
+        self._per_token = per_token
+        # entries of a group held in memory: its maximum shows the cap holds
+        self._read = Metrics.distribution(namespace, "f1_index:group_entries_read")
+
+    def process(self, element):
+        _, entries = element
+        ranked, read = rank_token_group(entries, self._max_entries, self._per_token)
+        self._read.update(read)
+        if ranked is None:
+            self.count("f1_index:skipped_common_tokens")
+            return
+        self.count("f1_index:tokens")
+        yield from ranked
+
+
+def best_f1(title: str, ranked: Iterable[Candidate], keep: int = F1_PER_TITLE) -> tuple[str, tuple]:
+    """A title's candidates over its tokens: each (name, owner) once, the best `keep`."""
+    return title, ("f1", sorted(set(ranked))[:keep])
+
+
+class F1Candidates(beam.PTransform):
+    """CorpusTitles -> {"candidates": (title, ("f1", [Candidate])), "stats"}.
+
+    Args:
+        namespace: the corpus's stats namespace.
+        max_token_entries: names sharing one token beyond which the token is skipped.
+        per_token: candidates kept per (title, token).
+        per_title: candidates kept per title.
+    """
+
+    def __init__(self, namespace: str, max_token_entries: int = MAX_TOKEN_ENTRIES,
+                 per_token: int = PER_TOKEN, per_title: int = F1_PER_TITLE):
+        super().__init__()
+        if min(max_token_entries, per_token, per_title) < 1:
+            raise ValueError("F1 index caps must be positive")
+        self._rank = RankTokenGroupFn(namespace, max_token_entries, per_token)
+        self._per_title = per_title
+
+    def stat_keys(self) -> list[StatKey]:
+        return self._rank.stat_keys()
+
+    def expand(self, titles):
+        keep = self._per_title
+        ranked = (titles
+                  | "IndexByToken" >> beam.FlatMap(index_entries)
+                  | "GroupByToken" >> beam.GroupByKey()
+                  | "RankTokenGroups" >> beam.ParDo(self._rank).with_outputs(
+                      STATS_TAG, main="ranked"))
+        candidates = (ranked.ranked
+                      | "GroupF1PerTitle" >> beam.GroupByKey()
+                      | "BestF1" >> beam.MapTuple(best_f1, keep))
+        return {"candidates": candidates, "stats": ranked[STATS_TAG]}
+
+
+# Separators a span does not keep at its ends ("Washington, D.C." -> "Washington");
+# a full stop stays ("D.C.").
+_SPAN_EDGES = ",;:\"'()[]"
+
+
+def title_spans(title: str, max_words: int = MAX_SUBSTRING_WORDS) -> list[str]:
+    """The title's proper word spans of at most `max_words` words, each once, without
+    separators at their ends."""
+    words = title.split()
+    longest = min(max_words, len(words) - 1)
+    spans = {" ".join(words[i:i + n]).strip(_SPAN_EDGES) for n in range(1, longest + 1)
+             for i in range(len(words) - n + 1)}
+    return sorted(s for s in spans if s and s != title)
+
+
+def title_forms(title: str) -> set[str]:
+    """A title as a span may spell it: as it is, and with its first letter in lower case
+    (MediaWiki's titles ignore the first letter's case: "oil" links to "Oil")."""
+    return {title, title[:1].lower() + title[1:]}
+
+
+def substring_entries(title: CorpusTitle):
+    """((split, text), role) for each name of the title and each span of its title."""
+    for name in sorted(set(title.positives) | title_forms(title.title)):
+        yield (title.split, name), ("name", title.title)
+    for span in title_spans(title.title):
+        yield (title.split, span), ("span", title.title)
+
+
+def redirect_entries(page, seed: int, fractions) -> Iterator:
+    """A redirect page names its target: ((split of the target, redirect title), ("name",
+    target)), for each of the title's forms; the join keeps it only when a span meets it."""
+    pair = redirect_pair(page)
+    if pair is not None:
+        source, target = pair
+        split = assign_split(seed, target, fractions)
+        for form in sorted(title_forms(source)):
+            yield (split, form), ("name", target)
+
+
+class MatchSpansFn(CountingDoFn):
+    """((split, text), roles) -> (title, ("substring", [Candidate])) for each title whose
+    span `text` names another cluster; a span that names nothing else is counted."""
+
+    def __init__(self, namespace: str, seed: int, max_entries: int):
+        super().__init__(namespace, ["substring:spans_naming_nothing_else",
+                                     "substring:skipped_common_keys"])
+        self._seed = seed
+        self._max_entries = max_entries
+
+    def process(self, element):
+        (_, text), roles = element
+        head = list(itertools.islice(roles, self._max_entries + 1))
+        if len(head) > self._max_entries:
+            self.count("substring:skipped_common_keys")
+            return
+        spans = sorted({t for role, t in head if role == "span"})
+        owners = sorted({t for role, t in head if role == "name"})
+        for title in spans:
+            others = [o for o in owners if o != title]
+            if not others:
+                self.count("substring:spans_naming_nothing_else")
+                continue
+            others.sort(key=lambda o: (stable_hash(self._seed, title, text, o), o))
+            yield title, ("substring", [((stable_hash(self._seed, "span", title, text), o),
+                                         text, o) for o in others[:OWNERS_PER_SUBSTRING]])
+
+
+class SubstringCandidates(beam.PTransform):
+    """{"titles": CorpusTitles, "redirects": redirect pages} ->
+    {"candidates": (title, ("substring", [Candidate])), "stats"}."""
+
+    def __init__(self, namespace: str, seed: int, fractions, max_entries: int = MAX_NAME_ENTRIES):
+        super().__init__()
+        self._seed = seed
+        self._fractions = tuple(fractions)
+        self._match = MatchSpansFn(namespace, seed, max_entries)
+
+    def stat_keys(self) -> list[StatKey]:
+        return self._match.stat_keys()
+
+    def expand(self, inputs):
+        names = inputs["titles"] | "SpansAndNames" >> beam.FlatMap(substring_entries)
+        redirects = inputs["redirects"] | "RedirectNames" >> beam.FlatMap(
+            redirect_entries, self._seed, self._fractions)
+        matched = ((names, redirects) | "FlattenNames" >> beam.Flatten()
+                   | "GroupByName" >> beam.GroupByKey()
+                   | "MatchSpans" >> beam.ParDo(self._match).with_outputs(
+                       STATS_TAG, main="candidates"))
+        return {"candidates": matched.candidates, "stats": matched[STATS_TAG]}

@@ -1,0 +1,239 @@
+"""`SampleMixedNegatives`: corpus titles -> positive rows (with `--link_pairs`, link-to-link
+pairs too) and as many negatives of the `--negatives` mix, each row labelled with its
+`pair_kind`. Used instead of `SampleNegatives` (negatives.py) whenever the mix is not
+random-only or link pairs are asked for; the default run never builds it.
+
+Flow, per corpus:
+
+1. Donor pools per split (as `SampleNegatives`, sized by each title's positives
+   including its link pairs) and random donor offers, as the random kind alone makes
+   them: they fill the random quota and whatever an adversarial kind falls short of.
+2. Candidates of the adversarial kinds: `F1Candidates` and `SubstringCandidates`
+   (candidates.py) from this corpus's titles, the co-occurrence ones (cooccurrence.py)
+   computed once per run.
+3. One join per title: its cluster, its offers, its candidates, the redirects into it
+   and its own redirect target. `EmitMixedRowsFn` takes each kind's quota
+   (negative_mix.kind_quotas) from its best candidates that are not synonyms
+   (synonyms.synonym_reason) and whose source is a title of the same split in this
+   corpus (the donor pools, a side input), counting every rejection by reason.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Mapping, Sequence
+
+import apache_beam as beam
+
+from transforms.io.counting import STATS_TAG, CountingDoFn, StatKey
+from transforms.wes.candidates import F1Candidates, SubstringCandidates
+from transforms.wes.negative_mix import (
+    ADVERSARIAL_KINDS,
+    LINK_LINK,
+    NEGATIVE_KINDS,
+    TITLE_LINK,
+    kind_quotas,
+    link_pairs,
+    pick_mixed,
+)
+from transforms.wes.negatives import (
+    CLUSTERS_TAG,
+    CorpusTitle,
+    RequestDonorsFn,
+    build_pool,
+    offer_texts,
+    row,
+)
+from transforms.wes.redirects import redirect_pair
+from transforms.wes.sampling import SPLIT_NAMES, cluster_id
+from transforms.wes.synonyms import SYNONYM_REASONS, TitleSynonyms, synonym_reason
+
+SOURCE_REASONS = ("other_split", "not_in_corpus")
+
+
+def link_pair_count(title: CorpusTitle, cap: int) -> int:
+    m = len(title.positives)
+    return min(cap, m * (m - 1) // 2) if cap > 0 else 0
+
+
+class NegativesWanted:
+    """A title's number of negatives: its positives, link pairs included (picklable)."""
+
+    def __init__(self, link_pairs_cap: int):
+        self._cap = link_pairs_cap
+
+    def __call__(self, title: CorpusTitle) -> int:
+        return len(title.positives) + link_pair_count(title, self._cap)
+
+
+def size_by_split(title: CorpusTitle, wanted: NegativesWanted) -> tuple[str, tuple[str, int]]:
+    """A title's entry in its split's donor pool: (split, (title, negatives wanted))."""
+    return title.split, (title.title, wanted(title))
+
+
+def has_kind(candidates: tuple[str, tuple], kinds: frozenset[str]) -> bool:
+    """Whether `(title, (kind, [Candidate]))` is of one of `kinds`."""
+    return candidates[1][0] in kinds
+
+
+def pool_eligibility(pools, split: str, source: str) -> str | None:
+    """None when `source` is a donor of `split`'s pool, else why not."""
+    for name, pool in pools.items():
+        i = bisect.bisect_left(pool.titles, source)
+        if i < len(pool.titles) and pool.titles[i] == source:
+            return None if name == split else "other_split"
+    return "not_in_corpus"
+
+
+def kinded(base: dict, kind: str) -> dict:
+    return {**base, "pair_kind": kind}
+
+
+class EmitMixedRowsFn(CountingDoFn):
+    """Joins a title with its offers, candidates and redirects; emits its rows."""
+
+    def __init__(self, namespace: str, seed: int, mix: Mapping[str, float], link_pairs_cap: int):
+        kinds = ("titles", "positives", "negatives")
+        super().__init__(namespace, [
+            "titles_written", "positives", "negatives", "filtered:negatives_unavailable",
+            *(f"{split}:{what}" for split in SPLIT_NAMES for what in kinds),
+            *(f"positives:{k}" for k in (TITLE_LINK, LINK_LINK)),
+            *(f"negatives:{k}" for k in NEGATIVE_KINDS),
+            *(f"{split}:{what}:{k}" for split in SPLIT_NAMES
+              for what, ks in (("positives", (TITLE_LINK, LINK_LINK)),
+                               ("negatives", NEGATIVE_KINDS)) for k in ks),
+            *(f"negatives:rejected:{r}" for r in (*SYNONYM_REASONS, *SOURCE_REASONS)),
+            *(f"negatives:shortfall:{k}" for k in ADVERSARIAL_KINDS)])
+        self._seed = seed
+        self._mix = dict(mix)
+        self._cap = link_pairs_cap
+
+    def process(self, element, pools):
+        _, grouped = element
+        titles = list(grouped["title"])
+        if not titles:
+            return
+        title = titles[0]
+        pairs = link_pairs(self._seed, title.title, title.positives, self._cap)
+        n = len(title.positives) + len(pairs)
+        synonyms = TitleSynonyms.build(title.title, (*title.positives, *title.dropped),
+                                       grouped["redirects_in"], grouped["redirect_out"])
+        normalised = synonyms.normalised()
+        candidates: dict[str, list] = {}
+        for kind, listed in grouped["candidates"]:
+            candidates.setdefault(kind, []).extend(listed)
+        offers = sorted(grouped["offers"])
+        chosen, counts = pick_mixed(
+            kind_quotas(self._seed, title.title, n, self._mix), candidates,
+            [(donor, text) for _, donor, _, texts in offers for text in texts],
+            lambda text, source: synonym_reason(synonyms, text, source, normalised),
+            lambda source: pool_eligibility(pools, title.split, source))
+        for name, c in counts.items():
+            self.count(f"negatives:{name}", c)
+        if chosen is None:
+            if offers:
+                self.count("filtered:negatives_unavailable")
+            return
+        split = title.split
+        for text in title.positives:
+            yield kinded(row(title, text, 1, None), TITLE_LINK)
+        for a, b in pairs:
+            yield kinded({**row(title, b, 1, (title.title, title.cluster_id)), "title": a},
+                         LINK_LINK)
+        for kind, source, text in chosen:
+            yield kinded(row(title, text, 0, (source, cluster_id(source))), kind)
+            self.count(f"negatives:{kind}")
+            self.count(f"{split}:negatives:{kind}")
+        yield beam.pvalue.TaggedOutput(CLUSTERS_TAG, {
+            "title": title.title, "cluster_id": title.cluster_id, "split": split,
+            "incoming_links": title.incoming, "link_texts": list(title.positives)})
+        for kind, c in ((TITLE_LINK, len(title.positives)), (LINK_LINK, len(pairs))):
+            self.count(f"positives:{kind}", c)
+            self.count(f"{split}:positives:{kind}", c)
+        self.count("titles_written")
+        self.count("positives", n)
+        self.count("negatives", n)
+        self.count(f"{split}:titles")
+        self.count(f"{split}:positives", n)
+        self.count(f"{split}:negatives", n)
+
+
+def redirect_edges(page):
+    """A redirect page -> ("in", (target, source)) and ("out", (source, target))."""
+    pair = redirect_pair(page)
+    if pair is not None:
+        source, target = pair
+        yield beam.pvalue.TaggedOutput("redirects_in", (target, source))
+        yield beam.pvalue.TaggedOutput("redirect_out", (source, target))
+
+
+class SampleMixedNegatives(beam.PTransform):
+    """{"titles": CorpusTitles, "redirects": redirect pages, "cooccurrence": co-occurrence
+    candidates (cooccurrence.py; needed when the mix has a co-occurrence kind)} ->
+    {"rows", "clusters", "stats"}, like `SampleNegatives` with a `pair_kind` per row.
+
+    Args:
+        namespace: the corpus's stats namespace.
+        seed: seed of every choice.
+        fractions: the split fractions (a redirect's target's split).
+        mix: `negative_mix.parse_negative_mix`.
+        link_pairs_cap: link-to-link positive pairs per cluster at most (0: none).
+    """
+
+    def __init__(self, namespace: str, seed: int, fractions: Sequence[float],
+                 mix: Mapping[str, float], link_pairs_cap: int = 0):
+        super().__init__()
+        self._seed = seed
+        self._mix = dict(mix)
+        self._request = RequestDonorsFn(namespace, seed, NegativesWanted(link_pairs_cap))
+        self._emit = EmitMixedRowsFn(namespace, seed, mix, link_pairs_cap)
+        self._f1 = F1Candidates(namespace) if "f1" in mix else None
+        self._substring = (SubstringCandidates(namespace, seed, fractions)
+                           if "substring" in mix else None)
+        self._wanted = NegativesWanted(link_pairs_cap)
+
+    def stat_keys(self) -> list[StatKey]:
+        stages = [self._request, self._emit, self._f1, self._substring]
+        return [key for stage in stages if stage is not None for key in stage.stat_keys()]
+
+    def expand(self, inputs):
+        titles, seed, wanted = inputs["titles"], self._seed, self._wanted
+        pools = (titles
+                 | "SizesBySplit" >> beam.Map(size_by_split, wanted)
+                 | "GroupSplitTitles" >> beam.GroupByKey()
+                 | "BuildDonorPools" >> beam.MapTuple(build_pool))
+        requests = titles | "RequestDonors" >> beam.ParDo(
+            self._request, pools=beam.pvalue.AsDict(pools)).with_outputs(STATS_TAG, main="requests")
+        keyed = titles | "KeyByTitle" >> beam.Map(lambda t: (t.title, t))
+        offers = (
+            {"request": requests.requests, "cluster": keyed}
+            | "JoinDonors" >> beam.CoGroupByKey()
+            | "OfferTexts" >> beam.FlatMap(lambda e: offer_texts(seed, e)))
+        stats = [requests[STATS_TAG]]
+        candidates = []
+        if self._f1 is not None:
+            f1 = titles | "F1Candidates" >> self._f1
+            candidates.append(f1["candidates"])
+            stats.append(f1["stats"])
+        if self._substring is not None:
+            spans = {"titles": titles, "redirects": inputs["redirects"]} | (
+                "SubstringCandidates" >> self._substring)
+            candidates.append(spans["candidates"])
+            stats.append(spans["stats"])
+        if any(k.endswith("_cooccurrence") for k in self._mix):
+            candidates.append(inputs["cooccurrence"] | "KeepMixedCooccurrence" >> beam.Filter(
+                has_kind, frozenset(self._mix)))
+        edges = inputs["redirects"] | "RedirectEdges" >> beam.FlatMap(
+            redirect_edges).with_outputs("redirects_in", "redirect_out")
+        joined = {
+            "title": keyed, "offers": offers,
+            "candidates": (candidates or [titles.pipeline | "NoCandidates" >> beam.Create([])])
+            | "FlattenCandidates" >> beam.Flatten(),
+            "redirects_in": edges.redirects_in, "redirect_out": edges.redirect_out,
+        } | "JoinTitleInputs" >> beam.CoGroupByKey()
+        rows = joined | "EmitRows" >> beam.ParDo(
+            self._emit, pools=beam.pvalue.AsDict(pools)).with_outputs(
+                STATS_TAG, CLUSTERS_TAG, main="rows")
+        stats.append(rows[STATS_TAG])
+        return {"rows": rows.rows, "clusters": rows[CLUSTERS_TAG],
+                "stats": stats | "FlattenNegativeStats" >> beam.Flatten()}

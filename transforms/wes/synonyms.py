@@ -1,0 +1,113 @@
+"""When a candidate negative is in fact a synonym of its title, and the token F1 that ranks
+lexical neighbours. Pure functions, Beam-free.
+
+A candidate text (with the cluster it names, its source) is a synonym of a title, and is
+never emitted as a negative, when (the first rule that applies is its counted reason):
+
+- `own_link_text`: it is one of the title's own link texts (dictionary-filtered ones
+  included: they link to the title all the same);
+- `same_cluster`: its source is the title itself;
+- `redirect`: it is, as a title, a redirect to the title or the title's own redirect
+  target, or its source redirects to the title (or the title to its source);
+- `normalised_equal`: after normalisation (`normalize_text`) it equals the title, one of
+  the title's link texts or one of its redirects;
+- `empty_after_normalisation`: nothing is left of it after normalisation (punctuation or
+  articles only): no name at all.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import string
+from collections import Counter
+from collections.abc import Iterable
+
+from transforms.wiki.links import normalize_title
+
+SYNONYM_REASONS = ("own_link_text", "same_cluster", "redirect", "normalised_equal",
+                   "empty_after_normalisation")
+
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+_PUNCTUATION = frozenset(string.punctuation)
+
+
+def normalize_text(text: str) -> str:
+    """Lower case, punctuation and the articles a/an/the removed, whitespace collapsed
+    (the SQuAD answer normalisation)."""
+    text = "".join(c for c in text.lower() if c not in _PUNCTUATION)
+    return " ".join(_ARTICLES.sub(" ", text).split())
+
+
+def tokens(text: str) -> list[str]:
+    """The tokens of `normalize_text(text)`."""
+    return normalize_text(text).split()
+
+
+def token_f1(a: str, b: str) -> float:
+    """Token-level F1 of two texts (SQuAD's: bags of normalised tokens); 0 when either
+    has no token."""
+    ta, tb = tokens(a), tokens(b)
+    common = sum((Counter(ta) & Counter(tb)).values())
+    if not common:
+        return 0.0
+    precision, recall = common / len(ta), common / len(tb)
+    return 2 * precision * recall / (precision + recall)
+
+
+@dataclasses.dataclass(frozen=True)
+class TitleSynonyms:
+    """What a title's synonyms are: its link texts and its redirects.
+
+    Attributes:
+        title: the title.
+        texts: every link text of its cluster (dictionary-filtered ones too).
+        redirects_in: titles of the redirect pages that point to it.
+        redirect_out: its own redirect target, when the title is itself a redirect page.
+    """
+
+    title: str
+    texts: frozenset[str]
+    redirects_in: frozenset[str] = frozenset()
+    redirect_out: str | None = None
+
+    @classmethod
+    def build(cls, title: str, texts: Iterable[str], redirects_in: Iterable[str] = (),
+              redirect_out: Iterable[str] = ()) -> TitleSynonyms:
+        out = sorted(redirect_out)
+        return cls(title, frozenset(texts), frozenset(redirects_in), out[0] if out else None)
+
+    @property
+    def redirects(self) -> frozenset[str]:
+        """The redirect titles on either side of the title."""
+        return self.redirects_in | ({self.redirect_out} if self.redirect_out else set())
+
+    def normalised(self) -> frozenset[str]:
+        """The normalised forms a non-synonym must differ from."""
+        return frozenset(normalize_text(t) for t in (self.title, *self.texts, *self.redirects))
+
+
+def synonym_reason(synonyms: TitleSynonyms, text: str, source: str,
+                   normalised: frozenset[str] | None = None) -> str | None:
+    """Why `text` (naming the cluster of `source`) is a synonym of `synonyms.title`, by the
+    module's rules, or None when it may be a negative.
+
+    Args:
+        synonyms: the title's link texts and redirects.
+        text: the candidate text.
+        source: the title of the cluster the text names.
+        normalised: `synonyms.normalised()`, when the caller has it already.
+    """
+    if text in synonyms.texts:
+        return "own_link_text"
+    if source == synonyms.title:
+        return "same_cluster"
+    redirects = synonyms.redirects
+    if source in redirects or normalize_title(text) in redirects:
+        return "redirect"
+    norm = normalize_text(text)
+    if not norm:
+        return "empty_after_normalisation"
+    if norm in (synonyms.normalised() if normalised is None else normalised):
+        return "normalised_equal"
+    return None
