@@ -19,7 +19,7 @@ from transforms.scoring.batch_coder import BatchCoder, estimated_bytes, register
 from transforms.scoring.batch_model_handler import BatchRequests, BatchResult, RowRequests
 from transforms.scoring.row_batch import RowBatch
 from transforms.scoring.rows import RowSource, ScoringRow
-from transforms.scoring.run_model_metrics import RunModelMetrics, ScoreModelBatches
+from transforms.scoring.run_model_metrics import ScoreModelBatches
 
 
 def _text(rng: random.Random, words: int) -> str:
@@ -146,7 +146,7 @@ def _coders(pipeline: beam.Pipeline) -> dict[str, coders.Coder]:
 def test_the_batch_edges_get_the_batch_coder(tmp_path, flags):
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    from tests.scoring.test_run_model_metrics import ROWS, FakeHandler, OverlapMetric
+    from tests.scoring.test_run_model_metrics import FakeHandler, OverlapMetric
     from transforms.scoring.read import ReadPredictions
     from transforms.scoring.rows import ColumnMapping
 
@@ -156,8 +156,6 @@ def test_the_batch_edges_get_the_batch_coder(tmp_path, flags):
                                          batch_rows=4)
     _ = read["batches"] | "Spread" >> beam.Reshuffle() | "Scored" >> ScoreModelBatches(
         [metric], handler_factory=FakeHandler, corpus_stats=stats)
-    _ = p | "Rows" >> beam.Create(ROWS) | "Keyed" >> RunModelMetrics(
-        [metric], handler_factory=FakeHandler, corpus_stats=stats)
     found = _coders(p)
 
     def coder(prefix: str, tag: str = "None") -> coders.Coder:  # "None": the main output
@@ -166,21 +164,18 @@ def test_the_batch_edges_get_the_batch_coder(tmp_path, flags):
         return hit
 
     batch_edges = ["Read/ReadAndValidateRows", "Scored/FoldModelMetrics"] + [
-        f"{branch}/{step}" for branch in ("Scored", "Keyed/ModelMetrics")
-        for step in ("ExpandModelRequests", "RunInference/BeamML_RunInference")]
+        f"Scored/{step}" for step in ("ExpandModelRequests", "RunInference/BeamML_RunInference")]
     for edge in batch_edges:
         assert isinstance(coder(edge), BatchCoder), edge
-    # keyed results, counts and dead letters keep Beam's own coders
-    for edge, tag in (("Keyed/ModelMetrics/FoldModelMetrics", "None"),
-                      ("Read/ReadAndValidateRows", "dead_letter"),
+    # counts and dead letters keep Beam's own coders
+    for edge, tag in (("Read/ReadAndValidateRows", "dead_letter"),
                       ("Read/ReadAndValidateRows", "stats")):
         assert not isinstance(coder(edge, tag), BatchCoder), edge
     if not flags:  # what Beam infers from the elements' type, when it checks types
         assert isinstance(coder("Spread/RemoveRandomKeys"), BatchCoder)
-        for branch in ("Scored", "Keyed/ModelMetrics"):  # windows
-            windows = coder(f"{branch}/RunInference/BatchElements")
-            assert isinstance(windows, coders.ListCoder)
-            assert [type(c) for c in windows._get_component_coders()] == [BatchCoder]
+        windows = coder("Scored/RunInference/BatchElements")
+        assert isinstance(windows, coders.ListCoder)
+        assert [type(c) for c in windows._get_component_coders()] == [BatchCoder]
 
 
 def test_typed_as_sets_the_element_type():

@@ -234,13 +234,6 @@ def test_nan_values_are_carried_as_nan(tmp_path, output_format):
     assert (fake["carried"], fake["computed"], fake["changed"]) == (6, 0, 0)
 
 
-def test_carried_values_read_null_as_nan():
-    from transforms.scoring.incremental import _values
-
-    assert math.isnan(_values({"x": None}, ["x"])["x"])
-    assert _values({"x": 0.25, "y": 1}, ["x", "y"]) == {"x": 0.25, "y": 1.0}
-
-
 def _previous(tmp_path, content_key_version: str, signatures: dict) -> str:
     prefix = str(tmp_path / "old")
     (tmp_path / "old.summary.json").write_text(json.dumps(

@@ -107,7 +107,8 @@ def test_read_predictions_routes_rows_and_dead_letters(tmp_path):
     mapping = ColumnMapping(id="id")
     pipeline = test_pipeline.TestPipeline()
     out = pipeline | ReadPredictions(str(tmp_path / "in.*"), mapping)
-    keys = out["rows"] | "Keys" >> beam.Map(lambda kv: (kv[0], kv[1].example.prediction))
+    keys = out["batches"] | "Keys" >> beam.FlatMap(
+        lambda batch: [(k, row.example.prediction) for k, row in batch.rows])
     assert_that(keys, equal_to([(f"{jsonl}:1", "a"), (f"{csv_path}:1", "c")]), label="rows")
     reasons = out["dead_letter"] | "Reasons" >> beam.Map(
         lambda d: (d["row"], d["line"], d["reason"], d["id"]))

@@ -250,19 +250,14 @@ def test_read_predictions_checks_split_bytes():
     ReadPredictions("x", ColumnMapping(), split_bytes=1)
 
 
-@pytest.mark.parametrize("batch_rows", [None, 2])
-def test_read_predictions_step_names(tmp_path, batch_rows):
+def test_read_predictions_step_names(tmp_path):
     pipeline = test_pipeline.TestPipeline()
-    out = pipeline | "Read" >> ReadPredictions(_jsonl(tmp_path), ColumnMapping(),
-                                               batch_rows=batch_rows)
-    assert set(out) == ({"rows", "dead_letter", "stats"} if batch_rows is None else
-                        {"batches", "dead_letter", "stats"})
+    out = pipeline | "Read" >> ReadPredictions(_jsonl(tmp_path), ColumnMapping(), batch_rows=2)
+    assert set(out) == {"batches", "dead_letter", "stats"}
     expected = {"Read", *(f"Read/{s}" for s in (
         "MatchInputFiles", "PlanSplits", "ByteRanges", "KeyRangesByFile", "CountNewlines",
         "RangesAndCounts", "GroupByFile", "NumberLines", "WholeOrRowGroups", "AllSplits",
         "SpreadSplitsOverWorkers", "ReadAndValidateRows"))}
-    if batch_rows is None:
-        expected.add("Read/SpreadRowsOverWorkers")
     assert {label for label in step_labels(pipeline) if label.count("/") <= 1} == expected
 
 

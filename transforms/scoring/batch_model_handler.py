@@ -43,19 +43,22 @@ class RowRequests:
         requests: (metric index, slot, use tag, model input) for every model input the
             row's metrics ask for, in metric and slot order.
         rejected: (metric index, reason) for every metric that cannot score the row.
+        carried: the metric indices not computed for the row (an incremental run
+            carries their values from the previous run).
     """
 
     row_key: Hashable
     row: Any
     requests: tuple[tuple[int, int, str, Any], ...]
     rejected: tuple[tuple[int, str], ...] = ()
+    carried: tuple[int, ...] = ()
 
 
 class BatchRequests(NamedTuple):
     """A batch of rows with their model inputs, the element `RunInference` batches.
 
     Attributes:
-        batch: the rows as they came: a `RowBatch`, or a list of (row_key, row).
+        batch: the rows as they came, a `RowBatch`.
         rows: one `RowRequests` per row, in the batch's order.
     """
 

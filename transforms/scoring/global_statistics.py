@@ -2,8 +2,8 @@
 
 `ComputeCorpusStatistics` runs the `CorpusStatistic`s the metrics declare whose size is
 bounded by the vocabulary (BERTScore's idf; not those `corpus_stats.is_distributed`,
-which are served per n-gram shard) with `CorpusStatisticsCombineFn`, over keyed rows or
-`RowBatch`es, and yields a single `{key: value}` dict, taken as an `AsSingleton` side
+which are served per n-gram shard) with `CorpusStatisticsCombineFn`, over `RowBatch`es,
+and yields a single `{key: value}` dict, taken as an `AsSingleton` side
 input by the in-process metrics (score.py) and the model branch (run_model_metrics.py).
 `example_of` is the `QAExample` of a row value, for whatever reads rows' examples.
 """
@@ -45,19 +45,16 @@ def example_of(value: Any) -> QAExample:
     return value if isinstance(value, QAExample) else value.example
 
 
-def _examples_of(element: Any) -> Iterator[QAExample]:
-    """The examples of a keyed row or of a `RowBatch`."""
-    if isinstance(element, RowBatch):
-        for _, row in element.rows:
-            yield row.example
-    else:
-        yield example_of(element[1])
+def _examples_of(batch: RowBatch) -> Iterator[QAExample]:
+    """The examples of a `RowBatch`."""
+    for _, row in batch.rows:
+        yield row.example
 
 
 class ComputeCorpusStatistics(beam.PTransform):
-    """`(row_key, ScoringRow)` or `RowBatch`es -> one `{statistic key: value}` dict (empty
-    when none) of the statistics that are not distributed (`corpus_stats.is_distributed`):
-    those are computed inside `ScoreMetrics`. Statistics whose key is in `skip` (read from
+    """`RowBatch`es -> one `{statistic key: value}` dict (empty when none) of the
+    statistics that are not distributed (`corpus_stats.is_distributed`): those are served
+    per n-gram shard inside `score.ScoreBatches`. Statistics whose key is in `skip` (read from
     a frozen statistics file instead) are not computed."""
 
     def __init__(self, metrics: Sequence[Metric], skip: Collection[str] = ()) -> None:

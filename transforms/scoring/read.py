@@ -1,13 +1,12 @@
-"""Reading prediction files (JSONL, CSV, Parquet) into keyed `ScoringRow`s.
+"""Reading prediction files (JSONL, CSV, Parquet) into `RowBatch`es of `ScoringRow`s.
 
 `ReadPredictions` matches a glob, reads every file with its row numbers and validates each
-record (`row_validation.to_scoring_row`); it yields `(row_key, ScoringRow)` on `rows` and
-dead-letter dicts on `dead_letter`. Each file is planned into splits (`plan_splits`) that
+record (`row_validation.to_scoring_row`); it yields `RowBatch`es of consecutive rows on
+`batches` and dead-letter dicts on `dead_letter`. Each file is planned into splits (`plan_splits`) that
 workers read in parallel as streams: Parquet by row group, uncompressed JSONL by byte
 ranges (`SPLIT_BYTES`; a first pass counts the newlines of each range so that rows keep
 their file line numbers: the row key stays `file:line`), compressed files and CSV whole (a
 CSV field may hold a newline, so a byte range cannot tell where a record starts).
-`Reshuffle` then spreads the rows so that scoring parallelises.
 
 The per-format iterators (formats.py: `iter_jsonl`, `iter_csv`, `iter_parquet`, and the
 range and row-group readers) are Beam-free; each yields `(row, line, record_or_error)`.
@@ -334,8 +333,7 @@ class ReadPredictions(beam.PTransform):
     """Reads and validates prediction rows.
 
     Files are read in splits (`plan_splits`, at most `split_bytes` per JSONL range).
-    Returns a dict: `rows` -> `(row_key, ScoringRow)` spread over the workers (`Reshuffle`)
-    or, with `batch_rows`, `batches` -> `RowBatch`es of that many consecutive rows of a
+    Returns a dict: `batches` -> `RowBatch`es of up to `batch_rows` consecutive rows of a
     split, as read; `dead_letter` -> dead-letter dicts, `stats` -> the
     `((namespace, name), n)` counts of `ReadRowsFn`.
     A file that cannot be read to its end (cut short, corrupt, unreadable) fails the run
@@ -345,7 +343,7 @@ class ReadPredictions(beam.PTransform):
 
     def __init__(self, file_pattern: str, mapping: ColumnMapping,
                  input_format: str | None = None, max_text_chars: int | None = None,
-                 split_bytes: int = SPLIT_BYTES, batch_rows: int | None = None) -> None:
+                 split_bytes: int = SPLIT_BYTES, batch_rows: int = 512) -> None:
         super().__init__()
         if split_bytes < 1:
             raise ValueError(f"split_bytes must be >= 1, got {split_bytes}")
@@ -356,7 +354,7 @@ class ReadPredictions(beam.PTransform):
         self._max_text_chars = max_text_chars
         self._split_bytes = split_bytes
 
-    def expand(self, pbegin: beam.pvalue.PBegin):  # -> {"rows", "dead_letter", ...}
+    def expand(self, pbegin: beam.pvalue.PBegin):  # -> {"batches", "dead_letter", ...}
         input_format, split_bytes = self._input_format, self._split_bytes
         planned = (
             pbegin
@@ -380,7 +378,6 @@ class ReadPredictions(beam.PTransform):
         read = splits | "ReadAndValidateRows" >> beam.ParDo(
             ReadRowsFn(self._mapping, self._input_format, self._max_text_chars,
                        self._batch_rows)).with_outputs(DEAD_LETTER, STATS_TAG, main="rows")
-        out = {"dead_letter": read[DEAD_LETTER], "stats": read[STATS_TAG]}
-        if self._batch_rows is not None:  # sized without packing them (batch_coder)
-            return {"batches": typed_as(read.rows, RowBatch), **out}
-        return {"rows": read.rows | "SpreadRowsOverWorkers" >> beam.Reshuffle(), **out}
+        # typed: a runner sizes the batches without packing them (batch_coder)
+        return {"batches": typed_as(read.rows, RowBatch), "dead_letter": read[DEAD_LETTER],
+                "stats": read[STATS_TAG]}

@@ -1,6 +1,6 @@
 """Rows travelling as batches: a `RowBatch` is one element holding many `ScoringRow`s,
 packed as compact bytes whenever it is pickled (between stages, and while a runner holds
-it), so a run holds no Python object per row there. Pure Python: no Beam, no I/O.
+it), so a run holds no Python object per row there. No Beam, no I/O.
 """
 
 from __future__ import annotations
@@ -8,9 +8,25 @@ from __future__ import annotations
 import json
 import zlib
 from collections.abc import Sequence
+from typing import NamedTuple
+
+import numpy as np
 
 from transforms.metrics.base import QAExample
 from transforms.scoring.rows import RowSource, ScoringRow
+
+
+class Carry(NamedTuple):
+    """What an incremental run knows of a batch's rows before it scores them (carry.py):
+    `keys` (their 16-byte content keys, concatenated), `old` (the previous run scored the
+    row: a bool array), `values` (their previous values, one row per row: carried
+    columns, then compared ones; NaN for a new row) and `first` (the first row of the
+    batch with the row's content)."""
+
+    keys: bytes
+    old: np.ndarray
+    values: np.ndarray
+    first: np.ndarray
 
 
 class RowBatch:
@@ -25,23 +41,38 @@ class RowBatch:
     when first read.
     """
 
-    __slots__ = ("batch_id", "_rows", "_packed", "results")
+    __slots__ = ("batch_id", "_rows", "_packed", "results", "carry")
 
-    def __init__(self, batch_id: str, rows: list, results: list | None = None) -> None:
+    def __init__(self, batch_id: str, rows: list, results: list | None = None,
+                 carry: Carry | None = None) -> None:
         if results is not None and len(results) != len(rows):
             raise ValueError(f"{len(results)} results for {len(rows)} rows")
         self.batch_id = batch_id
         self._rows: list | None = rows
         self._packed: bytes | None = None
         self.results = results
+        self.carry = carry
+
+    def _copy(self) -> RowBatch:
+        batch = RowBatch.__new__(RowBatch)
+        batch.batch_id, batch._rows, batch._packed = self.batch_id, self._rows, self._packed
+        batch.results, batch.carry = self.results, self.carry
+        return batch
+
+    def with_carry(self, carry: Carry) -> RowBatch:
+        """The same rows with an incremental run's `Carry` (carry.py)."""
+        if len(carry.old) != len(self):
+            raise ValueError(f"a carry of {len(carry.old)} rows for {len(self)} rows")
+        batch = self._copy()
+        batch.carry = carry
+        return batch
 
     def with_results(self, results: Sequence[tuple]) -> RowBatch:
         """The same rows (still packed, if they were) with one result per row:
         `(scores, reason, kind)` tuples such as transforms/scoring's `ScoreResult`."""
         if len(results) != len(self):
             raise ValueError(f"{len(results)} results for {len(self)} rows")
-        batch = RowBatch.__new__(RowBatch)
-        batch.batch_id, batch._rows, batch._packed = self.batch_id, self._rows, self._packed
+        batch = self._copy()
         batch.results = [tuple(r) for r in results]
         return batch
 
@@ -60,9 +91,10 @@ class RowBatch:
     def __reduce__(self):
         if self._packed is None:
             self._packed = pack_rows(self._rows)
-        if self.results is None:
-            return _unpack_batch, (self.batch_id, self._packed)
-        return _unpack_batch, (self.batch_id, self._packed, pack_results(self.results))
+        results = None if self.results is None else pack_results(self.results)
+        if self.carry is None:
+            return _unpack_batch, (self.batch_id, self._packed, results)
+        return _unpack_batch, (self.batch_id, self._packed, results, tuple(self.carry))
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -72,16 +104,26 @@ class RowBatch:
 
     def __eq__(self, other: object) -> bool:
         return (isinstance(other, RowBatch) and self.batch_id == other.batch_id
-                and self.rows == other.rows and self.results == other.results)
+                and self.rows == other.rows and self.results == other.results
+                and _same_carry(self.carry, other.carry))
 
     __hash__ = None  # type: ignore[assignment]
 
 
-def _unpack_batch(batch_id: str, packed: bytes, results: bytes | None = None) -> RowBatch:
+def _same_carry(a: Carry | None, b: Carry | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    return (a.keys == b.keys and np.array_equal(a.old, b.old) and np.array_equal(a.first, b.first)
+            and np.array_equal(a.values, b.values, equal_nan=True))
+
+
+def _unpack_batch(batch_id: str, packed: bytes, results: bytes | None = None,
+                  carry: tuple | None = None) -> RowBatch:
     """A `RowBatch` read back from its pickle: its rows stay packed until read."""
     batch = RowBatch.__new__(RowBatch)
     batch.batch_id, batch._rows, batch._packed = batch_id, None, packed
     batch.results = unpack_results(results) if results is not None else None
+    batch.carry = Carry(*carry) if carry is not None else None
     return batch
 
 

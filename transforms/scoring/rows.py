@@ -94,15 +94,20 @@ _KEY_ENCODE = (json.encoder.c_make_encoder(
     True) if json.encoder.c_make_encoder else None)
 
 
-def content_key(example: QAExample) -> str:
+def content_digest(example: QAExample) -> bytes:
     """A hash of everything a row's scores depend on: the prediction, the references in
-    order, the question and the negative references (128-bit BLAKE2b, hex). Two rows with
+    order, the question and the negative references (128-bit BLAKE2b). Two rows with
     equal content keys get equal scores from every metric (given the same corpus
     statistics), wherever they sit in which file."""
     fields = [example.prediction, example.references, example.question,
               example.negative_references]  # tuples as JSON lists
     payload = "".join(_KEY_ENCODE(fields, 0)) if _KEY_ENCODE else _KEY_JSON.encode(fields)
-    return hashlib.blake2b(payload.encode("utf-8"), digest_size=16).hexdigest()
+    return hashlib.blake2b(payload.encode("utf-8"), digest_size=16).digest()
+
+
+def content_key(example: QAExample) -> str:
+    """`content_digest` in hex, as the scores files write it (`content_key`)."""
+    return content_digest(example).hex()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -197,10 +202,11 @@ def parse_json_line(raw: bytes) -> dict[str, Any]:
     return value
 
 
-def scored_record(row: ScoringRow, scores: Mapping[str, float]) -> dict[str, Any]:
+def scored_record(row: ScoringRow, scores: Mapping[str, float], key: str | None = None
+                  ) -> dict[str, Any]:
     """The output record of a scored row, with the input columns it keeps
-    (--keep_input_columns)."""
-    return {"row_key": row.source.key, "content_key": content_key(row.example),
+    (--keep_input_columns); `key`: its content key when already known."""
+    return {"row_key": row.source.key, "content_key": key or content_key(row.example),
             "file": row.source.file, "row": row.source.row,
             "id": row.id, "system": row.system, "human": row.human, **dict(row.kept),
             **scores}

@@ -1,10 +1,8 @@
 """Model-backed metrics through `RunInference`, on batches of rows.
 
-    # the scoring pipeline's one row flow: RowBatches in, the same batches out with each
-    # row's model scores (or why it has none) attached, for ScoreBatches to finish
+    # RowBatches in, the same batches out with each row's model scores (or why it has
+    # none) attached, for ScoreBatches to finish
     scored = batches | ScoreModelBatches([BERTScoreMetric(layer=4), SASMetric(model=...)])
-    # keyed rows (incremental runs, tests): one (row_key, ScoreResult) per row
-    results = rows | RunModelMetrics(metrics)
 
 Exactly one result per input row, the scoring pipeline's branch contract
 (`ModelScoreResult` is transforms/scoring's `ScoreResult`): the columns of every metric,
@@ -12,9 +10,9 @@ or `scores=None` with the reasons ("<family>: <why>", joined by "; ") when any m
 not score the row (bad input, a failed inference batch, a fold error), and the kind
 `inference_failed` when a batch failed, else `metric_input_error`.
 
-The graph, one fused stage with no shuffle: `ExpandModelRequests` turns each batch of rows
-(a `RowBatch`, or a list of keyed rows) into `BatchRequests`: per row its key, the row and
-every model input its metrics ask for (metric index, slot, use tag, input; one tag per
+The graph, one fused stage with no shuffle: `ExpandModelRequests` turns each `RowBatch`
+into `BatchRequests`: per row its key, the row and every model input its metrics ask for
+(in an incremental run, none for the carried metrics of a row the previous run scored) (metric index, slot, use tag, input; one tag per
 distinct `ModelUse`, so metrics with equal uses share a model). One
 `RunInference(BatchModelHandler(MultiUseModelHandler))` (batch_model_handler.py) merges
 such elements up to `--model_batch_size` model inputs (the window in which inputs are
@@ -55,6 +53,7 @@ from transforms.scoring.batch_model_handler import (
     BatchResult,
     RowRequests,
 )
+from transforms.scoring.carry import CarrySpec
 from transforms.scoring.global_statistics import ComputeCorpusStatistics, example_of
 from transforms.scoring.handlers import build_handler
 from transforms.scoring.multi_use import NAMESPACE, InferenceFailure, MultiUseModelHandler
@@ -82,11 +81,6 @@ def plan_uses(metrics: Sequence[ModelMetric]) -> tuple[dict[str, ModelUse], list
     return uses, roles
 
 
-def keyed_rows(batch: Any) -> Sequence[tuple[Hashable, Any]]:
-    """The (row_key, row) pairs of a `RowBatch` or of a list of them."""
-    return batch.rows if isinstance(batch, RowBatch) else batch
-
-
 class ExpandModelRequestsFn(CountingDoFn):
     """A batch of rows -> `BatchRequests` with every model input of every row.
 
@@ -94,21 +88,29 @@ class ExpandModelRequestsFn(CountingDoFn):
     (namespace `NAMESPACE`): `requests`, `filtered:input_error`.
     """
 
-    def __init__(self, metrics: Sequence[ModelMetric], roles: Sequence[Mapping[str, str]]):
+    def __init__(self, metrics: Sequence[ModelMetric], roles: Sequence[Mapping[str, str]],
+                 carry: CarrySpec | None = None):
         super().__init__(NAMESPACE, ["requests", "filtered:input_error"])
         self._metrics = tuple(metrics)
         self._roles = tuple(roles)
+        self._carried = tuple(i for i, m in enumerate(metrics)
+                              if carry is not None and carry.carries(m))
 
-    def process(self, batch: Any):
-        rows = tuple(self._row(row_key, value) for row_key, value in keyed_rows(batch))
+    def process(self, batch: RowBatch):
+        old = (batch.carry.old.tolist() if batch.carry is not None and self._carried
+               else [False] * len(batch))
+        rows = tuple(self._row(row_key, value, self._carried if is_old else ())
+                     for (row_key, value), is_old in zip(batch.rows, old, strict=True))
         self.count("requests", sum(len(row.requests) for row in rows))
         progress.add(PROGRESS_ROWS_IN, len(rows))
         yield BatchRequests(batch, rows)
 
-    def _row(self, row_key: Hashable, value: Any) -> RowRequests:
+    def _row(self, row_key: Hashable, value: Any, carried: tuple[int, ...]) -> RowRequests:
         example = example_of(value)
         requests, rejected = [], []
         for index, metric in enumerate(self._metrics):
+            if index in carried:
+                continue
             try:
                 asked = metric.requests(example)
             except MetricInputError as e:
@@ -118,13 +120,12 @@ class ExpandModelRequestsFn(CountingDoFn):
             tags = self._roles[index]
             requests += [(index, slot, tags[role], model_input)
                          for slot, (role, model_input) in enumerate(asked)]
-        return RowRequests(row_key, value, tuple(requests), tuple(rejected))
+        return RowRequests(row_key, value, tuple(requests), tuple(rejected), carried)
 
 
 class FoldModelMetricsFn(CountingDoFn):
-    """BatchResult(BatchRequests, outputs per row) -> one result per row: for a
-    `RowBatch`, the batch again with `results` (a `ModelScoreResult` per row); for a list
-    of keyed rows, `(row_key, ModelScoreResult)` per row.
+    """BatchResult(BatchRequests, outputs per row) -> the `RowBatch` again with `results`
+    (a `ModelScoreResult` per row).
 
     A row's result holds the metric columns, or the reasons the row cannot be scored (an
     input a metric rejects, an input the model failed on). Counts (namespace
@@ -145,10 +146,7 @@ class FoldModelMetricsFn(CountingDoFn):
         # bookkeeping (a lock and a clock read for the progress tally)
         self.count("passed", sum(r.scores is not None for r in results))
         progress.add(PROGRESS_ROWS_DONE, len(results))
-        if isinstance(element.batch, RowBatch):
-            yield element.batch.with_results(results)
-        else:
-            yield from ((row.row_key, r) for row, r in zip(element.rows, results))
+        yield element.batch.with_results(results)
 
     def _fold(self, row: RowRequests, values: Sequence[Any],
               corpus_stats: Mapping[str, Any]) -> ModelScoreResult:
@@ -166,6 +164,8 @@ class FoldModelMetricsFn(CountingDoFn):
         columns: dict[str, float] = {}
         reasons: list[str] = []
         for index, metric in enumerate(self._metrics):
+            if index in row.carried:
+                continue
             if index in rejected:
                 reasons.append(f"{metric.family}: {rejected[index]}")
             elif index in failed:
@@ -183,30 +183,28 @@ class FoldModelMetricsFn(CountingDoFn):
         return ModelScoreResult(columns)
 
 
-class ModelMetricsOnBatches(beam.PTransform):
-    """Batches of rows (`RowBatch`es, or lists of (row_key, row)) -> per batch, its rows'
-    model results (see `FoldModelMetricsFn`). The shared core of `ScoreModelBatches` and
-    `RunModelMetrics`.
+class ScoreModelBatches(beam.PTransform):
+    """`RowBatch`es -> the same batches with `results`: each row's model scores, or why it
+    has none (see the module docstring and `FoldModelMetricsFn`).
 
     Args:
         metrics: the model metrics (built, hence validated, on the launcher).
         corpus_stats: the {key: value} corpus statistics, as a singleton PCollection or an
-            `AsSingleton` side input; None = computed here from `rows` when a metric
+            `AsSingleton` side input; None = computed here from the batches when a metric
             needs them.
         handler_factory: (ModelUse, **handler_kwargs) -> ModelHandler (tests inject fakes).
         handler_kwargs: batching/sharing options for the default factory.
-        rows: where corpus statistics are computed from when they are not given.
+        carry: an incremental run's `CarrySpec`: the carried metrics are not computed for
+            the rows the previous run scored.
 
     Raises:
         ValueError: no metrics, or two metrics of the same family.
     """
 
-    # the type of the elements `expand` returns (None: keyed rows, any type)
-    _scored_type: type | None = None
-
     def __init__(self, metrics: Sequence[ModelMetric], *, corpus_stats: Any = None,
                  handler_factory: Callable[..., ModelHandler] | None = None,
-                 handler_kwargs: Mapping[str, Any] | None = None) -> None:
+                 handler_kwargs: Mapping[str, Any] | None = None,
+                 carry: CarrySpec | None = None) -> None:
         super().__init__()
         families = [m.family for m in metrics]
         if not metrics or len(set(families)) != len(families):
@@ -215,6 +213,7 @@ class ModelMetricsOnBatches(beam.PTransform):
         self._corpus_stats = corpus_stats
         self._factory = handler_factory or build_handler
         self._handler_kwargs = dict(handler_kwargs or {})
+        self._carry = carry
         self._uses, self._roles = plan_uses(self._metrics)
         self.models: MultiUseModelHandler | None = None  # the graph's handler, once expanded
 
@@ -222,7 +221,7 @@ class ModelMetricsOnBatches(beam.PTransform):
         # The edges typed with the batch classes: a runner sizes their elements without
         # encoding them (transforms/scoring/batch_coder.py)
         requests = typed_as((batches | "ExpandModelRequests" >> beam.ParDo(
-            ExpandModelRequestsFn(self._metrics, self._roles)).with_outputs(
+            ExpandModelRequestsFn(self._metrics, self._roles, self._carry)).with_outputs(
                 STATS_TAG, main="requests")).requests, BatchRequests)
         self.models = MultiUseModelHandler(
             {tag: self._factory(use, **self._handler_kwargs) for tag, use in self._uses.items()})
@@ -235,7 +234,7 @@ class ModelMetricsOnBatches(beam.PTransform):
             FoldModelMetricsFn(self._metrics),
             corpus_stats=self._stats_side_input(batches)).with_outputs(
                 STATS_TAG, main="scores")).scores
-        return scores if self._scored_type is None else typed_as(scores, self._scored_type)
+        return typed_as(scores, RowBatch)
 
     def _stats_side_input(self, batches: beam.PCollection) -> Any:
         if not unique_statistics(self._metrics):
@@ -244,36 +243,5 @@ class ModelMetricsOnBatches(beam.PTransform):
             return beam.pvalue.AsSingleton(self._corpus_stats)
         if self._corpus_stats is not None:
             return self._corpus_stats
-        stats = (batches | "BatchRows" >> beam.FlatMap(keyed_rows)
-                 | "ComputeCorpusStatistics" >> ComputeCorpusStatistics(self._metrics))
+        stats = batches | "ComputeCorpusStatistics" >> ComputeCorpusStatistics(self._metrics)
         return beam.pvalue.AsSingleton(stats)
-
-
-class ScoreModelBatches(ModelMetricsOnBatches):
-    """`RowBatch`es -> the same batches with `results`: each row's model scores, or why it
-    has none (see the module docstring). Same arguments as `ModelMetricsOnBatches`."""
-
-    _scored_type = RowBatch
-
-
-class RunModelMetrics(beam.PTransform):
-    """Keyed rows `(row_key, row)` -> `(row_key, ModelScoreResult)`, one per row.
-
-    Rows are gathered into lists of up to `rows_per_batch` (`BatchElements`, within a
-    bundle) and scored as `ModelMetricsOnBatches` scores batches. Same arguments, and
-    `rows_per_batch`.
-    """
-
-    def __init__(self, metrics: Sequence[ModelMetric], *, rows_per_batch: int = 512,
-                 **kwargs: Any) -> None:
-        super().__init__()
-        if rows_per_batch < 1:
-            raise ValueError(f"rows_per_batch must be >= 1, got {rows_per_batch}")
-        self._rows_per_batch = rows_per_batch
-        self.batches = ModelMetricsOnBatches(metrics, **kwargs)
-
-    def expand(self, rows: beam.PCollection) -> beam.PCollection:
-        return (rows
-                | "GatherRows" >> beam.BatchElements(min_batch_size=1,
-                                                     max_batch_size=self._rows_per_batch)
-                | "ModelMetrics" >> self.batches)

@@ -1,18 +1,19 @@
-"""Scoring rows with in-process (lexical) metrics.
+"""Scoring `RowBatch`es with the in-process (lexical) metrics, and finishing each row's
+record.
 
 `ComputeCorpusStatistics` (global_statistics.py) runs the `CorpusStatistic`s the metrics
 declare whose size is bounded by the vocabulary (BERTScore's idf) as one `CombineGlobally`
 and yields a single `{key: value}` dict, taken as an `AsSingleton` side input. CIDEr-D's
 document frequencies grow with the corpus: `ScoreBatches` computes and serves them per
 n-gram shard (`corpus_stats.ShardedCiderStatistics`), so each batch gets the frequencies
-of its own n-grams only. `ScoreBatches` scores `RowBatch`es: each metric's `score_batch`
-once per batch; `ScoreMetrics` batches keyed rows first. Every row given gets one answer:
-its scores, or the reason it could not be scored. When `score_batch` raises
-`MetricInputError`, the batch is re-scored example by example so only the failing row is
-lost. In a keyed graph the answer is `(row_key, ScoreResult)`, the shape every scoring
-branch emits, model-backed ones included, so `join.JoinScores` can merge branches by row
-key; in the batched path it is the row's final record (or dead letter), one list of
-records per batch.
+of its own n-grams only. `ScoreBatches` scores each batch with each metric's
+`score_batch` once; every row gets one answer: its scores, or the reason it could not be
+scored. When `score_batch` raises `MetricInputError`, the batch is re-scored example by
+example so only the failing row is lost. The batch's model results, when the model
+metrics scored it first (run_model_metrics.py), are merged here (`merge_branch_results`):
+a row is scored by every metric, or dead-lettered with every reason. In an incremental
+run (a batch with a `Carry`, carry.py) each distinct content is scored once, the carried
+metrics on new rows only, and an old row's record gets its previous values.
 """
 
 import logging
@@ -25,6 +26,7 @@ import apache_beam as beam
 from transforms.io.counting import STATS_TAG, CountingDoFn
 from transforms.metrics.base import CorpusStatistic, Metric, MetricInputError, QAExample
 from transforms.metrics.corpus import unique_statistics
+from transforms.scoring.carry import CarrySpec, carried_values, finish_old_record, unique_rows
 from transforms.scoring.corpus_stats import (
     DOCS,
     MIN_SHARDS,
@@ -34,8 +36,7 @@ from transforms.scoring.corpus_stats import (
     batch_corpora,
     is_distributed,
 )
-from transforms.scoring.reference_batches import BatchByReferences
-from transforms.scoring.row_batch import RowBatch
+from transforms.scoring.row_batch import Carry, RowBatch
 from transforms.scoring.rows import ScoringRow, dead_letter, scored_record
 
 logger = logging.getLogger(__name__)
@@ -57,12 +58,13 @@ class ScoreResult(NamedTuple):
 
 
 IN_PROCESS = "in_process"
+CARRIED = "in_process_carried"  # an incremental run's carried in-process metrics
 MODELS = "models"
 
 
 def merge_branch_results(
-    row: ScoringRow, results: Mapping[str, Sequence[ScoreResult]], branches: Sequence[str]
-) -> tuple[bool, dict[str, Any]]:
+    row: ScoringRow, results: Mapping[str, Sequence[ScoreResult]], branches: Sequence[str],
+    key: str | None = None) -> tuple[bool, dict[str, Any]]:
     """Merges what each scoring branch said about one row.
 
     Args:
@@ -92,7 +94,7 @@ def merge_branch_results(
         reason = problems[0][0]
         detail = "; ".join(d for _, d in problems)
         return False, dead_letter(row.source, reason, detail, row.id, row.system)
-    return True, scored_record(row, scores)
+    return True, scored_record(row, scores, key)
 
 
 def _check_output(metric: Metric, results: list[dict[str, float]], n: int) -> None:
@@ -147,37 +149,32 @@ def score_examples(metrics: Sequence[Metric], examples: Sequence[QAExample],
             for s, reason in zip(scores, reasons, strict=True)]
 
 
-RESULTS = "results"
-RECORDS = "records"
 DEAD_LETTER = "dead_letter"
-
-
 JOIN_REASONS = ("metric_input_error", "inference_failed", "missing_score")
 
 
 class ScoreRowsFn(CountingDoFn):
-    """Scores a batch of `(row_key, ScoringRow)` (a list or a `RowBatch`).
+    """Scores a `RowBatch`: yields one list per batch of its rows' final scored records
+    (`rows.scored_record`), and each rejected row's dead-letter record on `dead_letter`.
 
-    `emit` = `results`: yields `(row_key, ScoreResult)` per row, for `join.JoinScores`.
-    `emit` = `records`: yields one list per batch of its rows' final scored records
-    (`rows.scored_record`), and each rejected row's dead-letter record on `dead_letter`:
-    the rest of the scoring of a run in one flow, with no join. A `RowBatch` that carries
-    its rows' model results (`run_model_metrics.ScoreModelBatches`) has them merged here
-    with the in-process scores, as the join would merge the two branches
-    (`merge_branch_results`: a row is scored by every metric or dead-lettered). It then
-    also counts what the join would (`join/passed`, `join/filtered:<reason>`).
-    Counts (namespace `score`, when there are in-process metrics): `passed`,
-    `filtered:metric_input_error`; distributions of batch sizes and latencies."""
+    A batch that carries its rows' model results (`run_model_metrics.ScoreModelBatches`)
+    has them merged with the in-process scores (`merge_branch_results`: a row is scored by
+    every metric or dead-lettered with every reason). A batch with a `Carry` (an
+    incremental run, `carry` the run's `CarrySpec`) is scored once per distinct content,
+    the carried metrics on new rows only; an old row's record gets the previous values
+    of the carried columns, `_carried` and `_changed`.
+    Counts (namespace `score`): `passed`, `filtered:metric_input_error` (rows scored by
+    the in-process metrics), `join/passed`, `join/filtered:<reason>` (finished records);
+    distributions of batch sizes and latencies."""
 
-    def __init__(self, metrics: Sequence[Metric], emit: str = RESULTS) -> None:
-        if emit not in (RESULTS, RECORDS):
-            raise ValueError(f"emit must be {RESULTS!r} or {RECORDS!r}, got {emit!r}")
-        names = ["passed", "filtered:metric_input_error"]
-        if emit == RECORDS:
-            names += [("join", "passed"), *(("join", f"filtered:{r}") for r in JOIN_REASONS)]
+    def __init__(self, metrics: Sequence[Metric], carry: CarrySpec | None = None) -> None:
+        names = ["passed", "filtered:metric_input_error", ("join", "passed"),
+                 *(("join", f"filtered:{r}") for r in JOIN_REASONS)]
         super().__init__(_STAGE, names)
         self._metrics = tuple(metrics)
-        self._emit = emit
+        self._carry = carry
+        self._computed = tuple(m for m in metrics if not (carry and carry.carries(m)))
+        self._carried = tuple(m for m in metrics if carry and carry.carries(m))
         self._batch_size = beam.metrics.Metrics.distribution(_STAGE, "batch_size_rows")
         self._latency = beam.metrics.Metrics.distribution(_STAGE, "score_batch_micro_secs")
 
@@ -189,46 +186,72 @@ class ScoreRowsFn(CountingDoFn):
         for metric in self._metrics:
             metric.teardown()
 
-    def process(self, batch: Any, corpus_stats: dict[str, Any]) -> Iterator[Any]:
-        if isinstance(batch, RowBatch):
-            return self._score(batch.rows, corpus_stats, batch.results)
+    def process(self, batch: RowBatch, corpus_stats: dict[str, Any]) -> Iterator[Any]:
         return self._score(batch, corpus_stats)
 
-    def _score(self, batch: Sequence[tuple[str, ScoringRow]], corpus_stats: dict[str, Any],
-               model_results: Sequence[tuple] | None = None) -> Iterator[Any]:
+    def _score(self, batch: RowBatch, corpus_stats: dict[str, Any]) -> Iterator[Any]:
         start = time.perf_counter()
-        results = score_examples(self._metrics, [row.example for _, row in batch],
-                                 corpus_stats)
+        rows, carry = batch.rows, batch.carry if self._carry is not None else None
+        given = (self._in_process(rows, corpus_stats) if carry is None
+                 else self._in_process_carrying(rows, carry, corpus_stats))
         self._latency.update(int((time.perf_counter() - start) * 1e6))
-        self._batch_size.update(len(batch))
-        if self._emit == RECORDS:
-            yield from self._records(batch, results, model_results)
-            return
-        for (key, _), result in zip(batch, results, strict=True):
-            if result.scores is None:
-                self.count("filtered:metric_input_error")
-                logger.debug("row %s rejected: %s", key, result.reason)
-            else:
-                self.count("passed")
-            yield key, result
+        self._batch_size.update(len(rows))
+        yield from self._records(rows, given, batch.results, carry)
 
-    def _records(self, batch: Sequence[tuple[str, ScoringRow]],
-                 results: Sequence[ScoreResult],
-                 model_results: Sequence[tuple] | None) -> Iterator[Any]:
+    def _in_process(self, rows: Sequence[tuple[str, ScoringRow]], corpus_stats: dict
+                    ) -> list[dict[str, list[ScoreResult]]]:
+        results = score_examples(self._metrics, [row.example for _, row in rows], corpus_stats)
+        if self._metrics:
+            self._count_scored(results)
+        return [{IN_PROCESS: [r]} for r in results]
+
+    def _count_scored(self, results: Sequence[ScoreResult]) -> None:
+        passed = sum(r.scores is not None for r in results)
+        self.count("passed", passed)
+        self.count("filtered:metric_input_error", len(results) - passed)
+
+    def _in_process_carrying(self, rows: Sequence[tuple[str, ScoringRow]], carry: Carry,
+                             corpus_stats: dict) -> list[dict[str, list[ScoreResult]]]:
+        """Each distinct content scored once: the recomputed metrics on every one, the
+        carried ones on new ones; an old row's carried branch is its previous values."""
+        unique = unique_rows(carry, len(rows))
+        fresh = [i for i in unique if not carry.old[i]]
+        computed = score_examples(self._computed, [rows[i][1].example for i in unique],
+                                  corpus_stats)
+        carried = score_examples(self._carried, [rows[i][1].example for i in fresh],
+                                 corpus_stats)
+        by_row = dict(zip(unique, computed, strict=True))
+        new_by_row = dict(zip(fresh, carried, strict=True))
+        if self._metrics:  # the distinct contents the in-process metrics scored
+            self._count_scored([ScoreResult(None) if (
+                self._computed and by_row[i].scores is None) or (
+                i in new_by_row and new_by_row[i].scores is None) else ScoreResult({})
+                for i in unique if self._computed or i in new_by_row])
+        given = []
+        for i, first in enumerate(carry.first.tolist()):
+            branches = {IN_PROCESS: [by_row[first]]}  # no scores when nothing is computed
+            if carry.old[i]:
+                branches[CARRIED] = [ScoreResult(carried_values(self._carry, carry.values[i]))]
+            elif self._carried:
+                branches[CARRIED] = [new_by_row[first]]
+            given.append(branches)
+        return given
+
+    def _records(self, rows: Sequence[tuple[str, ScoringRow]],
+                 given: Sequence[dict[str, list[ScoreResult]]],
+                 model_results: Sequence[tuple] | None, carry: Carry | None) -> Iterator[Any]:
         """The batch's scored records as one list (none when every row was rejected);
         each rejected row's dead-letter record on `dead_letter`."""
-        branches = [IN_PROCESS] * bool(self._metrics) + [MODELS] * (model_results is not None)
-        models = model_results if model_results is not None else [None] * len(batch)
         records = []
-        for (key, row), result, model in zip(batch, results, models, strict=True):
-            if self._metrics:
-                self.count("passed" if result.scores is not None
-                           else "filtered:metric_input_error")
-            given = {IN_PROCESS: [result]}
-            if model is not None:
-                given[MODELS] = [ScoreResult(*model)]
-            ok, record = merge_branch_results(row, given, branches or [IN_PROCESS])
+        for i, ((key, row), branches) in enumerate(zip(rows, given, strict=True)):
+            if model_results is not None:
+                branches[MODELS] = [ScoreResult(*model_results[i])]
+            names = [b for b in (IN_PROCESS, CARRIED, MODELS) if b in branches]
+            digest = carry.keys[16 * i:16 * (i + 1)].hex() if carry is not None else None
+            ok, record = merge_branch_results(row, branches, names, digest)
             if ok:
+                if carry is not None and carry.old[i]:
+                    finish_old_record(self._carry, record, carry.values[i])
                 records.append(record)
             else:
                 self.count(("join", f"filtered:{record['reason']}"))
@@ -245,8 +268,8 @@ class ScoreBatchesWithFrequenciesFn(ScoreRowsFn):
     (`corpus_stats.batch_corpora`) and the corpus sizes (`docs` side input)."""
 
     def __init__(self, metrics: Sequence[Metric], statistics: Sequence[CorpusStatistic],
-                 shards: int, emit: str = RESULTS) -> None:
-        super().__init__(metrics, emit)
+                 shards: int, carry: CarrySpec | None = None) -> None:
+        super().__init__(metrics, carry)
         self._statistics = tuple(statistics)
         self._shards = shards
 
@@ -258,15 +281,16 @@ class ScoreBatchesWithFrequenciesFn(ScoreRowsFn):
             examples = [row.example for _, row in batch.rows]
             stats = {**corpus_stats, **batch_corpora(self._statistics, examples,
                                                      grouped["answers"], docs, self._shards)}
-            yield from self._score(batch.rows, stats, batch.results)
+            yield from self._score(batch, stats)
 
 
 class ScoreBatches(beam.PTransform):
-    """`RowBatch`es -> the scores of their rows, for in-process metrics.
+    """`RowBatch`es -> {`scored`: lists of scored records, one per batch, `dead_letter`:
+    dead-letter records} (`ScoreRowsFn`), for the in-process metrics.
 
     With CIDEr-D among the metrics, batches are joined with their n-grams' document
     frequencies first (`corpus_stats.ShardedCiderStatistics`); without, they are spread
-    over the workers (`Reshuffle`) and scored.
+    over the workers (`Reshuffle`, when `spread`) and scored.
 
     Args:
         metrics: metrics built (and validated) on the launcher.
@@ -276,91 +300,41 @@ class ScoreBatches(beam.PTransform):
             (`statistics_file.ReadCorpusStatistics`) to score against instead of the run's.
         statistics_sink: None, or a PTransform applied to the `{docs, text_df}`
             PCollections of the run's statistics (`statistics_file.WriteCorpusStatistics`).
-        emit: `results` -> `(row_key, ScoreResult)`; `records` -> {`scored`: lists of
-            scored records, one per batch, `dead_letter`: dead-letter records}
-            (`ScoreRowsFn`).
+        spread: reshuffle the batches over the workers before scoring them.
+        carry: an incremental run's `CarrySpec` (its batches have a `Carry`).
     """
 
     def __init__(self, metrics: Sequence[Metric], corpus_stats: Any,
                  shards: int = MIN_SHARDS, frozen: dict[str, beam.PCollection] | None = None,
-                 statistics_sink: beam.PTransform | None = None, emit: str = RESULTS,
-                 spread: bool = True) -> None:
+                 statistics_sink: beam.PTransform | None = None, spread: bool = True,
+                 carry: CarrySpec | None = None) -> None:
         super().__init__()
         self._metrics = tuple(metrics)
         self._corpus_stats = corpus_stats
         self._shards = shards
         self._frozen = frozen
         self._sink = statistics_sink
-        self._emit = emit
         self._spread = spread
+        self._carry = carry
 
-    def _outputs(self, scored):
-        if self._emit == RESULTS:
-            return scored.scores
-        return {"scored": scored.scores, DEAD_LETTER: scored[DEAD_LETTER]}
-
-    def expand(self, batches: beam.PCollection) -> Any:
+    def expand(self, batches):  # -> {scored, dead_letter}
         distributed = [s for s in unique_statistics(self._metrics) if is_distributed(s)]
         if not distributed:
             if self._spread:
                 batches = batches | "SpreadBatchesOverWorkers" >> beam.Reshuffle()
-            return self._outputs(
-                batches | "ScoreBatches" >> beam.ParDo(
-                    ScoreRowsFn(self._metrics, self._emit), self._corpus_stats)
-                .with_outputs(STATS_TAG, DEAD_LETTER, main="scores"))
+            scored = batches | "ScoreBatches" >> beam.ParDo(
+                ScoreRowsFn(self._metrics, self._carry), self._corpus_stats
+            ).with_outputs(STATS_TAG, DEAD_LETTER, main="scores")
+            return {"scored": scored.scores, DEAD_LETTER: scored[DEAD_LETTER]}
         stats = batches | "ShardedCiderStatistics" >> ShardedCiderStatistics(
             distributed, self._shards, self._frozen, text_frequencies=self._sink is not None)
         if self._sink is not None:
             _ = {DOCS: stats[DOCS], TEXT_DF: stats[TEXT_DF]} | "SaveStatistics" >> self._sink
-        return self._outputs(
-            {ROWS: stats[ROWS], "answers": stats["answers"]}
-            | "GroupFrequenciesByBatch" >> beam.CoGroupByKey()
-            | "ScoreBatches" >> beam.ParDo(
-                ScoreBatchesWithFrequenciesFn(self._metrics, distributed, self._shards,
-                                              self._emit),
-                self._corpus_stats, beam.pvalue.AsDict(stats[DOCS]))
-            .with_outputs(STATS_TAG, DEAD_LETTER, main="scores"))
-
-
-class ScoreMetrics(beam.PTransform):
-    """`(row_key, ScoringRow)` -> `(row_key, ScoreResult)` for in-process metrics.
-
-    `ScoreRowsFn`'s counts go to Beam counters; its stats output is not kept, as every
-    row's result reaches `JoinScores`, which counts them (and summary.json from them).
-    Rows are batched (`BatchElements`; with CIDEr-D among the metrics, rows with equal
-    references together, `reference_batches.BatchByReferences`) and scored by `ScoreBatches`.
-
-    Args:
-        metrics: metrics built (and validated) on the launcher.
-        corpus_stats: the `AsSingleton` side input from `ComputeCorpusStatistics`.
-        max_batch_size: upper bound for `BatchElements`.
-        shards, frozen, statistics_sink: see `ScoreBatches`.
-    """
-
-    def __init__(self, metrics: Sequence[Metric], corpus_stats: Any,
-                 max_batch_size: int = 512, shards: int = MIN_SHARDS,
-                 frozen: dict[str, beam.PCollection] | None = None,
-                 statistics_sink: beam.PTransform | None = None) -> None:
-        super().__init__()
-        if max_batch_size < 1:
-            raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
-        self._metrics = tuple(metrics)
-        self._corpus_stats = corpus_stats
-        self._max_batch_size = max_batch_size
-        self._shards = shards
-        self._frozen = frozen
-        self._sink = statistics_sink
-
-    def expand(self, rows: beam.PCollection) -> beam.PCollection:
-        distributed = [s for s in unique_statistics(self._metrics) if is_distributed(s)]
-        if not distributed:
-            batches = rows | "BatchRows" >> beam.BatchElements(
-                min_batch_size=1, max_batch_size=self._max_batch_size)
-        else:
-            # rows with equal references batched together: their n-grams are counted and
-            # requested once per batch; about 8 groups per shard
-            batches = rows | "BatchRowsByReferences" >> BatchByReferences(
-                self._max_batch_size, self._shards * 8)
-        return batches | "ScoreRowBatches" >> ScoreBatches(
-            self._metrics, self._corpus_stats, self._shards, self._frozen, self._sink,
-            spread=False)
+        scored = ({ROWS: stats[ROWS], "answers": stats["answers"]}
+                  | "GroupFrequenciesByBatch" >> beam.CoGroupByKey()
+                  | "ScoreBatches" >> beam.ParDo(
+                      ScoreBatchesWithFrequenciesFn(self._metrics, distributed,
+                                                    self._shards, self._carry),
+                      self._corpus_stats, beam.pvalue.AsDict(stats[DOCS]))
+                  .with_outputs(STATS_TAG, DEAD_LETTER, main="scores"))
+        return {"scored": scored.scores, DEAD_LETTER: scored[DEAD_LETTER]}
