@@ -14,12 +14,12 @@ from apache_beam.coders import coders
 
 from tests.runners import RUNNER_ARGS
 from transforms.metrics.base import QAExample
-from transforms.scoring import row_batch
-from transforms.scoring.batch_coder import BatchCoder, estimated_bytes, register, typed_as
-from transforms.scoring.batch_model_handler import BatchRequests, BatchResult, RowRequests
-from transforms.scoring.row_batch import RowBatch
-from transforms.scoring.rows import RowSource, ScoringRow
-from transforms.scoring.run_model_metrics import ScoreModelBatches
+from transforms.scoring.reading import row_batch
+from transforms.scoring.reading.batch_coder import BatchCoder, estimated_bytes, register, typed_as
+from transforms.scoring.reading.row_batch import RowBatch
+from transforms.scoring.reading.rows import RowSource, ScoringRow
+from transforms.scoring.score.batch_model_handler import BatchRequests, BatchResult, RowRequests
+from transforms.scoring.score.run_model_metrics import ScoreModelBatches
 
 
 def _text(rng: random.Random, words: int) -> str:
@@ -147,8 +147,8 @@ def test_the_batch_edges_get_the_batch_coder(tmp_path, flags):
     from apache_beam.options.pipeline_options import PipelineOptions
 
     from tests.scoring.test_run_model_metrics import FakeHandler, OverlapMetric
-    from transforms.scoring.read import ReadPredictions
-    from transforms.scoring.rows import ColumnMapping
+    from transforms.scoring.reading.read import ReadPredictions
+    from transforms.scoring.reading.rows import ColumnMapping
 
     metric, stats = OverlapMetric("f1"), {"n_refs": 1}
     p = beam.Pipeline(options=PipelineOptions(flags))  # built, not run
@@ -194,8 +194,8 @@ def test_the_batch_path_under_runtime_type_checks(tmp_path):
     from apache_beam.testing.util import assert_that, equal_to
 
     from tests.scoring.test_run_model_metrics import FakeHandler, OverlapMetric
-    from transforms.scoring.read import ReadPredictions
-    from transforms.scoring.rows import ColumnMapping
+    from transforms.scoring.reading.read import ReadPredictions
+    from transforms.scoring.reading.rows import ColumnMapping
 
     path = tmp_path / "preds.jsonl"
     path.write_text("".join(json.dumps(

@@ -14,12 +14,17 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from tests.runners import RUNNER_ARGS
 from transforms.metrics.registry import build_metrics
-from transforms.scoring.global_statistics import ComputeCorpusStatistics
-from transforms.scoring.read import ReadPredictions
-from transforms.scoring.rows import ColumnMapping
-from transforms.scoring.score import ScoreBatches
-from transforms.scoring.summary import SummarizeScores
-from transforms.scoring.write import WriteScorePartsFn, WriteSummaryFn, merge_parts, scores_schema
+from transforms.scoring.outputs.summary import SummarizeScores
+from transforms.scoring.outputs.write import (
+    WriteScorePartsFn,
+    WriteSummaryFn,
+    merge_parts,
+    scores_schema,
+)
+from transforms.scoring.reading.read import ReadPredictions
+from transforms.scoring.reading.rows import ColumnMapping
+from transforms.scoring.score.batches import ScoreBatches
+from transforms.scoring.statistics.global_statistics import ComputeCorpusStatistics
 
 LINES = [json.dumps({"id": f"r{i}", "system": f"s{i % 3}",
                      "prediction": f"the answer {i % 7} is here",
@@ -123,9 +128,9 @@ def test_model_results_carried_by_a_batch_are_merged_into_its_records():
 
     from tests.scoring.fakes import REJECT, FakeMetric
     from transforms.metrics.base import QAExample
-    from transforms.scoring.row_batch import RowBatch
-    from transforms.scoring.rows import RowSource, ScoringRow
-    from transforms.scoring.score import ScoreResult, ScoreRowsFn
+    from transforms.scoring.reading.row_batch import RowBatch
+    from transforms.scoring.reading.rows import RowSource, ScoringRow
+    from transforms.scoring.score.batches import ScoreResult, ScoreRowsFn
 
     predictions = ["a b", REJECT, "x", REJECT]
     rows = [(f"f:{i}", ScoringRow(RowSource("f", i, i), QAExample(p, ("a b",)), f"r{i}", "s"))

@@ -20,7 +20,7 @@ from tests.dofns import run_dofn, step_labels
 from tests.runners import RUNNER_ARGS
 from tests.scoring import fakes
 from transforms.metrics.base import QAExample
-from transforms.scoring.carry import (
+from transforms.scoring.incremental.carry import (
     CARRIED_FIELD,
     CHANGED_FIELD,
     AttachPreviousFn,
@@ -29,9 +29,8 @@ from transforms.scoring.carry import (
     batch_keys,
     first_of_each,
 )
-from transforms.scoring.parquet_parts import ParquetSource
-from transforms.scoring.previous_run import PreviousRunError, load_previous_run
-from transforms.scoring.previous_shards import (
+from transforms.scoring.incremental.previous_run import PreviousRunError, load_previous_run
+from transforms.scoring.incremental.previous_shards import (
     PreviousTable,
     ReadPreviousShards,
     TablesCombineFn,
@@ -39,9 +38,10 @@ from transforms.scoring.previous_shards import (
     shard_parts,
     shards_for,
 )
-from transforms.scoring.row_batch import RowBatch
-from transforms.scoring.rows import CONTENT_KEY_VERSION, RowSource, ScoringRow, content_key
-from transforms.scoring.score import ScoreRowsFn
+from transforms.scoring.reading.parquet_parts import ParquetSource
+from transforms.scoring.reading.row_batch import RowBatch
+from transforms.scoring.reading.rows import CONTENT_KEY_VERSION, RowSource, ScoringRow, content_key
+from transforms.scoring.score.batches import ScoreRowsFn
 
 SOURCE = ParquetSource("p.parquet", "--previous_run p: scores file", PreviousRunError)
 
@@ -216,7 +216,7 @@ def test_nan_against_nan_is_not_a_change_and_a_number_against_nan_is():
 
 def test_the_model_branch_asks_nothing_for_a_carried_metric_of_an_old_row():
     from tests.scoring.test_run_model_metrics import OverlapMetric
-    from transforms.scoring.run_model_metrics import ExpandModelRequestsFn, plan_uses
+    from transforms.scoring.score.run_model_metrics import ExpandModelRequestsFn, plan_uses
 
     metrics = [OverlapMetric("f1"), OverlapMetric("f2")]
     spec = CarrySpec(("f2", "f2_corpus_refs"), ())

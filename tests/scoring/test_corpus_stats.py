@@ -18,7 +18,10 @@ from transforms.metrics.base import QAExample
 from transforms.metrics.cider import CiderMetric, cider_d, corpus_of, needed_ngrams
 from transforms.metrics.lexical import tokenize_examples
 from transforms.metrics.registry import build_metrics
-from transforms.scoring.corpus_stats import (
+from transforms.scoring.reading.row_batch import RowBatch
+from transforms.scoring.reading.rows import RowSource, ScoringRow
+from transforms.scoring.score.batches import ScoreBatches, ScoreResult
+from transforms.scoring.statistics.corpus_stats import (
     DF,
     DOCS,
     REQUESTS,
@@ -30,11 +33,8 @@ from transforms.scoring.corpus_stats import (
     batch_corpora,
     shards_for_input,
 )
-from transforms.scoring.global_statistics import ComputeCorpusStatistics
-from transforms.scoring.ngram_hashes import gram_hash, hashed_table, ngram_shard
-from transforms.scoring.row_batch import RowBatch
-from transforms.scoring.rows import RowSource, ScoringRow
-from transforms.scoring.score import ScoreBatches, ScoreResult
+from transforms.scoring.statistics.global_statistics import ComputeCorpusStatistics
+from transforms.scoring.statistics.ngram_hashes import gram_hash, hashed_table, ngram_shard
 
 WORDS = "a b c d e f g h i j k l m n o p".split()
 

@@ -11,10 +11,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.scoring import fakes
-from transforms.scoring.carry import CarrySpec
-from transforms.scoring.incremental import CarryPlan, depends_on_run_corpus, plan_carry
-from transforms.scoring.previous_run import PreviousRun, load_previous_run
-from transforms.scoring.rows import CONTENT_KEY_VERSION
+from transforms.scoring.incremental.carry import CarrySpec
+from transforms.scoring.incremental.plan import CarryPlan, depends_on_run_corpus, plan_carry
+from transforms.scoring.incremental.previous_run import PreviousRun, load_previous_run
+from transforms.scoring.reading.rows import CONTENT_KEY_VERSION
 
 SUMMARY = {"signatures": {"em": "em|v:1"}, "content_key_version": CONTENT_KEY_VERSION,
            "run_id": "r1", "finished_at": "2026-01-02T00:00:00Z",
@@ -38,7 +38,7 @@ def _write_run(tmp_path, name="old", summary=SUMMARY, formats=("parquet",)) -> s
 
 @pytest.mark.parametrize("fmt", ["parquet", "jsonl"])
 def test_load_previous_run_reads_what_the_run_needs(tmp_path, fmt):
-    from transforms.scoring.parquet_parts import file_identity
+    from transforms.scoring.reading.parquet_parts import file_identity
 
     prefix = _write_run(tmp_path, formats=(fmt,))
     scores = f"{prefix}.scores.{fmt}"

@@ -1,4 +1,4 @@
-"""Tests for transforms/scoring/read.py: formats, row numbers, sniffing, ReadPredictions."""
+"""Tests for transforms/scoring/reading/read.py: formats, row numbers, sniffing, ReadPredictions."""
 
 from __future__ import annotations
 
@@ -17,11 +17,11 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.testing import test_pipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from transforms.scoring.formats import input_format_of, iter_csv, iter_jsonl, iter_parquet
-from transforms.scoring.inputs import InputFileError
-from transforms.scoring.read import ReadPredictions, ReadRowsFn
-from transforms.scoring.rows import ColumnMapping, RowError
-from transforms.scoring.sniff import sniff_columns
+from transforms.scoring.reading.formats import input_format_of, iter_csv, iter_jsonl, iter_parquet
+from transforms.scoring.reading.inputs import InputFileError
+from transforms.scoring.reading.read import ReadPredictions, ReadRowsFn
+from transforms.scoring.reading.rows import ColumnMapping, RowError
+from transforms.scoring.reading.sniff import sniff_columns
 
 
 @pytest.mark.parametrize("path, override, expected", [

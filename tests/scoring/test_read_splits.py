@@ -16,18 +16,18 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from tests.runners import RUNNER_ARGS
 from transforms.metrics.registry import build_metrics
-from transforms.scoring.formats import iter_jsonl
-from transforms.scoring.global_statistics import ComputeCorpusStatistics
-from transforms.scoring.inputs import InputFileError
-from transforms.scoring.read import (
+from transforms.scoring.reading.formats import iter_jsonl
+from transforms.scoring.reading.inputs import InputFileError
+from transforms.scoring.reading.read import (
     ReadPredictions,
     ReadSplit,
     count_newlines,
     number_lines,
     plan_splits,
 )
-from transforms.scoring.rows import ColumnMapping
-from transforms.scoring.score import ScoreBatches
+from transforms.scoring.reading.rows import ColumnMapping
+from transforms.scoring.score.batches import ScoreBatches
+from transforms.scoring.statistics.global_statistics import ComputeCorpusStatistics
 
 LINES = [json.dumps({"id": f"r{i}", "prediction": f"the answer {i % 7} is here",
                      "references": [f"the answer {i % 5} is there", f"answer {i % 3}"]})
@@ -233,7 +233,7 @@ def test_parquet_by_row_groups_scores_as_one_group(tmp_path, caplog):
             _collect(keyed, prefix)
         return _collected(prefix)
 
-    caplog.set_level(logging.INFO, logger="transforms.scoring.read")
+    caplog.set_level(logging.INFO, logger="transforms.scoring.reading.read")
     got = scores(many)
     assert _splits_read(caplog, many) == [f"row groups [{g}]" for g in range(10)]
     caplog.clear()
@@ -256,7 +256,7 @@ def _sized(path, size):
 
 
 def test_plan_for_workers_gives_each_worker_about_four_ranges(tmp_path):
-    from transforms.scoring.read import (
+    from transforms.scoring.reading.read import (
         MIN_SPLIT_BYTES,
         RANGES_PER_WORKER,
         SPLIT_BYTES,

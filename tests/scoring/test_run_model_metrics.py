@@ -22,16 +22,16 @@ from transforms.metrics.model_base import ModelMetric, ModelRequest
 from transforms.metrics.model_metrics import BiEncoderMetric
 from transforms.models import loading
 from transforms.models.uses import ModelUse
-from transforms.scoring.batch_model_handler import BatchModelHandler, request_count
-from transforms.scoring.global_statistics import CorpusStatisticsCombineFn, example_of
-from transforms.scoring.row_batch import RowBatch
-from transforms.scoring.rows import RowSource, ScoringRow
-from transforms.scoring.run_model_metrics import (
+from transforms.scoring.reading.row_batch import RowBatch
+from transforms.scoring.reading.rows import RowSource, ScoringRow
+from transforms.scoring.score.batch_model_handler import BatchModelHandler, request_count
+from transforms.scoring.score.run_model_metrics import (
     NAMESPACE,
     ModelScoreResult,
     ScoreModelBatches,
     plan_uses,
 )
+from transforms.scoring.statistics.global_statistics import CorpusStatisticsCombineFn, example_of
 
 SPEC = loading.ModelSpec.of(None)
 PAIR_USE = ModelUse("sequence_score", SPEC, activation="sigmoid", segments=2)
@@ -202,8 +202,8 @@ def test_a_row_that_one_metric_fails_is_dead_lettered_though_the_other_scores_it
     """Each row below but the first is scored by one metric and failed by the other (at
     expansion, in the model, at the fold): it gets no scores, only the failing metric's
     reason, and the kind of that failure."""
-    from transforms.scoring.multi_use import MultiUseModelHandler
-    from transforms.scoring.run_model_metrics import ExpandModelRequestsFn, FoldModelMetricsFn
+    from transforms.inference.multi_use import MultiUseModelHandler
+    from transforms.scoring.score.run_model_metrics import ExpandModelRequestsFn, FoldModelMetricsFn
 
     metrics = [OverlapMetric("f1"), ReversedOverlap("r2")]
     rows = [(1, QAExample("a man", ("the man", "a man here"))),
@@ -267,8 +267,8 @@ def test_distinct_families_required():
 
 
 def test_batch_handler_cuts_outputs_back_per_row_and_accepts_empty_batches():
-    from transforms.scoring.multi_use import InferenceFailure, MultiUseModelHandler
-    from transforms.scoring.run_model_metrics import ExpandModelRequestsFn
+    from transforms.inference.multi_use import InferenceFailure, MultiUseModelHandler
+    from transforms.scoring.score.run_model_metrics import ExpandModelRequestsFn
 
     metrics = [OverlapMetric("f1"), OverlapMetric("f2", TEXT_USE)]
     uses, roles = plan_uses(metrics)
@@ -293,8 +293,8 @@ def test_batch_handler_cuts_outputs_back_per_row_and_accepts_empty_batches():
 
 
 def test_fold_checks_the_outputs_and_reports_rejections():
-    from transforms.scoring.batch_model_handler import BatchRequests, BatchResult, RowRequests
-    from transforms.scoring.run_model_metrics import FoldModelMetricsFn
+    from transforms.scoring.score.batch_model_handler import BatchRequests, BatchResult, RowRequests
+    from transforms.scoring.score.run_model_metrics import FoldModelMetricsFn
 
     fold = FoldModelMetricsFn([OverlapMetric("f1")])
     row = RowRequests("f:1", ROWS[0][1], ((0, 0, "use0", ("a man", "the man")),))

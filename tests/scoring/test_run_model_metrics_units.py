@@ -1,4 +1,4 @@
-"""transforms/scoring/run_model_metrics.py without a pipeline: a `RowBatch` through the
+"""transforms/scoring/score/run_model_metrics.py without a pipeline: a `RowBatch` through the
 expansion, the handler (batch_model_handler.py) and the fold (the scoring pipeline's
 path), the progress tally of both ends, a window whose outputs do not match its inputs, a
 metric that asks for no model input."""
@@ -11,15 +11,15 @@ from typing import Any
 
 from tests.dofns import run_dofn
 from tests.scoring.test_run_model_metrics import FakeHandler, OverlapMetric
+from transforms.inference.multi_use import MultiUseModelHandler
 from transforms.io import progress
 from transforms.metrics.base import QAExample
-from transforms.scoring import batch_model_handler as bmh
-from transforms.scoring import run_model_metrics as rmm
-from transforms.scoring.batch_model_handler import BatchModelHandler
-from transforms.scoring.multi_use import MultiUseModelHandler
-from transforms.scoring.row_batch import RowBatch
-from transforms.scoring.rows import RowSource, ScoringRow
-from transforms.scoring.run_model_metrics import (
+from transforms.scoring.reading.row_batch import RowBatch
+from transforms.scoring.reading.rows import RowSource, ScoringRow
+from transforms.scoring.score import batch_model_handler as bmh
+from transforms.scoring.score import run_model_metrics as rmm
+from transforms.scoring.score.batch_model_handler import BatchModelHandler
+from transforms.scoring.score.run_model_metrics import (
     ExpandModelRequestsFn,
     FoldModelMetricsFn,
     ModelScoreResult,

@@ -1,4 +1,4 @@
-"""Tests for transforms/scoring/score.py (batching, fallback on MetricInputError) and
+"""Tests for transforms/scoring/score/batches.py (batching, fallback on MetricInputError) and
 global_statistics.py (stats)."""
 
 from __future__ import annotations
@@ -11,17 +11,17 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from tests.scoring.fakes import REJECT, CountExamples, FakeMetric
 from transforms.metrics.base import QAExample
-from transforms.scoring.global_statistics import (
-    ComputeCorpusStatistics,
-    CorpusStatisticsCombineFn,
-)
-from transforms.scoring.row_batch import RowBatch
-from transforms.scoring.rows import RowSource, ScoringRow
-from transforms.scoring.score import (
+from transforms.scoring.reading.row_batch import RowBatch
+from transforms.scoring.reading.rows import RowSource, ScoringRow
+from transforms.scoring.score.batches import (
     ScoreBatches,
     ScoreResult,
     score_examples,
     unique_statistics,
+)
+from transforms.scoring.statistics.global_statistics import (
+    ComputeCorpusStatistics,
+    CorpusStatisticsCombineFn,
 )
 
 

@@ -1,4 +1,4 @@
-"""Tests for transforms/scoring/summary.py: counts that add up, exact means."""
+"""Tests for transforms/scoring/outputs/summary.py: counts that add up, exact means."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import apache_beam as beam
 from apache_beam.testing import test_pipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from transforms.scoring.summary import SummarizeScores, SummaryCombineFn, summary_event
+from transforms.scoring.outputs.summary import SummarizeScores, SummaryCombineFn, summary_event
 
 COLUMNS = ("em", "f1")
 

@@ -17,17 +17,18 @@ from typing import Any
 
 from apache_beam.io.filesystems import FileSystems
 
+from transforms.inference.model_flags import merge_model_flags
 from transforms.metrics import registry
 from transforms.metrics.base import Metric
 from transforms.metrics.corpus import unique_statistics
 from transforms.scoring.column_flags import resolve_columns, resolve_kept_columns, split_list
-from transforms.scoring.corpus_stats import shards_for_input
-from transforms.scoring.incremental import CarryPlan, plan_carry
-from transforms.scoring.manifest import run_manifest, utc_now
-from transforms.scoring.model_flags import merge_model_flags
-from transforms.scoring.outputs import OutputPaths, check_prefix
-from transforms.scoring.previous_run import PreviousRun, load_previous_run
-from transforms.scoring.report_spec import (
+from transforms.scoring.incremental.plan import CarryPlan, plan_carry
+from transforms.scoring.incremental.previous_run import PreviousRun, load_previous_run
+from transforms.scoring.outputs.manifest import run_manifest, utc_now
+from transforms.scoring.outputs.paths import OutputPaths, check_prefix
+from transforms.scoring.reading.rows import CONTENT_KEY_VERSION, ColumnMapping
+from transforms.scoring.reading.sniff import sniff_columns
+from transforms.scoring.report.report_spec import (
     DEFAULT_MIN_N,
     DEFAULT_RESAMPLES,
     MIN_RESAMPLES,
@@ -36,9 +37,8 @@ from transforms.scoring.report_spec import (
     parse_subsets,
     parse_thresholds,
 )
-from transforms.scoring.rows import CONTENT_KEY_VERSION, ColumnMapping
-from transforms.scoring.sniff import sniff_columns
-from transforms.scoring.statistics_file import (
+from transforms.scoring.statistics.corpus_stats import shards_for_input
+from transforms.scoring.statistics.statistics_file import (
     check_statistics_file,
     is_freezable,
     statistics_signature,

@@ -13,32 +13,32 @@ from typing import TYPE_CHECKING, Any
 import apache_beam as beam
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
 
+from transforms.inference import model_server
 from transforms.io.progress import direct_workers, is_local_runner
 from transforms.metrics.base import Metric
 from transforms.metrics.bertscore import ReferenceIdf
 from transforms.metrics.corpus import unique_statistics
-from transforms.scoring import model_server
-from transforms.scoring.carry import AttachPrevious
 from transforms.scoring.config import ScoringConfig, is_model_backed
-from transforms.scoring.corpus_stats import is_distributed
-from transforms.scoring.finalize import FinalizeOutputs
-from transforms.scoring.global_statistics import ComputeCorpusStatistics
-from transforms.scoring.previous_shards import ReadPreviousShards, shards_for
-from transforms.scoring.read import SPLIT_BYTES, ReadPredictions, plan_for_workers
-from transforms.scoring.score import ScoreBatches
-from transforms.scoring.statistics_file import (
+from transforms.scoring.incremental.carry import AttachPrevious
+from transforms.scoring.incremental.previous_shards import ReadPreviousShards, shards_for
+from transforms.scoring.outputs.finalize import FinalizeOutputs
+from transforms.scoring.outputs.summary import SummarizeScores
+from transforms.scoring.outputs.write import (
+    WriteDeadLetters,
+    WriteReport,
+    WriteScores,
+    WriteSummary,
+)
+from transforms.scoring.reading.read import SPLIT_BYTES, ReadPredictions, plan_for_workers
+from transforms.scoring.score.batches import ScoreBatches
+from transforms.scoring.statistics.corpus_stats import is_distributed
+from transforms.scoring.statistics.global_statistics import ComputeCorpusStatistics
+from transforms.scoring.statistics.statistics_file import (
     IDF,
     ReadCorpusStatistics,
     ReadIdfStatistics,
     WriteCorpusStatistics,
     idf_records,
-)
-from transforms.scoring.summary import SummarizeScores
-from transforms.scoring.write import (
-    WriteDeadLetters,
-    WriteReport,
-    WriteScores,
-    WriteSummary,
 )
 
 if TYPE_CHECKING:  # RunInference's module imports torch: only when model metrics run
@@ -79,7 +79,7 @@ class ScorePredictions(beam.PTransform):
     Args:
         config: the validated configuration (`config.build_config`).
         handler_factory: `(ModelUse, **handler_kwargs) -> ModelHandler` for the model
-            metrics (tests inject fakes); None = transforms.scoring.handlers.
+            metrics (tests inject fakes); None = transforms.inference.handlers.
         owned: the launcher owns the run's outputs (transforms/io/ownership.py); the
             publishing step checks that it still does before it moves anything.
     """
@@ -218,7 +218,7 @@ class ScorePredictions(beam.PTransform):
         if models:
             # imported here: RunInference's module imports torch (seconds, 300 MB), which
             # a run of text metrics alone never needs
-            from transforms.scoring.run_model_metrics import ScoreModelBatches
+            from transforms.scoring.score.run_model_metrics import ScoreModelBatches
 
             if spread:
                 batches = batches | "SpreadBatchesOverWorkers" >> beam.Reshuffle()
@@ -237,7 +237,7 @@ class ScorePredictions(beam.PTransform):
 
     def _carry(self, p, batches: beam.PCollection) -> beam.PCollection:
         """An incremental run's batches with their rows' previous values
-        (transforms/scoring/incremental.py); the batches as read otherwise, and when the
+        (transforms/scoring/incremental/plan.py); the batches as read otherwise, and when the
         previous run's content keys are of another recipe (nothing can be matched)."""
         config = self._config
         if not self._carries():
