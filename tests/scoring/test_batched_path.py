@@ -68,7 +68,7 @@ def test_batches_of_any_size_score_and_summarise_alike(tmp_path, runner):
             lists.append(flat | f"List{label}" >> beam.combiners.ToList()
                          | f"Sort{label}" >> beam.Map(_records))
             summaries.append((scored["scored"], scored["dead_letter"])
-                             | f"Summary{label}" >> SummarizeScores(columns, batched=True))
+                             | f"Summary{label}" >> SummarizeScores(columns))
         both = ((lists[0] | "K1" >> beam.Map(lambda r: ("scores", r)),
                  lists[1] | "K2" >> beam.Map(lambda r: ("scores", r)),
                  summaries[0] | "S1" >> beam.Map(lambda r: ("summary", r)),
@@ -90,7 +90,7 @@ def test_parts_are_merged_into_one_file_of_every_row(tmp_path):
     temp = str(tmp_path / "run.scores.parquet.tmp-x")
     parts = []
     for first in (0, 3):
-        fn = WriteScorePartsFn(temp, "parquet", schema, ["em"], False, (), batched=True)
+        fn = WriteScorePartsFn(temp, "parquet", schema, ["em"], False, ())
         fn.start_bundle()
         fn.process([{"row_key": f"f:{i}", "row": i, "em": float(i)} for i in range(first,
                                                                                    first + 3)])
@@ -104,9 +104,9 @@ def test_parts_are_merged_into_one_file_of_every_row(tmp_path):
     empty = str(tmp_path / "empty.parquet")
     merge_parts([], empty, "parquet", schema)
     assert pq.read_table(empty).num_rows == 0
-    fn = WriteScorePartsFn(str(tmp_path / "j"), "jsonl", None, ["em"], False, (), False)
+    fn = WriteScorePartsFn(str(tmp_path / "j"), "jsonl", None, ["em"], False, ())
     fn.start_bundle()
-    fn.process({"row_key": "f:1", "row": 1, "em": float("nan")})
+    fn.process([{"row_key": "f:1", "row": 1, "em": float("nan")}])
     (part,) = [w.value for w in fn.finish_bundle()]
     merge_parts([part], str(tmp_path / "j.jsonl"), "jsonl", None)
     assert json.loads((tmp_path / "j.jsonl").read_text())["em"] is None

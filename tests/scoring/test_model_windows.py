@@ -14,10 +14,10 @@ from apache_beam.testing.util import assert_that, equal_to
 from tests.scoring.test_run_model_metrics import (
     PAIR_USE,
     ROWS,
-    batch_of,
     TEXT_USE,
     FakeHandler,
     OverlapMetric,
+    batch_of,
 )
 from transforms.inference.handlers import TransformerModelHandler
 from transforms.inference.model_server import ServerGone

@@ -68,7 +68,7 @@ def test_means_are_exact_whatever_the_merge_order():
 
 def test_summarize_scores_pipeline():
     pipeline = test_pipeline.TestPipeline()
-    scored = pipeline | "Scored" >> beam.Create(RECORDS[:3])
+    scored = pipeline | "Scored" >> beam.Create([RECORDS[:2], RECORDS[2:3]])
     dead = pipeline | "Dead" >> beam.Create(RECORDS[3:])
     counts = ((scored, dead) | SummarizeScores(COLUMNS)
               | beam.Map(lambda s: (s["overall"]["in"], s["overall"]["scored"])))

@@ -136,20 +136,18 @@ class ScorePredictions(beam.PTransform):
         written = [
             joined["scored"] | "WriteScores" >> WriteScores(
                 paths, config.metric_columns, config.with_human, config.signatures,
-                config.mapping.keep, batched=True),
+                config.mapping.keep),
             dead | "WriteDeadLetters" >> WriteDeadLetters(paths),
             (joined["scored"], dead)
             | "SummarizeBySystem" >> SummarizeScores(
                 config.metric_columns, config.with_human,
-                config.previous.means() if config.previous is not None else None,
-                batched=True)
+                config.previous.means() if config.previous is not None else None)
             | "WriteSummary" >> WriteSummary(paths, config.summary_metadata(),
                                              read["stats"]),
         ]
         if config.report is not None:
             written.append(joined["scored"] | "WriteMetaEvaluationReport" >> WriteReport(
-                paths, config.metric_columns, config.report, config.mapping.human,
-                batched=True))
+                paths, config.metric_columns, config.report, config.mapping.human))
         if is_local_runner(p.pipeline.options) and any(
                 h.shares_models for h in self.model_handlers()):
             model_server.folder()  # one that others may reach is refused before the run

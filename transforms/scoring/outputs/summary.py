@@ -210,29 +210,22 @@ def summarize_blocks(blocks: Mapping[str | None, Mapping[str, Any]],
 
 
 class SummarizeScores(beam.PTransform):
-    """(scored records, dead-letter records) -> one summary dict (`with_human`: a human
-    column is read, so the blocks count `human_missing`; `batched`: the scored records
-    come in lists, one per batch of rows scored together)."""
+    """(lists of scored records, one per batch of rows scored together; dead-letter
+    records) -> one summary dict (`with_human`: a human column is read, so the blocks
+    count `human_missing`)."""
 
     def __init__(self, metric_columns: Sequence[str], with_human: bool = False,
-                 previous_means: Mapping[str, Mapping[str, float | None]] | None = None,
-                 batched: bool = False) -> None:
+                 previous_means: Mapping[str, Mapping[str, float | None]] | None = None
+                 ) -> None:
         super().__init__()
         self._columns = tuple(metric_columns)
         self._with_human = with_human
         self._previous_means = previous_means
-        self._batched = batched
 
-    def expand(self, records) -> beam.PCollection:  # (scored, dead-letter records)
+    def expand(self, records) -> beam.PCollection:  # (scored lists, dead-letter records)
         fn = SummaryCombineFn(self._columns, self._with_human, self._previous_means)
-        if not self._batched:
-            return (
-                records
-                | "MergeScoredAndDeadLetters" >> beam.Flatten()
-                | "ToSummaryEvents" >> beam.Map(summary_event, self._columns)
-                | "CombineSummary" >> beam.CombineGlobally(fn))
-        # lists of scored records: each list is summed where it is scored, so that one
-        # small partial per batch, not one element per row, meets the dead letters
+        # each list is summed where it is scored, so that one small partial per batch,
+        # not one element per row, meets the dead letters
         scored, dead = records
         columns = self._columns
 

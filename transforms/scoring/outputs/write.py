@@ -135,11 +135,9 @@ def to_json_line(record: Mapping[str, Any]) -> str:
     return json.dumps({k: _clean(v) for k, v in record.items()}, ensure_ascii=False)
 
 
-def records_of(scored: beam.PCollection, batched: bool, label: str) -> beam.PCollection:
-    """Scored records one by one, from records or from lists of them (`batched`: a batch
-    of rows scored together, `score.ScoreRowsFn`'s `records`), fused with the scoring."""
-    if not batched:
-        return scored
+def records_of(scored: beam.PCollection, label: str) -> beam.PCollection:
+    """Scored records one by one, from the lists of them a batch of rows scored together
+    gives (`score.batches.ScoreRowsFn`), fused with the scoring."""
     return scored | label >> beam.FlatMap(lambda records: records)
 
 
@@ -148,20 +146,18 @@ ROW_GROUP_ROWS = 65_536
 
 
 class WriteScorePartsFn(beam.DoFn):
-    """Scored records (or, `batched`, lists of them) -> one part file per bundle, written
+    """Lists of scored records (one per batch) -> one part file per bundle, written
     as the records come (Parquet in row groups of `ROW_GROUP_ROWS`, or JSON lines);
     yields the part's path when the bundle ends. A part is named
     `<temporary scores path>.part-<random>`: a bundle that is retried leaves a part that no
     one reports, removed with the run's other temporary files."""
 
     def __init__(self, temp: str, output_format: str, schema: Any,
-                 metric_columns: Sequence[str], with_human: bool, kept: Sequence[str],
-                 batched: bool) -> None:
+                 metric_columns: Sequence[str], with_human: bool, kept: Sequence[str]) -> None:
         self._temp = temp
         self._format = output_format
         self._schema = schema
         self._args = (tuple(metric_columns), with_human, tuple(kept))
-        self._batched = batched
 
     def start_bundle(self) -> None:
         self._path: str | None = None
@@ -184,10 +180,9 @@ class WriteScorePartsFn(beam.DoFn):
             self._writer.write_table(pa.Table.from_pylist(self._pending, self._schema))
             self._pending = []
 
-    def process(self, element: Any) -> None:
+    def process(self, records: Sequence[dict[str, Any]]) -> None:
         if self._file is None:
             self._open()
-        records = element if self._batched else (element,)
         rows = [output_row(r, *self._args) for r in records]
         if self._format == "parquet":
             self._pending.extend(rows)
@@ -233,22 +228,20 @@ def merge_parts(parts: Sequence[str], path: str, output_format: str, schema: Any
 
 
 class WriteScores(beam.PTransform):
-    """Scored records (or, `batched`, lists of them) -> the temporary scores file; yields
+    """Lists of scored records (one per batch) -> the temporary scores file; yields
     its path. Each bundle writes its records to a part file as they come
     (`WriteScorePartsFn`) and the parts are then merged into the one file
     (`merge_parts`): no step gathers the rows themselves, so the runner holds none of them
     (an in-process runner holds every element of a group in memory)."""
 
     def __init__(self, paths: OutputPaths, metric_columns: Sequence[str], with_human: bool,
-                 signatures: Mapping[str, str], kept: Sequence[str] = (),
-                 batched: bool = False) -> None:
+                 signatures: Mapping[str, str], kept: Sequence[str] = ()) -> None:
         super().__init__()
         self._paths = paths
         self._columns = tuple(metric_columns)
         self._with_human = with_human
         self._signatures = dict(signatures)
         self._kept = tuple(kept)
-        self._batched = batched
 
     def expand(self, scored: beam.PCollection) -> beam.PCollection:
         temp = self._paths.temp(self._paths.scores)
@@ -257,7 +250,7 @@ class WriteScores(beam.PTransform):
         return (scored
                 | "WriteParts" >> beam.ParDo(WriteScorePartsFn(
                     temp, output_format, schema, self._columns, self._with_human,
-                    self._kept, self._batched))
+                    self._kept))
                 | "GatherPartNames" >> beam.combiners.ToList()
                 | "MergeParts" >> beam.Map(merge_parts, temp, output_format, schema))
 
@@ -364,18 +357,17 @@ def _report_point(record: Mapping[str, Any], columns: Sequence[str]) -> tuple:
 
 
 class WriteReport(beam.PTransform):
-    """Scored records (or, `batched`, lists of them) -> the meta-evaluation report
+    """Lists of scored records (one per batch) -> the meta-evaluation report
     (gathers one float tuple per row)."""
 
     def __init__(self, paths: OutputPaths, metric_columns: Sequence[str],
-                 spec: ReportSpec, human_column: str, batched: bool = False) -> None:
+                 spec: ReportSpec, human_column: str) -> None:
         super().__init__()
         self._fn = WriteReportFn(paths, metric_columns, spec, human_column)
         self._columns = tuple(metric_columns)
-        self._batched = batched
 
     def expand(self, scored: beam.PCollection) -> beam.PCollection:
-        return (records_of(scored, self._batched, "RecordsOfBatches")
+        return (records_of(scored, "RecordsOfBatches")
                 | "ToReportPoints" >> beam.Map(_report_point, self._columns)
                 | "GatherPoints" >> beam.combiners.ToList()
                 | "ComputeAndWriteReport" >> beam.ParDo(self._fn))
