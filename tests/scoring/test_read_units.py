@@ -233,7 +233,7 @@ def test_sniff_columns_defaults_and_compressed_parquet(tmp_path):
 def test_a_changed_file_is_named_with_both_sizes():
     import io
 
-    from transforms.scoring.reading.read import FileChangedError, check_unchanged
+    from transforms.scoring.reading.inputs import FileChangedError, check_unchanged
 
     check_unchanged(io.BytesIO(b"abc"), None)
     check_unchanged(io.BytesIO(b"abc"), 3)

@@ -55,15 +55,35 @@ def input_format_of(path: str, override: str | None = None) -> str:
         f"(known: {sorted(_EXTENSIONS)}); pass --input_format {'|'.join(FORMATS)}")
 
 
-def iter_jsonl(fobj: IO[bytes]) -> Iterator[tuple[int, int | None, Record]]:
-    """Yields (row, line, object or RowError) per non-blank line; row == line for JSONL."""
-    for line_number, raw in enumerate(iter(fobj.readline, b""), start=1):
-        if not raw.strip():
-            continue
+_CHUNK_BYTES = 64 << 10  # small enough that a file cut short names the rows read before
+
+
+def iter_jsonl_lines(fobj: IO[bytes]) -> Iterator[tuple[int, bytes]]:
+    """Yields (line number, raw line) per non-blank line (read in chunks of 64 KiB)."""
+    line_number, rest = 0, b""
+    while chunk := fobj.read(_CHUNK_BYTES):
+        lines = (rest + chunk).split(b"\n")
+        rest = lines.pop()
+        for raw in lines:
+            line_number += 1
+            if raw.strip():
+                yield line_number, raw + b"\n"
+    if rest.strip():
+        yield line_number + 1, rest
+
+
+def parsed(lines: Iterator[tuple[int, bytes]]) -> Iterator[tuple[int, int | None, Record]]:
+    """(row, line, object or RowError) per raw JSONL line; row == line for JSONL."""
+    for line_number, raw in lines:
         try:
             yield line_number, line_number, parse_json_line(raw)
         except RowError as e:
             yield line_number, line_number, e
+
+
+def iter_jsonl(fobj: IO[bytes]) -> Iterator[tuple[int, int | None, Record]]:
+    """Yields (row, line, object or RowError) per non-blank line; row == line for JSONL."""
+    return parsed(iter_jsonl_lines(fobj))
 
 
 def _text_lines(fobj: IO[bytes]) -> Iterator[str]:
@@ -135,9 +155,10 @@ def iter_parquet(fobj: IO[bytes]) -> Iterator[tuple[int, int | None, Record]]:
 
 
 
-def iter_jsonl_range(fobj: IO[bytes], start: int, end: int, first_line: int
-                     ) -> Iterator[tuple[int, int | None, Record]]:
-    """`iter_jsonl` over the lines that start at a byte offset in [start, end).
+def iter_jsonl_range_lines(fobj: IO[bytes], start: int, end: int, first_line: int
+                           ) -> Iterator[tuple[int, bytes]]:
+    """(line number, raw line) of the non-blank lines that start at a byte offset in
+    [start, end).
 
     Args:
         fobj: the seekable, uncompressed file.
@@ -158,11 +179,15 @@ def iter_jsonl_range(fobj: IO[bytes], start: int, end: int, first_line: int
             return
         position += len(raw)
         if raw.strip():
-            try:
-                yield line_number, line_number, parse_json_line(raw)
-            except RowError as e:
-                yield line_number, line_number, e
+            yield line_number, raw
         line_number += 1
+
+
+def iter_jsonl_range(fobj: IO[bytes], start: int, end: int, first_line: int
+                     ) -> Iterator[tuple[int, int | None, Record]]:
+    """`iter_jsonl` over the lines that start at a byte offset in [start, end)
+    (`iter_jsonl_range_lines`)."""
+    return parsed(iter_jsonl_range_lines(fobj, start, end, first_line))
 
 
 def iter_parquet_groups(fobj: IO[bytes], groups: tuple[int, ...], first_row: int

@@ -18,6 +18,7 @@ opened or read (missing, unreadable, cut short, corrupt, not Parquet) is raised 
 import contextlib
 import io
 import lzma
+import os
 import shutil
 import tempfile
 import zlib
@@ -196,3 +197,44 @@ def read_input(path: str, read: Callable[[IO[bytes]], Iterator[tuple[int, Any, A
                 yield item
     except READ_ERRORS as e:
         raise input_error(path, e, last_row) from e
+
+
+class FileChangedError(ValueError):
+    """A file read in parts whose size is not the one its parts were planned for: it was
+    written to (appended, cut, replaced) while the run read it."""
+
+
+def size_of(fobj: IO[bytes]) -> int:
+    """The size of a seekable file; leaves it at its start."""
+    fobj.seek(0, os.SEEK_END)
+    size = fobj.tell()
+    fobj.seek(0)
+    return size
+
+
+def modified_time(path: str) -> float | None:
+    """A file's modification time as `FileSystems.match` gives it (None: unknown)."""
+    found = FileSystems.match([path])[0].metadata_list
+    return float(found[0].last_updated_in_seconds or 0.0) if found else None
+
+
+def check_unchanged(fobj: IO[bytes], planned: int | None, path: str | None = None,
+                    modified: float | None = None) -> None:
+    """Raises `FileChangedError` when the seekable `fobj` is not `planned` bytes long, or
+    (`path` and `modified` given) when the file's modification time is no longer
+    `modified` (a rewrite that kept the size); None: not read in parts, nothing to check.
+    Leaves `fobj` at its start."""
+    if planned is None:
+        return
+    now = size_of(fobj)
+    if now != planned:
+        raise FileChangedError(
+            f"it is {now:,} bytes now and was {planned:,} when the run planned its parts "
+            "(a file must not be written while it is scored: rerun once it is complete)")
+    if path is not None and modified is not None:
+        now_modified = modified_time(path)
+        if now_modified != modified:
+            raise FileChangedError(
+                f"it was modified at {now_modified} and at {modified} when the run planned "
+                "its parts (rewritten, with the same size: a file must not be written "
+                "while it is scored: rerun once it is complete)")

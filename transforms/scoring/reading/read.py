@@ -19,8 +19,8 @@ naming it.
 
 import dataclasses
 import functools
+import itertools
 import logging
-import os
 from collections.abc import Iterator
 from typing import IO, Any, NamedTuple
 
@@ -30,23 +30,37 @@ from apache_beam.io.filesystems import FileSystems
 
 from transforms.io.counting import STATS_TAG, CountingDoFn
 from transforms.scoring.reading.batch_coder import typed_as
+from transforms.scoring.reading.columnar import BLOCK_LINES, ColumnarRows, columnar_mapping
 from transforms.scoring.reading.formats import (
     ITERATORS,
     Record,
     input_format_of,
+    iter_jsonl_lines,
     iter_jsonl_range,
+    iter_jsonl_range_lines,
     iter_parquet_groups,
 )
 from transforms.scoring.reading.inputs import (
     READ_ERRORS,
+    check_unchanged,
     compression_of,
     input_error,
+    modified_time,
     open_input,
     read_input,
+    size_of,
 )
 from transforms.scoring.reading.row_batch import RowBatch
 from transforms.scoring.reading.row_validation import partial_metadata, to_scoring_row
-from transforms.scoring.reading.rows import REASONS, ColumnMapping, RowError, RowSource, dead_letter
+from transforms.scoring.reading.rows import (
+    REASONS,
+    ColumnMapping,
+    RowError,
+    RowSource,
+    ScoringRow,
+    dead_letter,
+    parse_json_line,
+)
 
 logger = logging.getLogger(__name__)
 # rows between two `passed` counts of the reader (progress lines see them in steps of this)
@@ -61,47 +75,6 @@ SPLIT_BYTES = 16 << 20
 # (down to MIN_SPLIT_BYTES) so that each worker reads about RANGES_PER_WORKER of them.
 MIN_SPLIT_BYTES = 1 << 20
 RANGES_PER_WORKER = 4
-
-
-class FileChangedError(ValueError):
-    """A file read in parts whose size is not the one its parts were planned for: it was
-    written to (appended, cut, replaced) while the run read it."""
-
-
-def _size_of(fobj: IO[bytes]) -> int:
-    """The size of a seekable file; leaves it at its start."""
-    fobj.seek(0, os.SEEK_END)
-    size = fobj.tell()
-    fobj.seek(0)
-    return size
-
-
-def modified_time(path: str) -> float | None:
-    """A file's modification time as `FileSystems.match` gives it (None: unknown)."""
-    found = FileSystems.match([path])[0].metadata_list
-    return float(found[0].last_updated_in_seconds or 0.0) if found else None
-
-
-def check_unchanged(fobj: IO[bytes], planned: int | None, path: str | None = None,
-                    modified: float | None = None) -> None:
-    """Raises `FileChangedError` when the seekable `fobj` is not `planned` bytes long, or
-    (`path` and `modified` given) when the file's modification time is no longer
-    `modified` (a rewrite that kept the size); None: not read in parts, nothing to check.
-    Leaves `fobj` at its start."""
-    if planned is None:
-        return
-    now = _size_of(fobj)
-    if now != planned:
-        raise FileChangedError(
-            f"it is {now:,} bytes now and was {planned:,} when the run planned its parts "
-            "(a file must not be written while it is scored: rerun once it is complete)")
-    if path is not None and modified is not None:
-        now_modified = modified_time(path)
-        if now_modified != modified:
-            raise FileChangedError(
-                f"it was modified at {now_modified} and at {modified} when the run planned "
-                "its parts (rewritten, with the same size: a file must not be written "
-                "while it is scored: rerun once it is complete)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -147,6 +120,17 @@ class ReadSplit:
             yield from read(fobj)
         return read_input(self.path, checked, seekable=True)
 
+    def lines(self) -> Iterator[tuple[int, bytes]]:
+        """(line number, raw line) of a JSONL split's non-blank lines, as `records`
+        reads them."""
+        if self.end is None:
+            return read_input(self.path, iter_jsonl_lines)
+
+        def checked(fobj: IO[bytes]) -> Iterator[tuple[int, bytes]]:
+            check_unchanged(fobj, self.size, self.path, self.modified)
+            yield from iter_jsonl_range_lines(fobj, self.start, self.end, self.first_line)
+        return read_input(self.path, checked, seekable=True)
+
 
 def plan_splits(path: str, size: int, input_format: str | None, split_bytes: int,
                 modified: float | None = None) -> list[ReadSplit]:
@@ -171,7 +155,7 @@ def plan_splits(path: str, size: int, input_format: str | None, split_bytes: int
         modified = modified_time(path) if modified is None else modified
         with open_input(path, seekable=True) as fobj:
             metadata = pq.ParquetFile(fobj).metadata
-            planned = _size_of(fobj)
+            planned = size_of(fobj)
         splits, first = [], 1
         for group in range(metadata.num_row_groups):
             rows = metadata.row_group(group).num_rows
@@ -303,23 +287,25 @@ class ReadRowsFn(CountingDoFn):
         text_cells = fmt == "csv"
         logger.info("reading %s as %s (%s)", path, fmt, _describe(split))
         passed = 0  # counted every _COUNT_EVERY rows: a count costs a lock and a clock read
-        for row, line, record in split.records():
-            source = RowSource(file=path, row=row, line=line)
-            if isinstance(record, RowError):
+        for source, record in self._records(split):
+            if isinstance(record, ScoringRow):
+                scoring_row = record
+            elif isinstance(record, RowError):
                 self.count(f"filtered:{record.reason}")
                 yield beam.pvalue.TaggedOutput(
                     DEAD_LETTER, dead_letter(source, record.reason, record.detail))
                 continue
-            try:
-                scoring_row = to_scoring_row(record, self._mapping, source, text_cells,
-                                             self._max_text_chars)
-            except RowError as e:
-                self.count(f"filtered:{e.reason}")
-                row_id, system = partial_metadata(record, self._mapping, text_cells)
-                logger.debug("dead-lettered %s: %s", source.key, e)
-                yield beam.pvalue.TaggedOutput(
-                    DEAD_LETTER, dead_letter(source, e.reason, e.detail, row_id, system))
-                continue
+            else:
+                try:
+                    scoring_row = to_scoring_row(record, self._mapping, source, text_cells,
+                                                 self._max_text_chars)
+                except RowError as e:
+                    self.count(f"filtered:{e.reason}")
+                    row_id, system = partial_metadata(record, self._mapping, text_cells)
+                    logger.debug("dead-lettered %s: %s", source.key, e)
+                    yield beam.pvalue.TaggedOutput(
+                        DEAD_LETTER, dead_letter(source, e.reason, e.detail, row_id, system))
+                    continue
             passed += 1
             if passed == _COUNT_EVERY:
                 self.count("passed", passed)
@@ -327,6 +313,28 @@ class ReadRowsFn(CountingDoFn):
             yield source.key, scoring_row
         if passed:
             self.count("passed", passed)
+
+    def _records(self, split: ReadSplit) -> Iterator[tuple[RowSource, Any]]:
+        """(source, record | RowError | ScoringRow) per row of the split: JSONL lines in
+        blocks read as columns where the mapping allows (columnar.py), the rows it leaves
+        and every other format record by record."""
+        path = split.path
+        if split.fmt != "jsonl" or not columnar_mapping(self._mapping):
+            for row, line, record in split.records():
+                yield RowSource(file=path, row=row, line=line), record
+            return
+        columns = ColumnarRows(self._mapping, self._max_text_chars)
+        lines = split.lines()
+        while block := list(itertools.islice(lines, BLOCK_LINES)):
+            for number, raw, row in columns.jsonl_block(block, path):
+                if row is not None:
+                    yield row.source, row
+                    continue
+                try:
+                    record = parse_json_line(raw)
+                except RowError as e:
+                    record = e
+                yield RowSource(file=path, row=number, line=number), record
 
 
 class ReadPredictions(beam.PTransform):
