@@ -34,6 +34,7 @@ from transforms.scoring.incremental.previous_shards import (
     PreviousTable,
     ReadPreviousShards,
     TablesCombineFn,
+    batch_parts,
     shard_of,
     shard_parts,
     shards_for,
@@ -108,6 +109,26 @@ def test_shard_parts_read_values_and_name_a_bad_row():
     with pytest.raises(PreviousRunError, match=r"row_key 'f:6' has no number for one of"):
         list(shard_parts([{"row_key": "f:6", "content_key": a, "em": True}], ["em"], 1,
                          SOURCE))
+
+
+def test_a_parquet_batch_gives_the_parts_its_records_give():
+    a, b = content_key(QAExample("a", ("r",))), content_key(QAExample("b", ("r",)))
+    records = [{"row_key": "f:1", "content_key": a, "em": 1.0, "f1": None},
+               {"row_key": "f:2", "content_key": b, "em": 0.0, "f1": 0.5}]
+    table = pa.Table.from_pylist(records).to_batches()[0]
+    by_columns = dict(batch_parts(table, ["em", "f1"], 2, SOURCE))
+    by_records = dict(shard_parts(records, ["em", "f1"], 2, SOURCE))
+    assert by_columns.keys() == by_records.keys()
+    for shard, (keys, values) in by_columns.items():
+        assert keys.tolist() == by_records[shard][0].tolist()
+        assert np.array_equal(values, by_records[shard][1], equal_nan=True)
+    # a column that is not numbers goes record by record, which names the row
+    text = pa.Table.from_pylist([{**records[0], "em": "high"}]).to_batches()[0]
+    with pytest.raises(PreviousRunError, match=r"row_key 'f:1' has no number for one of"):
+        list(batch_parts(text, ["em"], 1, SOURCE))
+    keyless = pa.Table.from_pylist([{**records[0], "content_key": None}]).to_batches()[0]
+    with pytest.raises(PreviousRunError, match=r"a row without a content key"):
+        list(batch_parts(keyless, ["em"], 1, SOURCE))
 
 
 def test_the_combine_compacts_and_merges_parts():
@@ -249,7 +270,7 @@ def test_read_previous_shards_has_stable_step_names(tmp_path, fmt):
     previous = load_previous_run(_previous_run(tmp_path, fmt))
     pipeline = test_pipeline.TestPipeline()
     _ = pipeline | "Previous" >> ReadPreviousShards(previous, ["em"], 2)
-    read = (["ReadPreviousParquet", "PreviousRecords"] if fmt == "parquet"
+    read = (["ReadPreviousParquet"] if fmt == "parquet"
             else ["ReadPreviousJsonLines", "LinesInParts", "ParsePreviousJson"])
     expected = {"Previous", *(f"Previous/{s}" for s in (*read, "ShardByContentKey",
                                                          "TablePerShard"))}

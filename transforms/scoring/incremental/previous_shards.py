@@ -176,6 +176,31 @@ def shard_parts(records: Sequence[dict[str, Any]], columns: Sequence[str], shard
         yield int(s), (keys[at], values[at])
 
 
+def batch_parts(batch: Any, columns: Sequence[str], shards: int, source: ParquetSource
+                ) -> Iterator[tuple[int, tuple[np.ndarray, np.ndarray]]]:
+    """A Parquet record batch of the previous run -> `shard_parts`, column by column when
+    its value columns are numbers (or nulls) and every row has a content key; else record
+    by record, which names the row at fault."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    numeric = all(pa.types.is_floating(t) or pa.types.is_integer(t) or pa.types.is_null(t)
+                  for t in (batch.schema.field(c).type for c in columns))
+    keys = batch.column("content_key")
+    if not numeric or keys.null_count or not len(batch):
+        yield from shard_parts(batch.to_pylist(), columns, shards, source)
+        return
+    decoded = _decode_keys(keys.to_pylist(), batch.column("row_key").to_pylist(), source)
+    values = np.empty((len(batch), len(columns)), dtype=np.float64)
+    for j, column in enumerate(columns):
+        values[:, j] = pc.fill_null(batch.column(column).cast(pa.float64()), math.nan
+                                    ).to_numpy(zero_copy_only=False)
+    shard = shard_of(decoded, shards)
+    for s in np.unique(shard):
+        at = shard == s
+        yield int(s), (decoded[at], values[at])
+
+
 def _parse_lines(lines: Sequence[str], source: ParquetSource) -> list[dict[str, Any]]:
     records = []
     for line in lines:
@@ -204,18 +229,19 @@ class ReadPreviousShards(beam.PTransform):
     def expand(self, p: beam.pvalue.PBegin) -> beam.PCollection:
         source, columns, shards = self._previous.source(), self._columns, self._shards
         if self._previous.output_format == "parquet":
-            records = (p
-                       | "ReadPreviousParquet" >> ReadParquetBatches(
-                           source, columns=["row_key", "content_key", *columns])
-                       | "PreviousRecords" >> beam.Map(lambda batch: batch.to_pylist()))
+            parts = (p
+                     | "ReadPreviousParquet" >> ReadParquetBatches(
+                         source, columns=["row_key", "content_key", *columns])
+                     | "ShardByContentKey" >> beam.FlatMap(batch_parts, columns, shards,
+                                                           source))
         else:
-            records = (p
-                       | "ReadPreviousJsonLines" >> beam.io.ReadFromText(
-                           source.path, compression_type="uncompressed")
-                       | "LinesInParts" >> beam.BatchElements(
-                           min_batch_size=self._LINES_PER_PART,
-                           max_batch_size=self._LINES_PER_PART)
-                       | "ParsePreviousJson" >> beam.Map(_parse_lines, source))
-        return (records
-                | "ShardByContentKey" >> beam.FlatMap(shard_parts, columns, shards, source)
-                | "TablePerShard" >> beam.CombinePerKey(TablesCombineFn(len(columns))))
+            parts = (p
+                     | "ReadPreviousJsonLines" >> beam.io.ReadFromText(
+                         source.path, compression_type="uncompressed")
+                     | "LinesInParts" >> beam.BatchElements(
+                         min_batch_size=self._LINES_PER_PART,
+                         max_batch_size=self._LINES_PER_PART)
+                     | "ParsePreviousJson" >> beam.Map(_parse_lines, source)
+                     | "ShardByContentKey" >> beam.FlatMap(shard_parts, columns, shards,
+                                                           source))
+        return parts | "TablePerShard" >> beam.CombinePerKey(TablesCombineFn(len(columns)))

@@ -1,8 +1,10 @@
 """Per-system summary: counts in/scored/dead-lettered and the mean of every metric.
 
 `SummarizeScores` is one `CombineGlobally` over the scored and dead-lettered records, so it
-scales with the number of systems, not rows. Sums are exact (Shewchuk partials, as
-`math.fsum`), so every runner and every bundling gives the same means to the last bit.
+scales with the number of systems, not rows; each batch's records are summed where they
+are scored (`add_batch`, column by column). Sums are exact (every finite double is an
+integer multiple of 2**-1074: a sum is one integer, `ExactSum`), so every runner and
+every bundling gives the same means to the last bit, those of `math.fsum`.
 
 The summary dict (written as PREFIX.summary.json):
 
@@ -24,11 +26,13 @@ they are scored, and left out of the agreement statistics of the report.
 one from; the block is left out when no row names a system, as `overall` says it all).
 """
 
+import collections
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import apache_beam as beam
+import numpy as np
 
 from transforms.io.cli import RunAlert
 
@@ -36,19 +40,51 @@ _SCORED = "scored"
 _DEAD = "dead"
 
 
-def _add_exact(partials: list[float], x: float) -> None:
-    """Adds x to Shewchuk partials in place (the algorithm behind math.fsum)."""
-    i = 0
-    for y in partials:
-        if abs(x) < abs(y):
-            x, y = y, x
-        hi = x + y
-        lo = y - (hi - x)
-        if lo:
-            partials[i] = lo
-            i += 1
-        x = hi
-    partials[i:] = [x]
+# A finite double is m * 2**e with |m| in [0.5, 1): int(m * 2**53) * 2**(e - 53), an
+# integer multiple of 2**-(_SCALE) once shifted by e + _SCALE - 53 >= 1.
+_SCALE = 1127
+
+
+def _scaled(x: float) -> int:
+    m, e = math.frexp(x)
+    return int(m * (1 << 53)) << (e + _SCALE - 53)
+
+
+def _new_sum() -> list:
+    """An exact sum: [the finite values' sum times 2**_SCALE, the other values]."""
+    return [0, []]
+
+
+def _add_value(total: list, x: float) -> None:
+    if math.isfinite(x):
+        total[0] += _scaled(x)
+    else:
+        total[1].append(x)
+
+
+def _add_values(total: list, values: np.ndarray) -> None:
+    """Adds an array of values (no NaN), grouped by binary exponent."""
+    finite = np.isfinite(values)
+    if not finite.all():
+        total[1].extend(values[~finite].tolist())
+        values = values[finite]
+    mantissas, exponents = np.frexp(values)
+    mantissas = (mantissas * float(1 << 53)).astype(np.int64)
+    for e in np.unique(exponents).tolist():
+        at = mantissas[exponents == e]
+        part = (int(at.sum()) if len(at) < 1024  # 2**53 * 1023 < 2**63
+                else sum(int(x) for x in at.tolist()))
+        total[0] += part << (e + _SCALE - 53)
+
+
+def _merge_sum(into: list, other: list) -> None:
+    into[0] += other[0]
+    into[1].extend(other[1])
+
+
+def _value_of(total: list) -> float:
+    value = total[0] / (1 << _SCALE)  # int / int: correctly rounded, as math.fsum
+    return math.fsum([value, *total[1]]) if total[1] else value
 
 
 def _new_block() -> dict[str, Any]:
@@ -66,10 +102,8 @@ def _merge_block(into: dict[str, Any], other: Mapping[str, Any]) -> None:
     into["human_missing"] += other["human_missing"]
     for reason, n in other["dead"].items():
         into["dead"][reason] = into["dead"].get(reason, 0) + n
-    for column, partials in other["sums"].items():
-        mine = into["sums"].setdefault(column, [])
-        for x in partials:
-            _add_exact(mine, x)
+    for column, total in other["sums"].items():
+        _merge_sum(into["sums"].setdefault(column, _new_sum()), total)
     for field in ("counts", "carried", "changed"):
         _add_counts(into[field], other[field])
 
@@ -118,8 +152,29 @@ class SummaryCombineFn(beam.CombineFn):
         for column, value in zip(self._columns, values, strict=True):
             if value is None or math.isnan(value):
                 continue
-            _add_exact(block["sums"].setdefault(column, []), value)
+            _add_value(block["sums"].setdefault(column, _new_sum()), value)
             block["counts"][column] = block["counts"].get(column, 0) + 1
+        return accumulator
+
+    def add_batch(self, accumulator: dict, records: Sequence[Mapping[str, Any]]) -> dict:
+        """Adds a batch of scored records, column by column."""
+        by_system: dict[str | None, list] = {}
+        for record in records:
+            by_system.setdefault(record.get("system"), []).append(record)
+        for system, rows in by_system.items():
+            block = accumulator.setdefault(system, _new_block())
+            block["scored"] += len(rows)
+            block["human_missing"] += sum(r.get("human") is None for r in rows)
+            _add_counts(block["carried"], collections.Counter(
+                c for r in rows for c in r.get("_carried", ())))
+            _add_counts(block["changed"], collections.Counter(
+                c for r in rows for c in r.get("_changed", ())))
+            for column in self._columns:
+                values = np.array([r.get(column) for r in rows], dtype=np.float64)
+                values = values[~np.isnan(values)]
+                if len(values):
+                    _add_values(block["sums"].setdefault(column, _new_sum()), values)
+                    block["counts"][column] = block["counts"].get(column, 0) + len(values)
         return accumulator
 
     def merge_accumulators(self, accumulators: Iterable[dict]) -> dict:
@@ -160,7 +215,7 @@ def _render_block(block: Mapping[str, Any], columns: Sequence[str], with_human: 
     metrics = {}
     for column in columns:
         count = block["counts"].get(column, 0)
-        mean = math.fsum(block["sums"][column]) / count if count else None
+        mean = _value_of(block["sums"][column]) / count if count else None
         metrics[column] = {"count": count, "mean": mean}
         if previous_means is not None:
             carried = block["carried"].get(column, 0)
@@ -229,15 +284,13 @@ class SummarizeScores(beam.PTransform):
         scored, dead = records
         columns = self._columns
 
-        def partial(batch: Sequence[Mapping[str, Any]]) -> dict:
-            accumulator = fn.create_accumulator()
-            for record in batch:
-                fn.add_input(accumulator, summary_event(record, columns))
-            return accumulator
+        def dead_partial(record: Mapping[str, Any]) -> dict:
+            return fn.add_input(fn.create_accumulator(), summary_event(record, columns))
 
         return (
-            (scored | "SumBatches" >> beam.Map(partial),
-             dead | "SumDeadLetters" >> beam.Map(lambda record: partial([record])))
+            (scored | "SumBatches" >> beam.Map(
+                lambda batch: fn.add_batch(fn.create_accumulator(), batch)),
+             dead | "SumDeadLetters" >> beam.Map(dead_partial))
             | "MergePartials" >> beam.Flatten()
             | "CombineSummary" >> beam.CombineGlobally(PartialsCombineFn(fn)))
 
