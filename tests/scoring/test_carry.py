@@ -328,3 +328,43 @@ def test_every_run_is_one_row_flow_with_no_grouping_of_rows(tmp_path):
     assert rows_grouped == [], rows_grouped
     assert any("/ReadPreviousScores/TablePerShard" in g for g in incremental)
     assert not any("ReadPrevious" in g for g in full)
+
+
+@pytest.mark.slow
+def test_an_incremental_run_shuffles_no_more_than_its_new_rows(tmp_path):
+    """2,000 rows scored, then 1,900 of them again with 150 new ones: the elements that
+    enter every grouping of the incremental run (Beam's element counts on the FnApiRunner)
+    are a term per shard, split and batch, far fewer than the new rows; no grouping sees
+    a row."""
+    from apache_beam.metrics import monitoring_infos
+    from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+
+    from pipelines.score_predictions import absolute_paths, build_parser, configure, main
+    from transforms.io import cli
+    from transforms.scoring.score_predictions import ScorePredictions
+
+    rows = [{"prediction": f"p{i}", "references": ["r"]} for i in range(2000)]
+    night2 = rows[:1900] + [{"prediction": f"new{i}", "references": ["r"]} for i in range(150)]
+    for name, data in (("n1", rows), ("n2", night2)):
+        (tmp_path / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in data))
+    assert main(["--input", str(tmp_path / "n1.jsonl"), "--output", str(tmp_path / "full"),
+                 "--metrics", "em,f1", *RUNNER_ARGS["direct_in_process"]]) == 0
+    args = cli.parse_flags(build_parser(), [
+        "--input", str(tmp_path / "n2.jsonl"), "--output", str(tmp_path / "inc"),
+        "--metrics", "em,f1", "--previous_run", str(tmp_path / "full"),
+        "--max_batch_size", "100"])
+    absolute_paths(args)
+    pipeline = beam.Pipeline(runner=FnApiRunner())
+    _ = pipeline | ScorePredictions(configure(args, "shuffles"))
+    groupings = {pc: t.unique_name
+                 for t in pipeline.to_runner_api().components.transforms.values()
+                 if t.spec.urn == "beam:transform:group_by_key:v1" for pc in t.inputs.values()}
+    result = pipeline.run()
+    result.wait_until_finish()
+    counts = {mi.labels["PCOLLECTION"]: monitoring_infos.extract_counter_value(mi)
+              for mi in result.monitoring_infos()
+              if mi.urn == monitoring_infos.ELEMENT_COUNT_URN}
+    entering = {name: counts.get(pc, 0) for pc, name in groupings.items()}
+    assert set(entering.values()) - {0} and len(entering) >= 5, entering  # they were found
+    assert sum(entering.values()) <= 21 + 10, entering  # 21 batches; shards, splits, parts
+    assert pq.read_table(str(tmp_path / "inc.scores.parquet")).num_rows == 2050
