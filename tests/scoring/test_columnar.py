@@ -10,7 +10,7 @@ import random
 import apache_beam as beam
 import pytest
 
-from transforms.scoring.reading import read as read_module
+from transforms.scoring.reading import columnar as columnar_module
 from transforms.scoring.reading.columnar import SMALLEST_PART, ColumnarRows, columnar_mapping
 from transforms.scoring.reading.read import ReadRowsFn, ReadSplit
 from transforms.scoring.reading.rows import ColumnMapping
@@ -69,13 +69,14 @@ def _lines(n: int, seed: int) -> bytes:
     return b"\n".join(out) + (b"\n" if seed % 2 else b"")
 
 
-def _read(path: str, columnar: bool, monkeypatch, split: ReadSplit | None = None) -> tuple:
-    monkeypatch.setattr(read_module, "columnar_mapping",
+def _read(path: str, columnar: bool, monkeypatch, split: ReadSplit | None = None,
+          fmt: str = "jsonl") -> tuple:
+    monkeypatch.setattr(columnar_module, "columnar_mapping",
                         columnar_mapping if columnar else (lambda mapping: False))
     fn = ReadRowsFn(MAPPING, max_text_chars=40, batch_rows=7)
     fn.start_bundle()
     rows, dead = [], []
-    for out in fn.process(split or ReadSplit(path, "jsonl")):
+    for out in fn.process(split or ReadSplit(path, fmt)):
         if isinstance(out, beam.pvalue.TaggedOutput):
             dead.append(out.value)
         else:
@@ -97,6 +98,29 @@ def test_the_columnar_path_gives_the_per_row_paths_rows_and_dead_letters(
     ranged = ReadSplit(str(path), "jsonl", 0, size // 2, 1, size=size)
     assert _read(str(path), True, monkeypatch, ranged) == _read(
         str(path), False, monkeypatch, ranged)
+
+
+@pytest.mark.parametrize("human", ["float", "int", "text"])
+def test_parquet_batches_give_the_per_row_paths_rows(tmp_path, monkeypatch, human):
+    """Typed columns (a human value as float, int or text; nulls in lists; null texts;
+    blank and long texts): the same rows and dead letters both ways."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rng = random.Random(3)
+    humans = {"float": lambda i: rng.choice([0.5, None, float("nan")]),
+              "int": lambda i: rng.choice([0, 1, None]),
+              "text": lambda i: rng.choice(["1", "NA", None, "x"])}[human]
+    rows = [{"id": rng.choice([f"r{i}", None]), "system": "s", "question": rng.choice(
+                ["q?", None, "w" * 60]),
+             "prediction": rng.choice([f"answer {i}", " ", None, "\u3000", "w" * 60]),
+             "references": rng.choice([["gold"], ["gold", None], [], None, [" "], ["a"] * 4]),
+             "human": humans(i)} for i in range(400)]
+    path = tmp_path / "in.parquet"
+    pq.write_table(pa.Table.from_pylist(rows), path, row_group_size=150)
+    columnar = _read(str(path), True, monkeypatch, fmt="parquet")
+    assert columnar == _read(str(path), False, monkeypatch, fmt="parquet")
+    assert len(columnar[0]) > 20 and len(columnar[1]) > 100
 
 
 def test_clean_blocks_are_read_as_columns_and_a_broken_line_sends_only_its_part(

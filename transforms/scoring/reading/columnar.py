@@ -1,5 +1,6 @@
-"""Rows read and checked as columns: a block of JSONL lines parsed by pyarrow, or a Parquet
-record batch, checked column by column, and the rows that pass every check built without
+"""Rows read and checked as columns (`split_records`, what `read.ReadRowsFn` reads a split
+through): a block of JSONL lines parsed by pyarrow, or a Parquet record batch, checked
+column by column, and the rows that pass every check built without
 per-row parsing or validation. A row that a check does not pass, and every row of a block
 pyarrow cannot read as this run's columns, is handed back for the per-row path
 (`row_validation.to_scoring_row`), which gives it its exact answer: its row or its dead
@@ -24,6 +25,7 @@ characters only goes the per-row way.
 from __future__ import annotations
 
 import io
+import itertools
 import math
 import re
 from collections.abc import Iterator, Sequence
@@ -32,7 +34,14 @@ from typing import Any
 import numpy as np
 
 from transforms.metrics.base import QAExample
-from transforms.scoring.reading.rows import KEPT_TEXTS, ColumnMapping, RowSource, ScoringRow
+from transforms.scoring.reading.rows import (
+    KEPT_TEXTS,
+    ColumnMapping,
+    RowError,
+    RowSource,
+    ScoringRow,
+    parse_json_line,
+)
 
 # Lines parsed together, and the smallest part a failing block is cut down to.
 BLOCK_LINES = 2048
@@ -58,6 +67,23 @@ def _schema(mapping: ColumnMapping) -> Any:
     if mapping.human:
         fields.append((mapping.human, pa.float64()))
     return pa.schema(fields)
+
+
+def _readable(kind: Any, wanted: Any) -> bool:
+    """Whether a Parquet column of type `kind` reads as `wanted` (the JSONL schema's
+    type) with the per-row path's answers: text as text, lists of text, numbers (or
+    nothing) for a human value, a column of nulls for an optional one."""
+    import pyarrow as pa
+
+    text = (pa.types.is_string(kind) or pa.types.is_large_string(kind))
+    if pa.types.is_list(wanted):
+        return ((pa.types.is_list(kind) or pa.types.is_large_list(kind))
+                and (pa.types.is_string(kind.value_type)
+                     or pa.types.is_large_string(kind.value_type)))
+    if pa.types.is_floating(wanted):
+        return (pa.types.is_floating(kind) or pa.types.is_integer(kind)
+                or pa.types.is_null(kind))
+    return text
 
 
 class ColumnarRows:
@@ -106,9 +132,32 @@ class ColumnarRows:
             return None
         return table if table.num_rows == len(lines) else None
 
-    def rows(self, table: Any, file: str, numbers: Sequence[int]) -> list[ScoringRow | None]:
+    def parquet_batch(self, batch: Any, file: str, first_row: int
+                      ) -> list[ScoringRow | None] | None:
+        """A Parquet record batch -> per row its `ScoringRow` or None (the per-row path
+        decides); None for the whole batch when a column is missing or of another type
+        than the run reads as columns (a number for an id, text for a human value...)."""
+        import pyarrow as pa
+
+        names = set(batch.schema.names)
+        for field in self._schema:
+            if field.name not in names:
+                return None
+            kind = batch.schema.field(field.name).type
+            if not _readable(kind, field.type):
+                return None
+        if self._mapping.human:
+            at = batch.schema.get_field_index(self._mapping.human)
+            batch = batch.set_column(at, self._mapping.human,
+                                     batch.column(at).cast(pa.float64()))
+        numbers = range(first_row, first_row + batch.num_rows)
+        return self.rows(batch, file, numbers, lines=False)
+
+    def rows(self, table: Any, file: str, numbers: Sequence[int], lines: bool = True
+             ) -> list[ScoringRow | None]:
         """A table (pyarrow, of the run's columns) -> per row its `ScoringRow`, or None
-        where the per-row path must decide. `numbers`: each row's 1-based row (= line)."""
+        where the per-row path must decide. `numbers`: each row's 1-based row (its line
+        too, with `lines`)."""
         m = self._mapping
         ok = self._texts_ok(table.column(m.prediction))
         references = self._lists(table.column(m.references[0]), m.max_references, ok)
@@ -129,7 +178,7 @@ class ColumnarRows:
             human = humans[i] if humans else None
             if human is not None and math.isnan(human):
                 human = None
-            out.append(ScoringRow(RowSource(file, number, number), example,
+            out.append(ScoringRow(RowSource(file, number, number if lines else None), example,
                                   ids[i] if ids else None, systems[i] if systems else None,
                                   human, self._kept(example)))
         return out
@@ -189,3 +238,37 @@ class ColumnarRows:
         if limited:
             ok &= self._length_ok(values)
         return values.to_pylist()
+
+
+def split_records(split: Any, mapping: ColumnMapping, max_chars: int | None
+                  ) -> Iterator[tuple[RowSource, Any]]:
+    """(source, record | RowError | ScoringRow) per row of a `read.ReadSplit`: JSONL lines
+    in blocks and Parquet record batches read as columns where the mapping allows, the
+    rows they leave and every other format record by record (for the per-row path)."""
+    path = split.path
+    columns = ColumnarRows(mapping, max_chars)
+    if split.fmt == "parquet" and columnar_mapping(mapping):
+        for first, batch in split.parquet_batches():
+            rows, records = columns.parquet_batch(batch, path, first), None
+            for i in range(batch.num_rows):
+                if rows is not None and rows[i] is not None:
+                    yield rows[i].source, rows[i]
+                    continue
+                records = records or batch.to_pylist()
+                yield RowSource(file=path, row=first + i, line=None), records[i]
+        return
+    if split.fmt != "jsonl" or not columnar_mapping(mapping):
+        for row, line, record in split.records():
+            yield RowSource(file=path, row=row, line=line), record
+        return
+    lines = split.lines()
+    while block := list(itertools.islice(lines, BLOCK_LINES)):
+        for number, raw, row in columns.jsonl_block(block, path):
+            if row is not None:
+                yield row.source, row
+                continue
+            try:
+                record: Any = parse_json_line(raw)
+            except RowError as e:
+                record = e
+            yield RowSource(file=path, row=number, line=number), record

@@ -143,16 +143,29 @@ def csv_header(fobj: IO[bytes]) -> list[str]:
     return []
 
 
-def iter_parquet(fobj: IO[bytes]) -> Iterator[tuple[int, int | None, Record]]:
-    """Yields (row index + 1, None, row dict) per Parquet row, reading batch by batch."""
+def iter_parquet_batches(fobj: IO[bytes], groups: tuple[int, ...] = (), first_row: int = 1
+                         ) -> Iterator[tuple[int, Any]]:
+    """Yields (1-based number of its first row, Arrow record batch) per batch of the file
+    (of some row groups, `first_row` then the first group's first row in the file)."""
     import pyarrow.parquet as pq
 
-    row_number = 0
-    for batch in pq.ParquetFile(fobj).iter_batches(batch_size=_PARQUET_BATCH_ROWS):
-        for record in batch.to_pylist():
-            row_number += 1
-            yield row_number, None, record
+    row_number = first_row
+    for batch in pq.ParquetFile(fobj).iter_batches(
+            batch_size=_PARQUET_BATCH_ROWS, row_groups=list(groups) if groups else None):
+        yield row_number, batch
+        row_number += batch.num_rows
 
+
+def _parquet_records(batches: Iterator[tuple[int, Any]]
+                     ) -> Iterator[tuple[int, int | None, Record]]:
+    for first, batch in batches:
+        for offset, record in enumerate(batch.to_pylist()):
+            yield first + offset, None, record
+
+
+def iter_parquet(fobj: IO[bytes]) -> Iterator[tuple[int, int | None, Record]]:
+    """Yields (row index + 1, None, row dict) per Parquet row, reading batch by batch."""
+    return _parquet_records(iter_parquet_batches(fobj))
 
 
 def iter_jsonl_range_lines(fobj: IO[bytes], start: int, end: int, first_line: int
@@ -194,14 +207,7 @@ def iter_parquet_groups(fobj: IO[bytes], groups: tuple[int, ...], first_row: int
                         ) -> Iterator[tuple[int, int | None, Record]]:
     """`iter_parquet` over some row groups; `first_row` is the 1-based number of the first
     group's first row in the file."""
-    import pyarrow.parquet as pq
-
-    row_number = first_row - 1
-    for batch in pq.ParquetFile(fobj).iter_batches(batch_size=_PARQUET_BATCH_ROWS,
-                                                   row_groups=list(groups)):
-        for record in batch.to_pylist():
-            row_number += 1
-            yield row_number, None, record
+    return _parquet_records(iter_parquet_batches(fobj, groups, first_row))
 
 
 ITERATORS = {"jsonl": iter_jsonl, "csv": iter_csv, "parquet": iter_parquet}

@@ -19,7 +19,6 @@ naming it.
 
 import dataclasses
 import functools
-import itertools
 import logging
 from collections.abc import Iterator
 from typing import IO, Any, NamedTuple
@@ -30,7 +29,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from transforms.io.counting import STATS_TAG, CountingDoFn
 from transforms.scoring.reading.batch_coder import typed_as
-from transforms.scoring.reading.columnar import BLOCK_LINES, ColumnarRows, columnar_mapping
+from transforms.scoring.reading.columnar import split_records
 from transforms.scoring.reading.formats import (
     ITERATORS,
     Record,
@@ -38,6 +37,7 @@ from transforms.scoring.reading.formats import (
     iter_jsonl_lines,
     iter_jsonl_range,
     iter_jsonl_range_lines,
+    iter_parquet_batches,
     iter_parquet_groups,
 )
 from transforms.scoring.reading.inputs import (
@@ -56,10 +56,8 @@ from transforms.scoring.reading.rows import (
     REASONS,
     ColumnMapping,
     RowError,
-    RowSource,
     ScoringRow,
     dead_letter,
-    parse_json_line,
 )
 
 logger = logging.getLogger(__name__)
@@ -118,6 +116,17 @@ class ReadSplit:
         def checked(fobj: IO[bytes]) -> Iterator[tuple[int, int | None, Record]]:
             check_unchanged(fobj, self.size, self.path, self.modified)
             yield from read(fobj)
+        return read_input(self.path, checked, seekable=True)
+
+    def parquet_batches(self) -> Iterator[tuple[int, Any]]:
+        """(first row number, Arrow record batch) of a Parquet split, as `records` reads
+        them."""
+        if not self.groups:
+            return read_input(self.path, iter_parquet_batches, seekable=True)
+
+        def checked(fobj: IO[bytes]) -> Iterator[tuple[int, Any]]:
+            check_unchanged(fobj, self.size, self.path, self.modified)
+            yield from iter_parquet_batches(fobj, self.groups, self.first_row)
         return read_input(self.path, checked, seekable=True)
 
     def lines(self) -> Iterator[tuple[int, bytes]]:
@@ -287,7 +296,7 @@ class ReadRowsFn(CountingDoFn):
         text_cells = fmt == "csv"
         logger.info("reading %s as %s (%s)", path, fmt, _describe(split))
         passed = 0  # counted every _COUNT_EVERY rows: a count costs a lock and a clock read
-        for source, record in self._records(split):
+        for source, record in split_records(split, self._mapping, self._max_text_chars):
             if isinstance(record, ScoringRow):
                 scoring_row = record
             elif isinstance(record, RowError):
@@ -313,28 +322,6 @@ class ReadRowsFn(CountingDoFn):
             yield source.key, scoring_row
         if passed:
             self.count("passed", passed)
-
-    def _records(self, split: ReadSplit) -> Iterator[tuple[RowSource, Any]]:
-        """(source, record | RowError | ScoringRow) per row of the split: JSONL lines in
-        blocks read as columns where the mapping allows (columnar.py), the rows it leaves
-        and every other format record by record."""
-        path = split.path
-        if split.fmt != "jsonl" or not columnar_mapping(self._mapping):
-            for row, line, record in split.records():
-                yield RowSource(file=path, row=row, line=line), record
-            return
-        columns = ColumnarRows(self._mapping, self._max_text_chars)
-        lines = split.lines()
-        while block := list(itertools.islice(lines, BLOCK_LINES)):
-            for number, raw, row in columns.jsonl_block(block, path):
-                if row is not None:
-                    yield row.source, row
-                    continue
-                try:
-                    record = parse_json_line(raw)
-                except RowError as e:
-                    record = e
-                yield RowSource(file=path, row=number, line=number), record
 
 
 class ReadPredictions(beam.PTransform):
