@@ -9,7 +9,8 @@ Two cases, each qa-score run in its own process on the in-process FnApiRunner
             pairs, AVSD/NarrativeQA/SemEval answers with their references), repeated
             until `--rows`, each repetition made distinct by a marker on the prediction,
             shuffled with a fixed seed; `--metrics`.
-  judge     `--judge_rows` EVOUNA-TQ answers, `--metrics judge` with a judge-shaped
+  judge     `--judge_rows` EVOUNA-TQ answers (without their human labels, whose report
+            would cost both runs alike), `--metrics judge` with a judge-shaped
             checkpoint and a zero-cost stand-in model (tests/bench/zero_model.py): the
             host side of the model branch alone. 0 skips it.
 For each: `full` scores night 1; `incremental` scores night 2 (5% of rows changed, 5%
@@ -163,7 +164,9 @@ def main(argv: list[str] | None = None) -> int:
             from transforms.models import loading
 
             judge = judge_checkpoint(loading.packaged_model_path(), tmp / "judge")
-            rows = evouna_rows(args.judge_rows, unique=True)
+            # without their human labels: a report would cost both runs alike
+            rows = [{k: v for k, v in r.items() if k != "human"}
+                    for r in evouna_rows(args.judge_rows, unique=True)]
             cases["judge"] = (args.judge_rows, ["judge"], [f"--judge_model={judge}"], True)
             inputs["judge"] = (write_jsonl(rows, tmp / "judge1.jsonl"),
                                write_jsonl(change(rows, 0.05, 0.05), tmp / "judge2.jsonl"))
