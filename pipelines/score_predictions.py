@@ -6,10 +6,10 @@ the input has a human column, PREFIX.report.md + PREFIX.report.png.
 
 Row flow (see transforms/scoring): every row is keyed by `file:row` as it is read, and rows
 travel in the reader's batches: the model-backed metrics score a batch first (one
-`RunInference` for every model, transforms/scoring/run_model_metrics.py) and attach each
+`RunInference` for every model, transforms/scoring/score/run_model_metrics.py) and attach each
 row's scores to it, then the in-process (lexical) metrics finish every row's record, with
 no join. An incremental run (`--previous_run`) groups rows by content and joins its
-branches by key (transforms/scoring/incremental.py).
+branches by key (transforms/scoring/incremental/plan.py).
 
 `qa-score --help` lists every flag (grouped: input, output, metrics, models, runtime) and
 every metric name. A flag that neither this pipeline nor Beam knows fails before anything
@@ -63,6 +63,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions
 
+from transforms.inference.model_flags import MODEL_FLAGS
 from transforms.io import cli
 from transforms.io.local_malloc import tune_local_malloc
 from transforms.io.options import (
@@ -87,14 +88,13 @@ from transforms.scoring.config import (
     ScoringConfig,
     build_config,
 )
-from transforms.scoring.model_flags import MODEL_FLAGS
-from transforms.scoring.outputs import OutputPaths
+from transforms.scoring.outputs.paths import OutputPaths
+from transforms.scoring.outputs.summary import DeadLetterAlert, dead_letter_alert
 from transforms.scoring.score_flags import add_score_arguments
 from transforms.scoring.score_predictions import (
     ScorePredictions,
     warn_multiprocess_direct_runner,
 )
-from transforms.scoring.summary import DeadLetterAlert, dead_letter_alert
 
 if TYPE_CHECKING:  # RunInference's module imports torch: only when model metrics run
     from apache_beam.ml.inference.base import ModelHandler
@@ -250,7 +250,7 @@ def run(argv: list[str] | None = None, save_main_session: bool = True,
         save_main_session: pickle the main session for the workers.
         test_pipeline: a pipeline to build into instead of a new one (tests).
         handler_factory: `(ModelUse, **handler_kwargs) -> ModelHandler` for the model
-            metrics (tests inject fakes); None = transforms.scoring.handlers.
+            metrics (tests inject fakes); None = transforms.inference.handlers.
         tune_local: tune the processes of a local run: glibc's malloc for a run of text
             metrics (`local_malloc.tune_local_malloc`); for a multi-process run with model
             metrics, each worker's tokenizer threads (`progress.divide_local_cores`) and

@@ -3,11 +3,15 @@
     pipelines      wiring: flags -> a config -> one transform, run
     demo           the demo's orchestration
     scoring  training  wes              (the two jobs and the training between them)
+    inference      Beam's model inference, knowing nothing of scoring rows
     metrics        pure scoring: strings (and model outputs) in, numbers out
     wiki           dump reading and link extraction (below wes)
     models  text   leaves: loading/running models; tokenisers and external tools
     data           leaf: the registry of the data files and their fetcher (qa-data)
     io             infrastructure shared by all
+
+transforms/scoring has rooms by stage (SCORING_ROOMS): a room imports only the rooms
+before it in the flow, and never the graph, the config or the flags at scoring's top.
 
 Read from the source (AST), so a new import that breaks a layer fails here with the file
 and the import named, before anyone has to find the cycle by hand. Every import form is
@@ -37,9 +41,21 @@ ALLOWED: dict[str, set[str]] = {
     "metrics": {"models", "text"},
     "wiki": {"io"},
     "wes": {"io", "wiki"},
-    "scoring": {"io", "metrics", "models", "text"},
+    "inference": {"io", "metrics", "models", "text"},
+    "scoring": {"io", "inference", "metrics", "models", "text"},
     "training": {"io", "metrics", "models", "text"},
     "demo": {"io", "metrics", "models", "text", "scoring", "training", "wes", "wiki"},
+}
+# transforms/scoring's rooms -> the rooms each may import (itself always allowed). The
+# modules at scoring's top (the graph, the config, the flags) may import every room; no
+# room imports them.
+SCORING_ROOMS: dict[str, set[str]] = {
+    "reading": set(),
+    "statistics": {"reading"},
+    "report": set(),
+    "outputs": {"report"},
+    "incremental": {"reading", "outputs"},
+    "score": {"reading", "statistics", "incremental"},
 }
 # Third-party modules a pure layer must not import (no runner, no model runtime, no
 # processes, no file formats): metrics declare model uses and fold outputs; models/text
@@ -150,6 +166,8 @@ def layer_violations(path: Path) -> list[str]:
             if target != package and target not in ALLOWED[package]:
                 problems.append(f"{rel}:{line} imports {module}: {package}/ may import "
                                 f"{sorted(ALLOWED[package]) or 'nothing else of the project'}")
+            elif target == package == "scoring":
+                problems += _room_violations(path, line, parts[2:])
         elif parts[0] in FORBIDDEN_MODULES.get(package, set()):
             problems.append(f"{rel}:{line} imports {module}, which {package}/ must not use")
     if package in NO_FILE_ACCESS:
@@ -158,9 +176,45 @@ def layer_violations(path: Path) -> list[str]:
     return problems
 
 
+def _room_violations(path: Path, line: int, target: list[str]) -> list[str]:
+    """An import of `transforms.scoring.<target...>` from `path` (in scoring/) that the
+    rooms do not allow."""
+    parts = path.relative_to(TRANSFORMS).parts
+    room = parts[1] if len(parts) > 2 else None  # None: a module at scoring's top
+    if room is None or not target:
+        return []
+    rel = path.relative_to(ROOT)
+    other = target[0]
+    if other not in SCORING_ROOMS:
+        return [f"{rel}:{line} imports transforms.scoring.{'.'.join(target)}: a room of "
+                "scoring/ never imports the modules at its top"]
+    if other != room and other not in SCORING_ROOMS[room]:
+        return [f"{rel}:{line} imports transforms.scoring.{'.'.join(target)}: scoring/{room}/ "
+                f"may import {sorted(SCORING_ROOMS[room]) or 'no other room'}"]
+    return []
+
+
 def test_every_package_has_a_layer():
     packages = {p.name for p in TRANSFORMS.iterdir() if (p / "__init__.py").exists()}
     assert packages == set(ALLOWED), "add the new package to ALLOWED with what it may import"
+
+
+def test_every_room_of_scoring_has_a_place():
+    rooms = {p.name for p in (TRANSFORMS / "scoring").iterdir() if (p / "__init__.py").exists()}
+    assert rooms == set(SCORING_ROOMS), "add the new room to SCORING_ROOMS"
+
+
+def test_rooms_name_what_they_catch(fake_tree):
+    assert fake_tree("from transforms.scoring.config import ScoringConfig\n",
+                     "scoring/reading/leaky.py") == [
+        "transforms/scoring/reading/leaky.py:1 imports transforms.scoring.config: a room of "
+        "scoring/ never imports the modules at its top"]
+    assert fake_tree("from transforms.scoring.score.batches import ScoreBatches\n",
+                     "scoring/reading/leaky.py") == [
+        "transforms/scoring/reading/leaky.py:1 imports transforms.scoring.score.batches: "
+        "scoring/reading/ may import no other room"]
+    assert fake_tree("from ..reading.rows import ScoringRow\n", "scoring/score/ok.py") == []
+    assert fake_tree("from transforms.scoring.reading import rows\n", "scoring/ok.py") == []
 
 
 @pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(TRANSFORMS)))
@@ -186,11 +240,11 @@ def fake_tree(tmp_path, monkeypatch):
 # Every import form, each naming a package metrics/ may not import (scoring).
 @pytest.mark.parametrize("source, where", [
     ("from transforms.scoring import score\n", "metrics/leaky.py"),
-    ("from transforms.scoring.score import ScoreResult\n", "metrics/leaky.py"),
+    ("from transforms.scoring.score.batches import ScoreResult\n", "metrics/leaky.py"),
     ("from transforms import scoring\n", "metrics/leaky.py"),
     ("from transforms import models, scoring as s\n", "metrics/leaky.py"),
     ("import transforms.scoring\n", "metrics/leaky.py"),
-    ("import transforms.scoring.score as score\n", "metrics/leaky.py"),
+    ("import transforms.scoring.score.batches as score\n", "metrics/leaky.py"),
     ("from ..scoring import score\n", "metrics/leaky.py"),
     ("from ..scoring.score import ScoreResult\n", "metrics/leaky.py"),
     ("from .. import scoring\n", "metrics/leaky.py"),
@@ -199,7 +253,7 @@ def fake_tree(tmp_path, monkeypatch):
     ("def f():\n    from ..scoring import score\n", "metrics/leaky.py"),
     ("try:\n    import transforms.scoring as s\nexcept ImportError:\n    s = None\n",
      "metrics/leaky.py"),
-    ("import importlib\nm = importlib.import_module('transforms.scoring.score')\n",
+    ("import importlib\nm = importlib.import_module('transforms.scoring.score.batches')\n",
      "metrics/leaky.py"),
     ("from importlib import import_module\nm = import_module('..scoring', __package__)\n",
      "metrics/leaky.py"),

@@ -133,7 +133,7 @@ def test_workers_import_the_project_from_the_wheel_only(worker_site, tmp_path):
     """The environment the engines' tests give their workers finds the installed wheel,
     not this checkout (nor an editable install of it)."""
     found = subprocess.run(
-        [sys.executable, "-c", "import pipelines, transforms.scoring.read as r; "
+        [sys.executable, "-c", "import pipelines, transforms.scoring.reading.read as r; "
                                "print(pipelines.__file__); print(r.__file__)"],
         env=worker_environment(worker_site), cwd=tmp_path, capture_output=True, text=True,
         check=True).stdout.split()

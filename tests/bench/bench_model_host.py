@@ -76,7 +76,7 @@ BATCH_ROWS = 512
 
 
 def _mapping():
-    from transforms.scoring.rows import ColumnMapping
+    from transforms.scoring.reading.rows import ColumnMapping
 
     return ColumnMapping(question="question", id="id", system="system", human="human")
 
@@ -112,7 +112,7 @@ def bare_tokenizer(tokenizer, segments: list[tuple[str, str, str]], rust: bool) 
 
 def row_batches(path: str) -> list:
     """The reader's RowBatches of the file (BATCH_ROWS consecutive rows each)."""
-    from transforms.scoring.read import ReadRowsFn, ReadSplit
+    from transforms.scoring.reading.read import ReadRowsFn, ReadSplit
 
     fn = ReadRowsFn(_mapping(), batch_rows=BATCH_ROWS)
     fn.start_bundle()
@@ -122,10 +122,10 @@ def row_batches(path: str) -> list:
 def branch_direct(metric, batches: list) -> tuple[int, dict]:
     """The model branch's DoFns and handlers in a plain loop (zero-cost model loaded by
     the caller's context); returns (rows scored, handler counts)."""
-    from transforms.scoring.batch_model_handler import BatchModelHandler, request_count
-    from transforms.scoring.handlers import build_handler
-    from transforms.scoring.multi_use import MultiUseModelHandler
-    from transforms.scoring.run_model_metrics import (
+    from transforms.inference.handlers import build_handler
+    from transforms.inference.multi_use import MultiUseModelHandler
+    from transforms.scoring.score.batch_model_handler import BatchModelHandler, request_count
+    from transforms.scoring.score.run_model_metrics import (
         ExpandModelRequestsFn,
         FoldModelMetricsFn,
         plan_uses,
@@ -167,7 +167,7 @@ def branch_beam(metric, batches: list) -> int:
     from apache_beam.options.pipeline_options import PipelineOptions
     from apache_beam.testing.util import assert_that
 
-    from transforms.scoring.run_model_metrics import ScoreModelBatches
+    from transforms.scoring.score.run_model_metrics import ScoreModelBatches
 
     total = sum(len(b) for b in batches)
     seen = []
@@ -222,7 +222,7 @@ import json, sys
 from tests.bench.bench_model_host import _mapping
 from transforms.metrics.corpus import score_corpus
 from transforms.metrics.judge import JudgeMetric
-from transforms.scoring.row_validation import to_scoring_row
+from transforms.scoring.reading.row_validation import to_scoring_row
 rows = [json.loads(line) for line in open(sys.argv[1], encoding="utf-8")]
 examples = [to_scoring_row(r, _mapping(), None).example for r in rows]
 print(len(score_corpus([JudgeMetric(model=sys.argv[2])], examples)))
@@ -278,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
     from transforms.metrics.corpus import score_corpus
     from transforms.metrics.judge import JudgeMetric
     from transforms.models import loading
-    from transforms.scoring.row_validation import to_scoring_row
+    from transforms.scoring.reading.row_validation import to_scoring_row
 
     results: dict[str, dict] = {}
 

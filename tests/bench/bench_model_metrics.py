@@ -53,8 +53,8 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.util import assert_that
 
 from tests.models.checkpoints import save_cross_encoder
+from transforms.inference import handlers
 from transforms.models import loading, predictors, torch_models
-from transforms.scoring import handlers
 
 REPO = Path(__file__).resolve().parents[2]
 JUDGMENTS = REPO.parent / "shared" / "data" / "judgments"

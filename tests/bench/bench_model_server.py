@@ -6,7 +6,7 @@
 With `--share_model_across_processes` every worker process sends its padded passes to one
 copy of the model. Beam's `ModelHandler(large_model=True)` keeps that copy inside the
 first worker process that asks for it, served by threads of that process, while the
-process goes on reading and scoring rows; `transforms/scoring/model_server.py` keeps it in
+process goes on reading and scoring rows; `transforms/inference/model_server.py` keeps it in
 a process of its own. A torch forward pass gives up and takes back the GIL at every
 operator, so a process whose other thread runs Python serves the model slowly.
 
@@ -44,10 +44,10 @@ from pathlib import Path
 
 from apache_beam.utils import multi_process_shared
 
+from transforms.inference import model_server
 from transforms.models import loading
 from transforms.models.device import DeviceModel
 from transforms.models.uses import encoder_use
-from transforms.scoring import model_server
 
 
 def _use(device: str = "cpu", model: str | None = None):

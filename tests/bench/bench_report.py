@@ -29,9 +29,9 @@ import numpy as np
 from scipy import stats
 from sklearn.metrics import roc_auc_score
 
-from transforms.scoring.bootstrap import default_threads
-from transforms.scoring.report import meta_evaluate
-from transforms.scoring.report_spec import ReportSpec
+from transforms.scoring.report.bootstrap import default_threads
+from transforms.scoring.report.report_spec import ReportSpec
+from transforms.scoring.report.scopes import meta_evaluate
 
 
 def make_rows(n: int, n_metrics: int, binary: bool, seed: int = 0):

@@ -97,15 +97,15 @@ def element_sizes(path: str, shards: int, batch_rows: int = 512) -> dict[str, fl
     from apache_beam.coders import registry
 
     from transforms.metrics.cider import CiderMetric
-    from transforms.scoring.corpus_stats import (
+    from transforms.scoring.reading.row_batch import RowBatch
+    from transforms.scoring.reading.row_validation import to_scoring_row
+    from transforms.scoring.reading.rows import ColumnMapping, RowSource
+    from transforms.scoring.statistics.corpus_stats import (
         DF,
         REQUESTS,
         CiderBatchFn,
         SumDocumentFrequencies,
     )
-    from transforms.scoring.row_batch import RowBatch
-    from transforms.scoring.row_validation import to_scoring_row
-    from transforms.scoring.rows import ColumnMapping, RowSource
 
     coder = registry.get_coder(object)
     (stat,) = CiderMetric().corpus_statistics()
@@ -169,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"loop rows {n} cpu {end.ru_utime - start.ru_utime:.1f}", file=sys.stderr)
         return 0
     from tests.bench.scale_data import write_jsonl
-    from transforms.scoring.corpus_stats import shards_for_input
+    from transforms.scoring.statistics.corpus_stats import shards_for_input
 
     os.makedirs(BENCH_OUT, exist_ok=True)
     results: dict = {"rows": args.rows, "metrics": args.metrics,

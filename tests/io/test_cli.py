@@ -135,7 +135,7 @@ def test_configure_logging_works_after_beam_configured_the_root_logger(
 
 WORKER_ERROR = """Pipeline job failed: Traceback (most recent call last):
   File "apache_beam/runners/common.py", line 1512, in process
-transforms.scoring.inputs.InputFileError: input file /data/p.jsonl.gz: cannot be read \
+transforms.scoring.reading.inputs.InputFileError: input file /data/p.jsonl.gz: cannot be read \
 after row 1788: EOFError: cut short [while running 'ScorePredictions/ReadAndValidateRows']
 """
 
@@ -145,7 +145,7 @@ def _worker_file_error(_argv):
 
 
 def _file_error_in_process(_argv):
-    from transforms.scoring.statistics_file import StatisticsFileError
+    from transforms.scoring.statistics.statistics_file import StatisticsFileError
 
     try:
         raise StatisticsFileError("--corpus_statistics s.parquet: cannot be read "

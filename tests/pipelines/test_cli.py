@@ -254,7 +254,7 @@ def test_mining_logs_progress_and_a_final_summary(tmp_path, caplog):
 def test_keep_input_columns_and_signatures_in_the_parquet_metadata(tmp_path):
     import pyarrow.parquet as pq
 
-    from transforms.scoring.write import SIGNATURES_KEY, read_signatures
+    from transforms.scoring.outputs.write import SIGNATURES_KEY, read_signatures
 
     prefix = str(tmp_path / "run")
     score_predictions.run(["--input", _judged_jsonl(tmp_path, 5), "--output", prefix,

@@ -20,7 +20,7 @@ def _scores(prefix: str) -> pd.DataFrame:
 
 
 def _signature(prefix, column: str) -> str:
-    from transforms.scoring.write import read_signatures
+    from transforms.scoring.outputs.write import read_signatures
 
     return read_signatures(f"{prefix}.scores.parquet")[column]
 
@@ -76,7 +76,7 @@ def test_saving_statistics_refuses_a_frozen_run_and_an_existing_file(tmp_path):
     """A run scored against a file computes no statistics of its own to save, and an
     existing statistics file is replaced only with --overwrite (runs scored against it
     name its hash)."""
-    from transforms.scoring.statistics_file import schema
+    from transforms.scoring.statistics.statistics_file import schema
 
     base = {"input": AVSD, "output": str(tmp_path / "x"), "prediction_column": "answer",
             "reference_prefix": "reference", "metrics": "cider"}
@@ -145,7 +145,7 @@ def test_frozen_bertscore_idf_reproduces_the_run(tmp_path):
 
 def test_a_file_without_the_idf_is_refused_at_launch(tmp_path):
     """CIDEr-D statistics alone cannot freeze bertscore's idf: the flag names what is missing."""
-    from transforms.scoring.statistics_file import schema
+    from transforms.scoring.statistics.statistics_file import schema
 
     cider_only = tmp_path / "cider.stats.parquet"
     pq.write_table(pa.Table.from_pylist(
@@ -158,7 +158,7 @@ def test_a_file_without_the_idf_is_refused_at_launch(tmp_path):
 
 
 def _statistics_file(path, rows: int = 2000) -> None:
-    from transforms.scoring.statistics_file import schema
+    from transforms.scoring.statistics.statistics_file import schema
 
     pq.write_table(pa.Table.from_pylist(
         [{"statistic": "cider_df:per_position", "tokenizer": "python", "corpus": 0,
@@ -192,7 +192,7 @@ def test_statistics_read_on_workers_name_the_file_and_notice_a_rewrite(tmp_path)
     import apache_beam as beam
 
     from transforms.metrics.cider import CiderDocumentFrequency
-    from transforms.scoring.statistics_file import ReadCorpusStatistics
+    from transforms.scoring.statistics.statistics_file import ReadCorpusStatistics
 
     path = tmp_path / "stats.parquet"
     _statistics_file(path)

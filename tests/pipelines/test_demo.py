@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipelines import demo
-from transforms.scoring.write import read_signatures
+from transforms.scoring.outputs.write import read_signatures
 
 
 def test_bad_budget_is_refused(capsys):

@@ -20,7 +20,7 @@ from pipelines.score_predictions import run
 from tests.runners import RUNNER_ARGS, local_job_service
 from tests.scoring import fakes
 from transforms.metrics import registry
-from transforms.scoring.write import read_signatures
+from transforms.scoring.outputs.write import read_signatures
 
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 JUDGMENTS = os.path.join(os.environ.get("QA_EVAL_SHARED_DATA",
@@ -156,7 +156,7 @@ def test_every_model_flag_of_the_table_is_a_pipeline_flag():
     from apache_beam.options.pipeline_options import PipelineOptions
 
     from pipelines.score_predictions import ScoreOptions
-    from transforms.scoring.model_flags import MODEL_FLAGS
+    from transforms.inference.model_flags import MODEL_FLAGS
 
     opts = PipelineOptions(["--bertscore_layer=3", "--device=cpu", "--bertscore_idf",
                             "--model_copies=2", "--wes_model=/m/wes"]).view_as(ScoreOptions)
@@ -355,7 +355,7 @@ def test_summary_records_the_run(tmp_path):
 
 @pytest.mark.slow
 def test_a_run_that_fails_leaves_the_earlier_one_whole(tmp_path, monkeypatch):
-    from transforms.scoring import write
+    from transforms.scoring.outputs import write
 
     data = tmp_path / "p.jsonl"
     data.write_text("".join(json.dumps(_good(i, "a")) + "\n" for i in range(3)))

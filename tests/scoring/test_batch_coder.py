@@ -14,12 +14,12 @@ from apache_beam.coders import coders
 
 from tests.runners import RUNNER_ARGS
 from transforms.metrics.base import QAExample
-from transforms.scoring import row_batch
-from transforms.scoring.batch_coder import BatchCoder, estimated_bytes, register, typed_as
-from transforms.scoring.batch_model_handler import BatchRequests, BatchResult, RowRequests
-from transforms.scoring.row_batch import RowBatch
-from transforms.scoring.rows import RowSource, ScoringRow
-from transforms.scoring.run_model_metrics import RunModelMetrics, ScoreModelBatches
+from transforms.scoring.reading import row_batch
+from transforms.scoring.reading.batch_coder import BatchCoder, estimated_bytes, register, typed_as
+from transforms.scoring.reading.row_batch import RowBatch
+from transforms.scoring.reading.rows import RowSource, ScoringRow
+from transforms.scoring.score.batch_model_handler import BatchRequests, BatchResult, RowRequests
+from transforms.scoring.score.run_model_metrics import ScoreModelBatches
 
 
 def _text(rng: random.Random, words: int) -> str:
@@ -146,17 +146,15 @@ def _coders(pipeline: beam.Pipeline) -> dict[str, coders.Coder]:
 def test_the_batch_edges_get_the_batch_coder(tmp_path, flags):
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    from tests.scoring.test_run_model_metrics import ROWS, FakeHandler, OverlapMetric
-    from transforms.scoring.read import ReadPredictions
-    from transforms.scoring.rows import ColumnMapping
+    from tests.scoring.test_run_model_metrics import FakeHandler, OverlapMetric
+    from transforms.scoring.reading.read import ReadPredictions
+    from transforms.scoring.reading.rows import ColumnMapping
 
     metric, stats = OverlapMetric("f1"), {"n_refs": 1}
     p = beam.Pipeline(options=PipelineOptions(flags))  # built, not run
     read = p | "Read" >> ReadPredictions(str(tmp_path / "*.jsonl"), ColumnMapping(),
                                          batch_rows=4)
     _ = read["batches"] | "Spread" >> beam.Reshuffle() | "Scored" >> ScoreModelBatches(
-        [metric], handler_factory=FakeHandler, corpus_stats=stats)
-    _ = p | "Rows" >> beam.Create(ROWS) | "Keyed" >> RunModelMetrics(
         [metric], handler_factory=FakeHandler, corpus_stats=stats)
     found = _coders(p)
 
@@ -166,21 +164,18 @@ def test_the_batch_edges_get_the_batch_coder(tmp_path, flags):
         return hit
 
     batch_edges = ["Read/ReadAndValidateRows", "Scored/FoldModelMetrics"] + [
-        f"{branch}/{step}" for branch in ("Scored", "Keyed/ModelMetrics")
-        for step in ("ExpandModelRequests", "RunInference/BeamML_RunInference")]
+        f"Scored/{step}" for step in ("ExpandModelRequests", "RunInference/BeamML_RunInference")]
     for edge in batch_edges:
         assert isinstance(coder(edge), BatchCoder), edge
-    # keyed results, counts and dead letters keep Beam's own coders
-    for edge, tag in (("Keyed/ModelMetrics/FoldModelMetrics", "None"),
-                      ("Read/ReadAndValidateRows", "dead_letter"),
+    # counts and dead letters keep Beam's own coders
+    for edge, tag in (("Read/ReadAndValidateRows", "dead_letter"),
                       ("Read/ReadAndValidateRows", "stats")):
         assert not isinstance(coder(edge, tag), BatchCoder), edge
     if not flags:  # what Beam infers from the elements' type, when it checks types
         assert isinstance(coder("Spread/RemoveRandomKeys"), BatchCoder)
-        for branch in ("Scored", "Keyed/ModelMetrics"):  # windows
-            windows = coder(f"{branch}/RunInference/BatchElements")
-            assert isinstance(windows, coders.ListCoder)
-            assert [type(c) for c in windows._get_component_coders()] == [BatchCoder]
+        windows = coder("Scored/RunInference/BatchElements")
+        assert isinstance(windows, coders.ListCoder)
+        assert [type(c) for c in windows._get_component_coders()] == [BatchCoder]
 
 
 def test_typed_as_sets_the_element_type():
@@ -199,8 +194,8 @@ def test_the_batch_path_under_runtime_type_checks(tmp_path):
     from apache_beam.testing.util import assert_that, equal_to
 
     from tests.scoring.test_run_model_metrics import FakeHandler, OverlapMetric
-    from transforms.scoring.read import ReadPredictions
-    from transforms.scoring.rows import ColumnMapping
+    from transforms.scoring.reading.read import ReadPredictions
+    from transforms.scoring.reading.rows import ColumnMapping
 
     path = tmp_path / "preds.jsonl"
     path.write_text("".join(json.dumps(

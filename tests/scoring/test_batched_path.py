@@ -1,6 +1,6 @@
-"""The batched row path (runs whose metrics all run in process): the same scores, dead
-letters and summary as the keyed graph (rows joined by row key), and its pieces: part
-files merged into one, and the check that no row was lost between stages."""
+"""The one row flow's batches: the same scores, dead letters and summary whatever the
+batch size and the n-gram shards, and its pieces: part files merged into one, model
+results merged into records, and the check that no row was lost between stages."""
 
 from __future__ import annotations
 
@@ -14,17 +14,17 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from tests.runners import RUNNER_ARGS
 from transforms.metrics.registry import build_metrics
-from transforms.scoring.global_statistics import ComputeCorpusStatistics
-from transforms.scoring.join import ROWS, JoinScores
-from transforms.scoring.read import ReadPredictions
-from transforms.scoring.rows import ColumnMapping
-from transforms.scoring.score import (
-    RECORDS,
-    ScoreBatches,
-    ScoreMetrics,
+from transforms.scoring.outputs.summary import SummarizeScores
+from transforms.scoring.outputs.write import (
+    WriteScorePartsFn,
+    WriteSummaryFn,
+    merge_parts,
+    scores_schema,
 )
-from transforms.scoring.summary import SummarizeScores
-from transforms.scoring.write import WriteScorePartsFn, WriteSummaryFn, merge_parts, scores_schema
+from transforms.scoring.reading.read import ReadPredictions
+from transforms.scoring.reading.rows import ColumnMapping
+from transforms.scoring.score.batches import ScoreBatches
+from transforms.scoring.statistics.global_statistics import ComputeCorpusStatistics
 
 LINES = [json.dumps({"id": f"r{i}", "system": f"s{i % 3}",
                      "prediction": f"the answer {i % 7} is here",
@@ -41,44 +41,48 @@ def _records(records):
                   for r in records)
 
 
+def _scored(pipeline, path, mapping, metrics, stats, batch_rows, shards, label):
+    read = pipeline | f"Read{label}" >> ReadPredictions(str(path), mapping,
+                                                        batch_rows=batch_rows)
+    scored = read["batches"] | f"Score{label}" >> ScoreBatches(metrics, stats, shards=shards)
+    return read, scored
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("runner", ["direct_in_process", "direct_multi_processing"])
-def test_batched_path_scores_and_summarises_as_the_keyed_graph(tmp_path, runner):
+def test_batches_of_any_size_score_and_summarise_alike(tmp_path, runner):
     path = tmp_path / "preds.jsonl"
     path.write_text("\n".join(LINES) + "\n", encoding="utf-8")
     mapping = ColumnMapping(id="id", system="system")
     metrics = build_metrics(METRICS, {})
     columns = [c for m in metrics for c in m.columns]
     with test_pipeline.TestPipeline(argv=RUNNER_ARGS[runner]) as pipeline:
-        keyed = pipeline | "Keyed" >> ReadPredictions(str(path), mapping)
+        whole = pipeline | "Whole" >> ReadPredictions(str(path), mapping, batch_rows=64)
         stats = beam.pvalue.AsSingleton(
-            keyed["rows"] | "KeyedStats" >> ComputeCorpusStatistics(metrics))
-        branches = {ROWS: keyed["rows"], "in_process": keyed["rows"] | ScoreMetrics(
-            metrics, stats, max_batch_size=4, shards=3)}
-        joined = branches | JoinScores()
-        batched = pipeline | "Batched" >> ReadPredictions(str(path), mapping, batch_rows=4)
-        scored = batched["batches"] | "ScoreBatches" >> ScoreBatches(
-            metrics, stats, shards=5, emit=RECORDS)
-        flat = scored["scored"] | beam.FlatMap(lambda batch: batch)
-        keyed_summary = ((joined["scored"], joined["dead_letter"])
-                         | "KeyedSummary" >> SummarizeScores(columns))
-        batched_summary = ((scored["scored"], scored["dead_letter"])
-                           | "BatchedSummary" >> SummarizeScores(columns, batched=True))
-        keyed_list = joined["scored"] | "KR" >> beam.combiners.ToList() | "KS" >> beam.Map(
-            _records)
-        batched_list = flat | "BR" >> beam.combiners.ToList() | "BS" >> beam.Map(_records)
-        both = ((keyed_list | "KK" >> beam.Map(lambda r: ("scores", r)),
-                 batched_list | "BK" >> beam.Map(lambda r: ("scores", r)),
-                 keyed_summary | "KSum" >> beam.Map(lambda r: ("summary", r)),
-                 batched_summary | "BSum" >> beam.Map(lambda r: ("summary", r)))
+            whole["batches"] | "Stats" >> ComputeCorpusStatistics(metrics))
+        outs = [_scored(pipeline, path, mapping, metrics, stats, rows, shards, label)
+                for rows, shards, label in ((64, 3, "One"), (4, 5, "Four"))]
+        lists, summaries = [], []
+        for (_, scored), label in zip(outs, ("One", "Four")):
+            flat = scored["scored"] | f"Flat{label}" >> beam.FlatMap(lambda batch: batch)
+            lists.append(flat | f"List{label}" >> beam.combiners.ToList()
+                         | f"Sort{label}" >> beam.Map(_records))
+            summaries.append((scored["scored"], scored["dead_letter"])
+                             | f"Summary{label}" >> SummarizeScores(columns))
+        both = ((lists[0] | "K1" >> beam.Map(lambda r: ("scores", r)),
+                 lists[1] | "K2" >> beam.Map(lambda r: ("scores", r)),
+                 summaries[0] | "S1" >> beam.Map(lambda r: ("summary", r)),
+                 summaries[1] | "S2" >> beam.Map(lambda r: ("summary", r)))
                 | beam.Flatten() | beam.GroupByKey()
                 | beam.MapTuple(lambda what, got: (what, len(got), got[0] == got[1])))
         assert_that(both, equal_to([("scores", 2, True), ("summary", 2, True)]))
-        read_dead = batched["dead_letter"] | "Reasons" >> beam.Map(
+        n = lists[1] | "Count" >> beam.Map(len)
+        assert_that(n, equal_to([28]), label="rows")
+        read_dead = outs[1][0]["dead_letter"] | "Reasons" >> beam.Map(
             lambda d: (d["row"], d["reason"]))
         assert_that(read_dead, equal_to([(5, "malformed_json"), (12, "empty_references")]),
                     label="read")
-        assert_that(scored["dead_letter"], equal_to([]), label="scored")
+        assert_that(outs[1][1]["dead_letter"], equal_to([]), label="scored")
 
 
 def test_parts_are_merged_into_one_file_of_every_row(tmp_path):
@@ -86,7 +90,7 @@ def test_parts_are_merged_into_one_file_of_every_row(tmp_path):
     temp = str(tmp_path / "run.scores.parquet.tmp-x")
     parts = []
     for first in (0, 3):
-        fn = WriteScorePartsFn(temp, "parquet", schema, ["em"], False, (), batched=True)
+        fn = WriteScorePartsFn(temp, "parquet", schema, ["em"], False, ())
         fn.start_bundle()
         fn.process([{"row_key": f"f:{i}", "row": i, "em": float(i)} for i in range(first,
                                                                                    first + 3)])
@@ -100,9 +104,9 @@ def test_parts_are_merged_into_one_file_of_every_row(tmp_path):
     empty = str(tmp_path / "empty.parquet")
     merge_parts([], empty, "parquet", schema)
     assert pq.read_table(empty).num_rows == 0
-    fn = WriteScorePartsFn(str(tmp_path / "j"), "jsonl", None, ["em"], False, (), False)
+    fn = WriteScorePartsFn(str(tmp_path / "j"), "jsonl", None, ["em"], False, ())
     fn.start_bundle()
-    fn.process({"row_key": "f:1", "row": 1, "em": float("nan")})
+    fn.process([{"row_key": "f:1", "row": 1, "em": float("nan")}])
     (part,) = [w.value for w in fn.finish_bundle()]
     merge_parts([part], str(tmp_path / "j.jsonl"), "jsonl", None)
     assert json.loads((tmp_path / "j.jsonl").read_text())["em"] is None
@@ -124,9 +128,9 @@ def test_model_results_carried_by_a_batch_are_merged_into_its_records():
 
     from tests.scoring.fakes import REJECT, FakeMetric
     from transforms.metrics.base import QAExample
-    from transforms.scoring.row_batch import RowBatch
-    from transforms.scoring.rows import RowSource, ScoringRow
-    from transforms.scoring.score import ScoreResult, ScoreRowsFn
+    from transforms.scoring.reading.row_batch import RowBatch
+    from transforms.scoring.reading.rows import RowSource, ScoringRow
+    from transforms.scoring.score.batches import ScoreResult, ScoreRowsFn
 
     predictions = ["a b", REJECT, "x", REJECT]
     rows = [(f"f:{i}", ScoringRow(RowSource("f", i, i), QAExample(p, ("a b",)), f"r{i}", "s"))
@@ -137,7 +141,7 @@ def test_model_results_carried_by_a_batch_are_merged_into_its_records():
     assert batch.results[0] == (({"judge": 0.25}, None, "metric_input_error"))
 
     def score(metrics):
-        fn = ScoreRowsFn(metrics, emit=RECORDS)
+        fn = ScoreRowsFn(metrics)
         fn.setup()
         fn.start_bundle()
         out = list(fn.process(batch, {"fake_count": 4}))

@@ -1,4 +1,4 @@
-"""Tests for transforms/scoring/bootstrap.py and bootstrap_cells.py: the weighted
+"""Tests for transforms/scoring/report/bootstrap.py and bootstrap_cells.py: the weighted
 statistics equal scipy's and scikit-learn's on the resampled rows (all-ones weights: the
 point estimates; random weights: explicit resamples), ties and missing values included."""
 
@@ -11,8 +11,8 @@ import pytest
 from scipy import stats
 from sklearn.metrics import roc_auc_score
 
-from transforms.scoring import bootstrap as bs
-from transforms.scoring import bootstrap_cells as bc
+from transforms.scoring.report import bootstrap as bs
+from transforms.scoring.report import bootstrap_cells as bc
 
 
 def _reference(x, y):

@@ -1,4 +1,4 @@
-"""Edge cases of transforms/scoring/bootstrap.py and bootstrap_cells.py: the degenerate
+"""Edge cases of transforms/scoring/report/bootstrap.py and bootstrap_cells.py: the degenerate
 guards of Pearson r and Kendall tau-b at their bounds, the clip to [-1, 1], tiny and
 offset values, `group_y`'s segmented sums past KENDALL_MAX_LEVELS human values, cells and
 AUROC of one class, and `chunk_statistics`' branches (binary or not, both classes or one)."""
@@ -12,8 +12,8 @@ import pytest
 from scipy import stats
 from sklearn.metrics import roc_auc_score
 
-from transforms.scoring import bootstrap as bs
-from transforms.scoring import bootstrap_cells as bc
+from transforms.scoring.report import bootstrap as bs
+from transforms.scoring.report import bootstrap_cells as bc
 
 
 def _pearson(x, y):

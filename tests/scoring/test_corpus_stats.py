@@ -18,7 +18,10 @@ from transforms.metrics.base import QAExample
 from transforms.metrics.cider import CiderMetric, cider_d, corpus_of, needed_ngrams
 from transforms.metrics.lexical import tokenize_examples
 from transforms.metrics.registry import build_metrics
-from transforms.scoring.corpus_stats import (
+from transforms.scoring.reading.row_batch import RowBatch
+from transforms.scoring.reading.rows import RowSource, ScoringRow
+from transforms.scoring.score.batches import ScoreBatches, ScoreResult
+from transforms.scoring.statistics.corpus_stats import (
     DF,
     DOCS,
     REQUESTS,
@@ -30,11 +33,8 @@ from transforms.scoring.corpus_stats import (
     batch_corpora,
     shards_for_input,
 )
-from transforms.scoring.global_statistics import ComputeCorpusStatistics
-from transforms.scoring.ngram_hashes import gram_hash, hashed_table, ngram_shard
-from transforms.scoring.row_batch import RowBatch
-from transforms.scoring.rows import RowSource, ScoringRow
-from transforms.scoring.score import ScoreMetrics, ScoreResult
+from transforms.scoring.statistics.global_statistics import ComputeCorpusStatistics
+from transforms.scoring.statistics.ngram_hashes import gram_hash, hashed_table, ngram_shard
 
 WORDS = "a b c d e f g h i j k l m n o p".split()
 
@@ -190,7 +190,7 @@ def _keyed(examples):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("runner", ["direct_in_process", "direct_multi_processing"])
-def test_score_metrics_with_shards_equals_the_whole_table(runner):
+def test_score_batches_with_shards_equals_the_whole_table(runner):
     examples = _examples(90)
     metrics = build_metrics(["cider", "bleu1"], {"cider": {"df_mode": "per_position"}})
     pooled = CiderMetric(df_mode="pooled", columns=("cider",))
@@ -201,17 +201,24 @@ def test_score_metrics_with_shards_equals_the_whole_table(runner):
     bleu = by_family["bleu"].score_batch(examples, {})
     for i, (c, p, b) in enumerate(zip(whole, whole_pooled, bleu, strict=True), start=1):
         expected.append((f"f:{i}", c["cider"], p["cider"], b["bleu1"]))
+    rows = _keyed(examples)
     with test_pipeline.TestPipeline(argv=RUNNER_ARGS[runner]) as pipeline:
-        keyed = pipeline | beam.Create(_keyed(examples))
-        stats = beam.pvalue.AsSingleton(keyed | ComputeCorpusStatistics(metrics))
-        per_position = keyed | "pp" >> ScoreMetrics(metrics, stats, max_batch_size=7,
-                                                    shards=3)
-        in_pool = keyed | "pooled" >> ScoreMetrics([pooled], stats, max_batch_size=5,
-                                                   shards=2)
-        joined = ({"a": per_position, "b": in_pool} | beam.CoGroupByKey()
-                  | beam.Map(lambda kv: (kv[0], kv[1]["a"][0].scores["cider"],
-                                         kv[1]["b"][0].scores["cider"],
-                                         kv[1]["a"][0].scores["bleu1"])))
+        def batches(size, label):
+            return pipeline | label >> beam.Create(
+                [RowBatch(rows[i][0], rows[i:i + size]) for i in range(0, len(rows), size)])
+
+        stats = beam.pvalue.AsSingleton(batches(90, "Whole") | ComputeCorpusStatistics(metrics))
+        per_position = batches(7, "Sevens") | "pp" >> ScoreBatches(metrics, stats, shards=3)
+        in_pool = batches(5, "Fives") | "pooled" >> ScoreBatches([pooled], stats, shards=2)
+
+        def keyed(scored, label, columns):
+            return scored["scored"] | label >> beam.FlatMap(
+                lambda records: [(r["row_key"], [r[c] for c in columns]) for r in records])
+
+        joined = ({"a": keyed(per_position, "KeyA", ["cider", "bleu1"]),
+                   "b": keyed(in_pool, "KeyB", ["cider"])} | beam.CoGroupByKey()
+                  | beam.Map(lambda kv: (kv[0], kv[1]["a"][0][0], kv[1]["b"][0][0],
+                                         kv[1]["a"][0][1])))
         assert_that(joined, equal_to(expected))
 
 
@@ -244,7 +251,7 @@ def test_statistics_of_200k_rows_reach_scoring_in_bounded_elements():
     keyed = _keyed([QAExample(r["prediction"], tuple(r["references"]))
                     for r in generate_rows(200_000)])
     # batches of 500 rows in generated order (a question's five systems together), as
-    # `BatchByReferences` forms them; 400 elements to create instead of 200,000
+    # a reader forms them; 400 elements to create instead of 200,000
     (stat,) = CiderMetric().corpus_statistics()
     bound = 64 << 20
     with test_pipeline.TestPipeline(argv=RUNNER_ARGS["direct_in_process"]) as pipeline:

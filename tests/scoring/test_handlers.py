@@ -20,8 +20,8 @@ from apache_beam.ml.inference.base import (
 from apache_beam.testing import test_pipeline
 from apache_beam.testing.util import assert_that, equal_to
 
+from transforms.inference import handlers
 from transforms.models import predictors
-from transforms.scoring import handlers
 
 ROWS = [("r1", "it is a man in the video"), ("r2", "yes"), ("r3", "it is a man in the video"),
         ("r4", "the person is a man ."), ("r5", "yes")]

@@ -17,7 +17,7 @@ from tests.runners import RUNNER_ARGS
 from tests.scoring import fakes
 from transforms.metrics import registry
 from transforms.metrics.base import format_signature
-from transforms.scoring.previous_run import load_previous_run
+from transforms.scoring.incremental.previous_run import load_previous_run
 
 CALLS: list[int] = []  # examples scored by the fake metric, in this process
 STATE = {"version": 1, "offset": 0.0}
@@ -234,13 +234,6 @@ def test_nan_values_are_carried_as_nan(tmp_path, output_format):
     assert (fake["carried"], fake["computed"], fake["changed"]) == (6, 0, 0)
 
 
-def test_carried_values_read_null_as_nan():
-    from transforms.scoring.incremental import _values
-
-    assert math.isnan(_values({"x": None}, ["x"])["x"])
-    assert _values({"x": 0.25, "y": 1}, ["x", "y"]) == {"x": 0.25, "y": 1.0}
-
-
 def _previous(tmp_path, content_key_version: str, signatures: dict) -> str:
     prefix = str(tmp_path / "old")
     (tmp_path / "old.summary.json").write_text(json.dumps(
@@ -257,8 +250,8 @@ def test_a_previous_run_of_another_content_key_recipe_carries_nothing(tmp_path):
     """plan_carry's first branch: a previous run whose content keys are not of this
     recipe (or that has none: written before content keys) cannot be matched row by row,
     so every metric is computed, each saying why."""
-    from transforms.scoring.incremental import plan_carry
-    from transforms.scoring.rows import CONTENT_KEY_VERSION
+    from transforms.scoring.incremental.plan import plan_carry
+    from transforms.scoring.reading.rows import CONTENT_KEY_VERSION
 
     metrics = registry.build_metrics(["em", "fake_len"], {})
     signatures = {c: s for m in metrics for c, s in m.signature().items()}
@@ -364,8 +357,8 @@ def test_cider_with_the_runs_statistics_equals_a_full_run_and_frozen_ones_carry(
 def test_each_column_of_a_family_gets_its_true_reason():
     """Issue 27 item 4: em scored alone, then em,f1: f1 is new; em is unchanged but
     computed with it (one SQuAD pass); it used to say "not in the previous run"."""
-    from transforms.scoring.incremental import plan_carry
-    from transforms.scoring.previous_run import PreviousRun
+    from transforms.scoring.incremental.plan import plan_carry
+    from transforms.scoring.incremental.previous_run import PreviousRun
 
     metrics = registry.build_metrics(["em", "f1"], {})
     signatures = {c: s for m in metrics for c, s in m.signature().items()}

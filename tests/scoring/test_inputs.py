@@ -1,4 +1,4 @@
-"""Tests for transforms/scoring/inputs.py: every compression read to its end, a file cut
+"""Tests for transforms/scoring/reading/inputs.py: every compression read to its end, a file cut
 short or damaged is an error, and every error names the file."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 import zstandard
 from apache_beam.io.filesystems import FileSystems
 
-from transforms.scoring.inputs import (
+from transforms.scoring.reading.inputs import (
     InputFileError,
     StreamDecompressor,
     compression_of,

@@ -9,9 +9,9 @@ import subprocess
 
 import pytest
 
-from transforms.scoring import manifest
-from transforms.scoring.outputs import OutputPaths, check_prefix, leftover_temp_files
-from transforms.scoring.summary import dead_letter_alert
+from transforms.scoring.outputs import manifest
+from transforms.scoring.outputs.paths import OutputPaths, check_prefix, leftover_temp_files
+from transforms.scoring.outputs.summary import dead_letter_alert
 
 
 def test_describe_input_hashes_a_local_file(tmp_path):

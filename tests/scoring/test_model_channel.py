@@ -21,10 +21,10 @@ from multiprocessing import connection as mpc
 import pytest
 
 from tests.scoring.payloads import Planted
+from transforms.inference import model_channel
+from transforms.inference.model_channel import Channel, CopyFiles, Serving
 from transforms.io import cli
 from transforms.io.private_folder import PrivateFolderError, check_private, private_folder
-from transforms.scoring import model_channel
-from transforms.scoring.model_channel import Channel, CopyFiles, Serving
 
 
 class Echo:

@@ -16,7 +16,7 @@ import time
 import pytest
 
 from tests.scoring.payloads import Planted
-from transforms.scoring import model_server
+from transforms.inference import model_server
 
 
 class Echo:
@@ -125,7 +125,7 @@ def test_meanwhile_runs_in_the_callers_thread_and_its_error_wins(fake_copies, ca
 
 
 def test_a_model_server_gone_fails_the_window_instead_of_dead_lettering_it():
-    from transforms.scoring.multi_use import MultiUseModelHandler
+    from transforms.inference.multi_use import MultiUseModelHandler
 
     class Handler:
         def batch_elements_kwargs(self):
@@ -275,7 +275,7 @@ def test_a_served_copy_runs_nothing_sent_without_the_runs_key(served, tmp_path, 
     never loaded, and the copy goes on answering the run."""
     from multiprocessing import connection as mpc
 
-    from transforms.scoring import model_channel
+    from transforms.inference import model_channel
 
     serving = model_server.new_serving("test")
     model = served(Echo, serving)
@@ -301,7 +301,7 @@ def _start_and_report(serving, queue) -> None:
 
 @pytest.mark.slow
 def test_a_copy_ends_with_the_killed_run_that_started_it():
-    from transforms.scoring import model_channel
+    from transforms.inference import model_channel
 
     serving = model_server.new_serving("test")
     ctx = multiprocessing.get_context("spawn")

@@ -17,18 +17,19 @@ from tests.scoring.test_run_model_metrics import (
     TEXT_USE,
     FakeHandler,
     OverlapMetric,
+    batch_of,
 )
+from transforms.inference.handlers import TransformerModelHandler
+from transforms.inference.model_server import ServerGone
+from transforms.inference.multi_use import InferenceFailure, MultiUseModelHandler
 from transforms.metrics.base import QAExample
-from transforms.scoring.batch_model_handler import (
+from transforms.scoring.score.batch_model_handler import (
     BatchModelHandler,
     BatchRequests,
     RowRequests,
     request_count,
 )
-from transforms.scoring.handlers import TransformerModelHandler
-from transforms.scoring.model_server import ServerGone
-from transforms.scoring.multi_use import InferenceFailure, MultiUseModelHandler
-from transforms.scoring.run_model_metrics import ExpandModelRequestsFn, plan_uses
+from transforms.scoring.score.run_model_metrics import ExpandModelRequestsFn, plan_uses
 
 
 def test_multi_use_handler_routes_by_tag_and_isolates_a_failing_input():
@@ -96,7 +97,7 @@ def test_a_window_that_fails_as_a_whole_dead_letters_its_rows():
 
     uses, roles = plan_uses([OverlapMetric("f1")])
     handler = BatchModelHandler(Broken({t: FakeHandler(u) for t, u in uses.items()}))
-    [element] = ExpandModelRequestsFn([OverlapMetric("f1")], roles).process(ROWS[:2])
+    [element] = ExpandModelRequestsFn([OverlapMetric("f1")], roles).process(batch_of(ROWS[:2]))
     [result] = handler.run_inference([element], None)
     assert [len(v) for v in result.inference] == [2, 1]
     assert all(isinstance(v, InferenceFailure) and "CUDA out of memory" in v.reason
@@ -128,7 +129,7 @@ def test_window_size_in_bytes_is_its_texts_from_a_sample():
     expand = ExpandModelRequestsFn([metric], roles)
 
     def window(rows):
-        return list(expand.process(rows))
+        return list(expand.process(batch_of(rows)))
 
     few = window([(1, QAExample("a man", ("the man", "a man here")))])
     assert handler.get_num_bytes(few) == len("a man") * 2 + len("the man") + len("a man here")

@@ -8,7 +8,7 @@ from collections import Counter
 import numpy as np
 
 from transforms.metrics.lexical import text_ngrams
-from transforms.scoring.ngram_hashes import (
+from transforms.scoring.statistics.ngram_hashes import (
     BatchNgrams,
     by_shard,
     fold_tables,

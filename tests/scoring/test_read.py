@@ -1,4 +1,4 @@
-"""Tests for transforms/scoring/read.py: formats, row numbers, sniffing, ReadPredictions."""
+"""Tests for transforms/scoring/reading/read.py: formats, row numbers, sniffing, ReadPredictions."""
 
 from __future__ import annotations
 
@@ -17,11 +17,11 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.testing import test_pipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from transforms.scoring.formats import input_format_of, iter_csv, iter_jsonl, iter_parquet
-from transforms.scoring.inputs import InputFileError
-from transforms.scoring.read import ReadPredictions, ReadRowsFn
-from transforms.scoring.rows import ColumnMapping, RowError
-from transforms.scoring.sniff import sniff_columns
+from transforms.scoring.reading.formats import input_format_of, iter_csv, iter_jsonl, iter_parquet
+from transforms.scoring.reading.inputs import InputFileError
+from transforms.scoring.reading.read import ReadPredictions, ReadRowsFn
+from transforms.scoring.reading.rows import ColumnMapping, RowError
+from transforms.scoring.reading.sniff import sniff_columns
 
 
 @pytest.mark.parametrize("path, override, expected", [
@@ -107,7 +107,8 @@ def test_read_predictions_routes_rows_and_dead_letters(tmp_path):
     mapping = ColumnMapping(id="id")
     pipeline = test_pipeline.TestPipeline()
     out = pipeline | ReadPredictions(str(tmp_path / "in.*"), mapping)
-    keys = out["rows"] | "Keys" >> beam.Map(lambda kv: (kv[0], kv[1].example.prediction))
+    keys = out["batches"] | "Keys" >> beam.FlatMap(
+        lambda batch: [(k, row.example.prediction) for k, row in batch.rows])
     assert_that(keys, equal_to([(f"{jsonl}:1", "a"), (f"{csv_path}:1", "c")]), label="rows")
     reasons = out["dead_letter"] | "Reasons" >> beam.Map(
         lambda d: (d["row"], d["line"], d["reason"], d["id"]))

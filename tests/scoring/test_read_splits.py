@@ -16,18 +16,18 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from tests.runners import RUNNER_ARGS
 from transforms.metrics.registry import build_metrics
-from transforms.scoring.formats import iter_jsonl
-from transforms.scoring.global_statistics import ComputeCorpusStatistics
-from transforms.scoring.inputs import InputFileError
-from transforms.scoring.read import (
+from transforms.scoring.reading.formats import iter_jsonl
+from transforms.scoring.reading.inputs import InputFileError
+from transforms.scoring.reading.read import (
     ReadPredictions,
     ReadSplit,
     count_newlines,
     number_lines,
     plan_splits,
 )
-from transforms.scoring.rows import ColumnMapping
-from transforms.scoring.score import ScoreMetrics
+from transforms.scoring.reading.rows import ColumnMapping
+from transforms.scoring.score.batches import ScoreBatches
+from transforms.scoring.statistics.global_statistics import ComputeCorpusStatistics
 
 LINES = [json.dumps({"id": f"r{i}", "prediction": f"the answer {i % 7} is here",
                      "references": [f"the answer {i % 5} is there", f"answer {i % 3}"]})
@@ -173,13 +173,12 @@ def _scores_by_id(pattern, split_bytes, out_prefix, runner="direct_in_process"):
     metrics = build_metrics(["f1", "bleu4", "cider"], {})
     with test_pipeline.TestPipeline(argv=RUNNER_ARGS[runner]) as pipeline:
         read = pipeline | ReadPredictions(pattern, ColumnMapping(id="id"),
-                                          split_bytes=split_bytes)
-        stats = beam.pvalue.AsSingleton(read["rows"] | ComputeCorpusStatistics(metrics))
-        scored = read["rows"] | ScoreMetrics(metrics, stats, max_batch_size=4, shards=3)
-        ids = (read["rows"] | "Ids" >> beam.Map(lambda kv: (kv[0], kv[1].id)))
-        joined = ({"id": ids, "s": scored} | beam.CoGroupByKey()
-                  | beam.Map(lambda kv: (kv[1]["id"][0], kv[0].rsplit(":", 1)[1],
-                                         tuple(sorted(kv[1]["s"][0].scores.items())))))
+                                          split_bytes=split_bytes, batch_rows=4)
+        stats = beam.pvalue.AsSingleton(read["batches"] | ComputeCorpusStatistics(metrics))
+        scored = read["batches"] | ScoreBatches(metrics, stats, shards=3)
+        joined = scored["scored"] | beam.FlatMap(lambda records: [(
+            r["id"], r["row_key"].rsplit(":", 1)[1],
+            tuple(sorted((c, r[c]) for c in ("f1", "bleu4", "cider")))) for r in records])
         dead = read["dead_letter"] | beam.Map(lambda d: (d["row"], d.get("line"),
                                                          d["reason"]))
         _collect(joined, out_prefix)
@@ -225,15 +224,16 @@ def test_parquet_by_row_groups_scores_as_one_group(tmp_path, caplog):
     def scores(path):
         prefix = path + ".out"
         with test_pipeline.TestPipeline(argv=RUNNER_ARGS["direct_in_process"]) as p:
-            read = p | ReadPredictions(path, ColumnMapping(id="id"))
-            stats = beam.pvalue.AsSingleton(read["rows"] | ComputeCorpusStatistics(metrics))
-            scored = read["rows"] | ScoreMetrics(metrics, stats, max_batch_size=3, shards=2)
-            keyed = scored | beam.Map(lambda kv: (kv[0].rsplit(":", 1)[1],
-                                                  tuple(sorted(kv[1].scores.items()))))
+            read = p | ReadPredictions(path, ColumnMapping(id="id"), batch_rows=3)
+            stats = beam.pvalue.AsSingleton(read["batches"] | ComputeCorpusStatistics(metrics))
+            scored = read["batches"] | ScoreBatches(metrics, stats, shards=2)
+            keyed = scored["scored"] | beam.FlatMap(lambda records: [(
+                r["row_key"].rsplit(":", 1)[1],
+                tuple(sorted((c, r[c]) for c in ("f1", "cider")))) for r in records])
             _collect(keyed, prefix)
         return _collected(prefix)
 
-    caplog.set_level(logging.INFO, logger="transforms.scoring.read")
+    caplog.set_level(logging.INFO, logger="transforms.scoring.reading.read")
     got = scores(many)
     assert _splits_read(caplog, many) == [f"row groups [{g}]" for g in range(10)]
     caplog.clear()
@@ -256,7 +256,7 @@ def _sized(path, size):
 
 
 def test_plan_for_workers_gives_each_worker_about_four_ranges(tmp_path):
-    from transforms.scoring.read import (
+    from transforms.scoring.reading.read import (
         MIN_SPLIT_BYTES,
         RANGES_PER_WORKER,
         SPLIT_BYTES,

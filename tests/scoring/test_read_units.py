@@ -20,7 +20,7 @@ from apache_beam.testing.util import assert_that, equal_to
 from tests.dofns import run_dofn, step_labels
 from tests.runners import RUNNER_ARGS
 from transforms.metrics.base import QAExample
-from transforms.scoring.read import (
+from transforms.scoring.reading.read import (
     DEAD_LETTER,
     ReadPredictions,
     ReadRowsFn,
@@ -28,8 +28,8 @@ from transforms.scoring.read import (
     count_newlines,
     plan_splits,
 )
-from transforms.scoring.rows import REASONS, ColumnMapping, RowSource, ScoringRow
-from transforms.scoring.sniff import sniff_columns
+from transforms.scoring.reading.rows import REASONS, ColumnMapping, RowSource, ScoringRow
+from transforms.scoring.reading.sniff import sniff_columns
 
 LINES = [{"prediction": "a", "references": ["b"], "id": 1, "system": "s"},
          "{broken",
@@ -61,7 +61,7 @@ def test_read_rows_fn_rows_dead_letters_and_counts(tmp_path, caplog):
     path = _jsonl(tmp_path)
     fn = ReadRowsFn(ColumnMapping(id="id", system="system"), max_text_chars=5)
     assert fn.stat_keys() == [("read", "passed"), *(("read", f"filtered:{r}") for r in REASONS)]
-    caplog.set_level(logging.DEBUG, logger="transforms.scoring.read")
+    caplog.set_level(logging.DEBUG, logger="transforms.scoring.reading.read")
     main, tagged, counts = run_dofn(fn, [ReadSplit(path, "jsonl")])
     assert main == [_row(path, 1, "a", ["b"], "1", "s"), _row(path, 5, "c", ["d", "e"]),
                     _row(path, 6, "f", ["g"])]
@@ -86,7 +86,7 @@ def test_read_rows_fn_counts_every_row_past_its_count_step(tmp_path, batch_rows)
     """`passed` is counted every `_COUNT_EVERY` rows and at the end: 300 rows with a bad
     one every 50 count 294 passed (across several steps and a remainder) and 6 filtered,
     in batches or not."""
-    from transforms.scoring import read
+    from transforms.scoring.reading import read
 
     assert 300 > 2 * read._COUNT_EVERY
     path = tmp_path / "many.jsonl"
@@ -119,7 +119,7 @@ def test_read_rows_fn_batches_consecutive_rows(tmp_path):
 def test_read_rows_fn_reads_a_whole_matched_file_in_its_format(tmp_path, caplog):
     path = tmp_path / "in.txt"  # no known suffix: the format is given
     path.write_text(json.dumps(LINES[0]) + "\n")
-    caplog.set_level(logging.INFO, logger="transforms.scoring.read")
+    caplog.set_level(logging.INFO, logger="transforms.scoring.reading.read")
     file = fileio.ReadableFile(FileMetadata(str(path), path.stat().st_size))
     main, _, _ = run_dofn(ReadRowsFn(ColumnMapping(), input_format="jsonl"), [file])
     assert main == [_row(str(path), 1, "a", ["b"])]
@@ -141,7 +141,7 @@ def test_read_rows_fn_reads_csv_cells_as_text(tmp_path):
 def test_splits_describe_themselves(tmp_path, caplog):
     path = _jsonl(tmp_path)
     size = len(open(path, "rb").read())
-    caplog.set_level(logging.INFO, logger="transforms.scoring.read")
+    caplog.set_level(logging.INFO, logger="transforms.scoring.reading.read")
     run_dofn(ReadRowsFn(ColumnMapping()), [ReadSplit(path, "jsonl", 0, size, size=size)])
     table = str(tmp_path / "t.parquet")
     pq.write_table(pa.table({"prediction": ["p"], "references": [["r"]]}), table)
@@ -199,7 +199,7 @@ def test_sniff_columns_looks_into_as_many_files_and_rows_as_told(tmp_path, caplo
                        ("b.jsonl", [{"prediction": 1, "x": 1, "y": 2}]),
                        ("c.jsonl", [{"z": 1}])):
         (tmp_path / name).write_text("".join(json.dumps(r) + "\n" for r in rows))
-    caplog.set_level(logging.INFO, logger="transforms.scoring.sniff")
+    caplog.set_level(logging.INFO, logger="transforms.scoring.reading.sniff")
     pattern = str(tmp_path / "*.jsonl")
     files, columns = sniff_columns(pattern, max_files=2)
     assert files == [str(tmp_path / n) for n in ("a.jsonl", "b.jsonl", "c.jsonl")]
@@ -233,7 +233,7 @@ def test_sniff_columns_defaults_and_compressed_parquet(tmp_path):
 def test_a_changed_file_is_named_with_both_sizes():
     import io
 
-    from transforms.scoring.read import FileChangedError, check_unchanged
+    from transforms.scoring.reading.inputs import FileChangedError, check_unchanged
 
     check_unchanged(io.BytesIO(b"abc"), None)
     check_unchanged(io.BytesIO(b"abc"), 3)
@@ -250,19 +250,14 @@ def test_read_predictions_checks_split_bytes():
     ReadPredictions("x", ColumnMapping(), split_bytes=1)
 
 
-@pytest.mark.parametrize("batch_rows", [None, 2])
-def test_read_predictions_step_names(tmp_path, batch_rows):
+def test_read_predictions_step_names(tmp_path):
     pipeline = test_pipeline.TestPipeline()
-    out = pipeline | "Read" >> ReadPredictions(_jsonl(tmp_path), ColumnMapping(),
-                                               batch_rows=batch_rows)
-    assert set(out) == ({"rows", "dead_letter", "stats"} if batch_rows is None else
-                        {"batches", "dead_letter", "stats"})
+    out = pipeline | "Read" >> ReadPredictions(_jsonl(tmp_path), ColumnMapping(), batch_rows=2)
+    assert set(out) == {"batches", "dead_letter", "stats"}
     expected = {"Read", *(f"Read/{s}" for s in (
         "MatchInputFiles", "PlanSplits", "ByteRanges", "KeyRangesByFile", "CountNewlines",
         "RangesAndCounts", "GroupByFile", "NumberLines", "WholeOrRowGroups", "AllSplits",
         "SpreadSplitsOverWorkers", "ReadAndValidateRows"))}
-    if batch_rows is None:
-        expected.add("Read/SpreadRowsOverWorkers")
     assert {label for label in step_labels(pipeline) if label.count("/") <= 1} == expected
 
 

@@ -1,4 +1,4 @@
-"""Tests for transforms/scoring/report.py: subsets, thresholds, agreement, bootstrap
+"""Tests for transforms/scoring/report/scopes.py: subsets, thresholds, agreement, bootstrap
 intervals and the paired test (checked against a plain loop over explicit resamples),
 the minimum n, the system level, rendering."""
 
@@ -13,20 +13,20 @@ import pytest
 from scipy import stats
 from sklearn.metrics import roc_auc_score
 
-from transforms.scoring.report import (
-    agreement,
-    auroc,
-    meta_evaluate,
-    metric_order,
-    scope_table,
-)
-from transforms.scoring.report_render import render_markdown, render_png
-from transforms.scoring.report_spec import (
+from transforms.scoring.report.report_render import render_markdown, render_png
+from transforms.scoring.report.report_spec import (
     Condition,
     ReportSpec,
     Subset,
     parse_subsets,
     parse_thresholds,
+)
+from transforms.scoring.report.scopes import (
+    agreement,
+    auroc,
+    meta_evaluate,
+    metric_order,
+    scope_table,
 )
 
 COLUMNS = ["em", "f1"]
@@ -88,9 +88,9 @@ def test_the_report_does_not_import_scikit_learn():
     import sys
 
     code = ("import io, sys\n"
-            "from transforms.scoring.report import meta_evaluate\n"
-            "from transforms.scoring.report_render import render_png\n"
-            "from transforms.scoring.report_spec import ReportSpec\n"
+            "from transforms.scoring.report.scopes import meta_evaluate\n"
+            "from transforms.scoring.report.report_render import render_png\n"
+            "from transforms.scoring.report.report_spec import ReportSpec\n"
             "points = [('ab'[i % 2], float(i % 3 == 0), (i / 40, float(i % 2)))"
             " for i in range(40)]\n"
             "scopes = meta_evaluate(points, ['x', 'y'], ReportSpec(resamples=20))\n"
@@ -252,7 +252,7 @@ def _percentile(values: list[float], q: float) -> float:
 
 def test_percentile_interval_by_hand():
     samples = np.array([0.4, 0.1, math.nan, 0.3, 0.2])
-    from transforms.scoring.bootstrap import interval
+    from transforms.scoring.report.bootstrap import interval
 
     # 2.5th percentile of 0.1..0.4: 0.1 + 0.075 * 0.1; 97.5th: 0.3 + 0.925 * 0.1
     assert interval(samples) == pytest.approx((0.1075, 0.3925))
@@ -274,7 +274,7 @@ def test_hand_computed_interval_on_a_tiny_input():
         x, y = metric[rows], human[rows]
         dx, dy = x - x.mean(), y - y.mean()
         expected.append(float((dx * dy).sum() / math.sqrt((dx * dx).sum() * (dy * dy).sum())))
-    from transforms.scoring.bootstrap import bootstrap
+    from transforms.scoring.report.bootstrap import bootstrap
 
     got = bootstrap(human, metric[:, None], binary=False, resamples=resamples, seed=0)
     assert got.values["pearson"][:, 0] == pytest.approx(expected)
@@ -387,7 +387,7 @@ def test_report_accuracy_uses_the_saved_threshold():
 
 
 def test_a_kendall_interval_left_out_is_said_so(monkeypatch):
-    from transforms.scoring import bootstrap
+    from transforms.scoring.report import bootstrap
 
     monkeypatch.setattr(bootstrap, "KENDALL_MAX_GRID", 10)
     monkeypatch.setattr(bootstrap, "KENDALL_MAX_LEVELS", 2)

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from transforms.metrics.base import QAExample
-from transforms.scoring.row_batch import RowBatch
-from transforms.scoring.rows import RowSource, ScoringRow
+from transforms.scoring.reading.row_batch import RowBatch
+from transforms.scoring.reading.rows import RowSource, ScoringRow
 
 EXAMPLES = [QAExample(f"answer {i}", (f"gold {i}", "another gold"), question=f"q{i}?")
             for i in range(5)]
@@ -23,7 +23,7 @@ def test_row_batches_pickle_their_rows_once_and_lazily():
 
 
 def test_packed_rows_come_back_equal_with_every_field():
-    from transforms.scoring.row_batch import pack_rows, unpack_rows
+    from transforms.scoring.reading.row_batch import pack_rows, unpack_rows
 
     odd = ScoringRow(RowSource("dir/f\udcff.csv", 7, 9),
                      QAExample("é ünï", ("a", "b"), question="q?", negative_references=("n",)),

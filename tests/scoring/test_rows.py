@@ -1,4 +1,4 @@
-"""Tests for transforms/scoring/row_validation.py and rows.py: validation of one record,
+"""Tests for transforms/scoring/reading/row_validation.py and rows.py: validation of one record,
 reason by reason; content keys and dead-letter records."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import math
 import pytest
 
 from transforms.metrics.base import QAExample
-from transforms.scoring.row_validation import partial_metadata, to_scoring_row
-from transforms.scoring.rows import (
+from transforms.scoring.reading.row_validation import partial_metadata, to_scoring_row
+from transforms.scoring.reading.rows import (
     CONTENT_KEY_VERSION,
     REASONS,
     ColumnMapping,
@@ -231,8 +231,8 @@ def test_the_limit_applies_to_the_references_kept():
 
 
 def test_kept_columns_carry_the_scored_texts_and_input_cells() -> None:
-    from transforms.scoring.row_validation import to_scoring_row
-    from transforms.scoring.rows import ColumnMapping, RowSource
+    from transforms.scoring.reading.row_validation import to_scoring_row
+    from transforms.scoring.reading.rows import ColumnMapping, RowSource
 
     mapping = ColumnMapping(prediction="answer", references=("r1", "r2"), max_references=1,
                             question="q", keep=("question", "prediction", "references",
@@ -245,7 +245,7 @@ def test_kept_columns_carry_the_scored_texts_and_input_cells() -> None:
         prediction="answer", references=("r1",)), RowSource("f", 1)).kept == ()
 def test_content_key_depends_on_exactly_what_scores_depend_on():
     from transforms.metrics.base import QAExample
-    from transforms.scoring.rows import content_key
+    from transforms.scoring.reading.rows import content_key
 
     base = QAExample("the answer", ("gold a", "gold b"), "what?", ("wrong",))
     key = content_key(base)
@@ -280,7 +280,7 @@ def test_content_keys_are_the_released_ones(example, key):
 
 def test_content_key_without_the_c_encoder_is_the_same(monkeypatch):
     """Pythons without json's C encoder get the same keys through JSONEncoder."""
-    from transforms.scoring import rows
+    from transforms.scoring.reading import rows
 
     example = QAExample('naïve “quoted” \\ "x"\n', ("é", "b"), None, ("n",))
     with_c = content_key(example)

@@ -1,5 +1,5 @@
-"""RunModelMetrics wiring with a fake handler, and one small end-to-end run on the real
-packaged MiniLM."""
+"""The model branch (`ScoreModelBatches`) wired with a fake handler, and one small
+end-to-end run on the real packaged MiniLM."""
 
 from __future__ import annotations
 
@@ -22,15 +22,16 @@ from transforms.metrics.model_base import ModelMetric, ModelRequest
 from transforms.metrics.model_metrics import BiEncoderMetric
 from transforms.models import loading
 from transforms.models.uses import ModelUse
-from transforms.scoring.batch_model_handler import BatchModelHandler, request_count
-from transforms.scoring.global_statistics import CorpusStatisticsCombineFn, example_of
-from transforms.scoring.run_model_metrics import (
+from transforms.scoring.reading.row_batch import RowBatch
+from transforms.scoring.reading.rows import RowSource, ScoringRow
+from transforms.scoring.score.batch_model_handler import BatchModelHandler, request_count
+from transforms.scoring.score.run_model_metrics import (
     NAMESPACE,
-    ModelMetricsOnBatches,
     ModelScoreResult,
-    RunModelMetrics,
+    ScoreModelBatches,
     plan_uses,
 )
+from transforms.scoring.statistics.global_statistics import CorpusStatisticsCombineFn, example_of
 
 SPEC = loading.ModelSpec.of(None)
 PAIR_USE = ModelUse("sequence_score", SPEC, activation="sigmoid", segments=2)
@@ -112,6 +113,18 @@ ROWS = [
 ]
 
 
+def batch_of(rows: Sequence[tuple[int, QAExample]]) -> RowBatch:
+    """A `RowBatch` of (number, example) rows: row keys "f:<number>"."""
+    return RowBatch(f"f:{rows[0][0]}", [(f"f:{i}", ScoringRow(RowSource("f", i), example))
+                                        for i, example in rows])
+
+
+def results_of(batch: RowBatch) -> list[tuple[int, ModelScoreResult]]:
+    """A scored batch's results keyed by row number."""
+    return [(int(key.split(":")[1]), ModelScoreResult(*result))
+            for (key, _), result in zip(batch.rows, batch.results, strict=True)]
+
+
 def test_plan_uses_shares_equal_uses():
     uses, roles = plan_uses([OverlapMetric("f1"), OverlapMetric("f2"),
                              OverlapMetric("f3", TEXT_USE)])
@@ -130,9 +143,11 @@ def test_one_result_per_row_with_reasons_and_counters():
     FakeHandler.built.clear()
     metrics = [OverlapMetric("f1"), OverlapMetric("f2")]
     pipeline = test_pipeline.TestPipeline()
-    results = (pipeline | Create(ROWS)
-               | RunModelMetrics(metrics, handler_factory=FakeHandler)
-               | beam.MapTuple(_short))
+    batches = [batch_of(ROWS[:1]), batch_of(ROWS[1:2]), batch_of(ROWS[2:4]),
+               batch_of(ROWS[4:])]
+    results = (pipeline | Create(batches)
+               | ScoreModelBatches(metrics, handler_factory=FakeHandler)
+               | beam.FlatMap(results_of) | beam.MapTuple(_short))
     n_refs = 5  # 2 + 1 + 0 + 1 + 1
     assert_that(results, equal_to([
         (1, ModelScoreResult({"f1": 2 / 3, "f1_corpus_refs": n_refs,
@@ -149,10 +164,7 @@ def test_one_result_per_row_with_reasons_and_counters():
     assert FakeHandler.built == [PAIR_USE.key()]  # one RunInference for both metrics
     counters = {c.key.metric.name: c.committed for c in run.metrics().query(
         MetricsFilter().with_namespace(NAMESPACE))["counters"]}
-    # RunInference's own num_inferences counts its elements: batches of rows, not rows.
-    # The five rows come in one bundle, and GatherRows' batches are 1 row, 1 again (Beam
-    # does not time a bundle's first batch), 2 (twice the smallest), then the one row
-    # left: 4 batches, whatever size Beam's timings ask for after the third.
+    # RunInference's own num_inferences counts its elements: the four batches of rows.
     # Row 4's two inputs (the same pair, asked by f1 and by f2) are one row's, so they are
     # in one window: its part fails once, is retried input by input (one retried part),
     # and each input gets its own failure.
@@ -190,8 +202,8 @@ def test_a_row_that_one_metric_fails_is_dead_lettered_though_the_other_scores_it
     """Each row below but the first is scored by one metric and failed by the other (at
     expansion, in the model, at the fold): it gets no scores, only the failing metric's
     reason, and the kind of that failure."""
-    from transforms.scoring.multi_use import MultiUseModelHandler
-    from transforms.scoring.run_model_metrics import ExpandModelRequestsFn, FoldModelMetricsFn
+    from transforms.inference.multi_use import MultiUseModelHandler
+    from transforms.scoring.score.run_model_metrics import ExpandModelRequestsFn, FoldModelMetricsFn
 
     metrics = [OverlapMetric("f1"), ReversedOverlap("r2")]
     rows = [(1, QAExample("a man", ("the man", "a man here"))),
@@ -200,11 +212,11 @@ def test_a_row_that_one_metric_fails_is_dead_lettered_though_the_other_scores_it
             (4, QAExample("an apple", ("no pear",)))]  # f1: 0.0; r2 cannot fold it
     uses, roles = plan_uses(metrics)
     handler = BatchModelHandler(MultiUseModelHandler({t: FakeHandler(u) for t, u in uses.items()}))
-    [element] = ExpandModelRequestsFn(metrics, roles).process(rows)
+    [element] = ExpandModelRequestsFn(metrics, roles).process(batch_of(rows))
     inferred = handler.run_inference([element], handler.load_model())
-    results, _, counts = run_dofn(FoldModelMetricsFn(metrics), inferred,
-                                  corpus_stats={"n_refs": 5})
-    assert results == [
+    [scored], _, counts = run_dofn(FoldModelMetricsFn(metrics), inferred,
+                                   corpus_stats={"n_refs": 5})
+    assert results_of(scored) == [
         (1, ModelScoreResult({"f1": 2 / 3, "f1_corpus_refs": 5,
                               "r2": 2 / 3, "r2_corpus_refs": 5})),
         (2, ModelScoreResult(None, "r2: one word", "metric_input_error")),
@@ -241,20 +253,22 @@ def test_real_minilm_end_to_end_matches_score_corpus():
             assert result.scores == pytest.approx(expected[row_key], abs=1e-5)
 
     with test_pipeline.TestPipeline() as pipeline:
-        results = pipeline | Create(list(enumerate(examples))) | RunModelMetrics(metrics)
+        results = (pipeline | Create([batch_of(list(enumerate(examples)))])
+                   | ScoreModelBatches(metrics) | beam.FlatMap(results_of)
+                   | beam.MapTuple(lambda i, result: (i, result)))
         assert_that(results, close)
 
 
 def test_distinct_families_required():
     with pytest.raises(ValueError, match="distinct metric families"):
-        RunModelMetrics([OverlapMetric("f"), OverlapMetric("f")])
+        ScoreModelBatches([OverlapMetric("f"), OverlapMetric("f")])
     with pytest.raises(ValueError, match="distinct metric families"):
-        RunModelMetrics([])
+        ScoreModelBatches([])
 
 
 def test_batch_handler_cuts_outputs_back_per_row_and_accepts_empty_batches():
-    from transforms.scoring.multi_use import InferenceFailure, MultiUseModelHandler
-    from transforms.scoring.run_model_metrics import ExpandModelRequestsFn
+    from transforms.inference.multi_use import InferenceFailure, MultiUseModelHandler
+    from transforms.scoring.score.run_model_metrics import ExpandModelRequestsFn
 
     metrics = [OverlapMetric("f1"), OverlapMetric("f2", TEXT_USE)]
     uses, roles = plan_uses(metrics)
@@ -262,11 +276,12 @@ def test_batch_handler_cuts_outputs_back_per_row_and_accepts_empty_batches():
     kwargs = handler.batch_elements_kwargs()
     assert kwargs["max_batch_size"] == 2 and kwargs["element_size_fn"] is request_count
     expand = ExpandModelRequestsFn(metrics, roles)
-    elements = [e for batch in (ROWS[:2], ROWS[2:]) for e in expand.process(batch)]
+    batches = [batch_of(ROWS[:2]), batch_of(ROWS[2:])]
+    elements = [e for batch in batches for e in expand.process(batch)]
     assert [[len(r.requests) for r in e.rows] for e in elements] == [[4, 2], [0, 2, 2]]
     assert [request_count(e) for e in elements] == [6, 4]
     assert elements[0].rows[0].requests[2] == (1, 0, "use1", ("a man", "the man"))
-    assert elements[1].batch == ROWS[2:]  # the batch travels with its requests
+    assert elements[1].batch is batches[1]  # the batch travels with its requests
     results = handler.run_inference(elements, handler.load_model())
     assert [r.example for r in results] == elements
     first, second = results[0].inference, results[1].inference
@@ -274,25 +289,25 @@ def test_batch_handler_cuts_outputs_back_per_row_and_accepts_empty_batches():
     assert second[0] == [] and all(isinstance(v, InferenceFailure) for v in second[1])
     # BatchElements emits an empty batch before an element heavier than its target.
     assert handler.run_inference([], handler.load_model()) == []
-    assert request_count(next(expand.process([ROWS[2]]))) == 1  # no inputs still weighs 1
+    assert request_count(next(expand.process(batch_of([ROWS[2]])))) == 1  # no inputs: 1
 
 
 def test_fold_checks_the_outputs_and_reports_rejections():
-    from transforms.scoring.batch_model_handler import BatchRequests, BatchResult, RowRequests
-    from transforms.scoring.run_model_metrics import FoldModelMetricsFn
+    from transforms.scoring.score.batch_model_handler import BatchRequests, BatchResult, RowRequests
+    from transforms.scoring.score.run_model_metrics import FoldModelMetricsFn
 
     fold = FoldModelMetricsFn([OverlapMetric("f1")])
-    row = RowRequests("k", ROWS[0][1], ((0, 0, "use0", ("a man", "the man")),))
-    element = BatchRequests([("k", ROWS[0][1])], (row,))
+    row = RowRequests("f:1", ROWS[0][1], ((0, 0, "use0", ("a man", "the man")),))
+    element = BatchRequests(batch_of(ROWS[:1]), (row,))
     with pytest.raises(RuntimeError, match="0 model outputs for 1 requests"):
         list(fold.process(BatchResult(element, [[]])))
     with pytest.raises(RuntimeError, match="0 output lists for 1 rows"):
         list(fold.process(BatchResult(element, [])))
     # A metric that rejected the row at expansion reports its reason, without outputs.
-    rejected = RowRequests("k", ROWS[2][1], (), ((0, "no references"),))
-    assert list(fold.process(BatchResult(
-        BatchRequests([("k", ROWS[2][1])], (rejected,)), [[]]))) == [
-        ("k", ModelScoreResult(None, "f1: no references", "metric_input_error"))]
+    rejected = RowRequests("f:3", ROWS[2][1], (), ((0, "no references"),))
+    [scored] = fold.process(BatchResult(BatchRequests(batch_of([ROWS[2]]), (rejected,)), [[]]))
+    assert results_of(scored) == [
+        (3, ModelScoreResult(None, "f1: no references", "metric_input_error"))]
 
 
 def test_the_branch_has_no_shuffle():
@@ -300,9 +315,9 @@ def test_the_branch_has_no_shuffle():
     their scores (token embeddings are never shuffled; see the module docstring)."""
     pipeline = beam.Pipeline()
     stats = pipeline | "Stats" >> Create([{"n_refs": 5}])
-    _ = (pipeline | Create(ROWS)
-         | "Branch" >> RunModelMetrics([OverlapMetric("f1")], corpus_stats=stats,
-                                       handler_factory=FakeHandler))
+    _ = (pipeline | Create([batch_of(ROWS)])
+         | "Branch" >> ScoreModelBatches([OverlapMetric("f1")], corpus_stats=stats,
+                                         handler_factory=FakeHandler))
     transforms = pipeline.to_runner_api().components.transforms.values()
     inside = [t for t in transforms if t.unique_name.startswith("Branch/")]
     assert inside and not [t.unique_name for t in inside
@@ -318,9 +333,9 @@ def test_the_branch_is_one_fused_stage_on_the_fnapirunner():
     from apache_beam.runners.portability.fn_api_runner import translations
 
     pipeline = beam.Pipeline()
-    _ = (pipeline | Create([ROWS])
-         | "Branch" >> ModelMetricsOnBatches([OverlapMetric("f1")], corpus_stats={"n_refs": 5},
-                                             handler_factory=FakeHandler)
+    _ = (pipeline | Create([batch_of(ROWS)])
+         | "Branch" >> ScoreModelBatches([OverlapMetric("f1")], corpus_stats={"n_refs": 5},
+                                         handler_factory=FakeHandler)
          | "After" >> beam.Map(lambda kv: kv))
     _, stages = translations.create_and_optimize_stages(
         pipeline.to_runner_api(), phases=[

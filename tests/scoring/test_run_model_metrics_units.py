@@ -1,4 +1,4 @@
-"""transforms/scoring/run_model_metrics.py without a pipeline: a `RowBatch` through the
+"""transforms/scoring/score/run_model_metrics.py without a pipeline: a `RowBatch` through the
 expansion, the handler (batch_model_handler.py) and the fold (the scoring pipeline's
 path), the progress tally of both ends, a window whose outputs do not match its inputs, a
 metric that asks for no model input."""
@@ -11,15 +11,15 @@ from typing import Any
 
 from tests.dofns import run_dofn
 from tests.scoring.test_run_model_metrics import FakeHandler, OverlapMetric
+from transforms.inference.multi_use import MultiUseModelHandler
 from transforms.io import progress
 from transforms.metrics.base import QAExample
-from transforms.scoring import batch_model_handler as bmh
-from transforms.scoring import run_model_metrics as rmm
-from transforms.scoring.batch_model_handler import BatchModelHandler
-from transforms.scoring.multi_use import MultiUseModelHandler
-from transforms.scoring.row_batch import RowBatch
-from transforms.scoring.rows import RowSource, ScoringRow
-from transforms.scoring.run_model_metrics import (
+from transforms.scoring.reading.row_batch import RowBatch
+from transforms.scoring.reading.rows import RowSource, ScoringRow
+from transforms.scoring.score import batch_model_handler as bmh
+from transforms.scoring.score import run_model_metrics as rmm
+from transforms.scoring.score.batch_model_handler import BatchModelHandler
+from transforms.scoring.score.run_model_metrics import (
     ExpandModelRequestsFn,
     FoldModelMetricsFn,
     ModelScoreResult,
@@ -74,7 +74,7 @@ def test_a_window_with_too_few_outputs_fails_as_a_whole(caplog):
     metrics = [OverlapMetric("f1")]
     _, roles = plan_uses(metrics)
     [element] = ExpandModelRequestsFn(metrics, roles).process(
-        [(1, QAExample("a man", ("the man", "a man here")))])
+        RowBatch("f:1", [_row(1, "a man", ("the man", "a man here"))]))
     handler = BatchModelHandler(_ShortInner())
     with caplog.at_level(logging.WARNING, logger=bmh.__name__):
         [result] = handler.run_inference([element], {})
@@ -82,9 +82,9 @@ def test_a_window_with_too_few_outputs_fails_as_a_whole(caplog):
     assert [[f.reason for f in outputs] for outputs in result.inference] == [[why, why]]
     assert [r.getMessage() for r in caplog.records] == [
         f"a window of 2 model inputs failed as a whole: {why}"]
-    [(key, folded)] = FoldModelMetricsFn(metrics).process(result, {"n_refs": 2})
-    assert (key, folded) == (1, ModelScoreResult(None, f"f1: inference failed: {why}",
-                                                 "inference_failed"))
+    [folded] = FoldModelMetricsFn(metrics).process(result, {"n_refs": 2})
+    assert folded.results == [tuple(ModelScoreResult(None, f"f1: inference failed: {why}",
+                                                     "inference_failed"))]
 
 
 class _NoInputs(OverlapMetric):
@@ -101,10 +101,12 @@ def test_a_metric_that_asks_no_input_folds_an_empty_list():
     metrics = [OverlapMetric("f1"), _NoInputs("none")]
     uses, roles = plan_uses(metrics)
     handler = BatchModelHandler(MultiUseModelHandler({t: FakeHandler(u) for t, u in uses.items()}))
-    [element] = ExpandModelRequestsFn(metrics, roles).process([(1, QAExample("yes", ("yes",)))])
-    [(key, result)] = FoldModelMetricsFn(metrics).process(
+    [element] = ExpandModelRequestsFn(metrics, roles).process(
+        RowBatch("f:1", [_row(1, "yes", ("yes",))]))
+    [folded] = FoldModelMetricsFn(metrics).process(
         handler.run_inference([element], handler.load_model())[0], {"n_refs": 1})
-    assert (key, result) == (1, ModelScoreResult({"f1": 1.0, "f1_corpus_refs": 1, "none": 0}))
+    assert folded.results == [
+        tuple(ModelScoreResult({"f1": 1.0, "f1_corpus_refs": 1, "none": 0}))]
 
 
 class _SizedInner(_ShortInner):
@@ -122,14 +124,11 @@ def test_a_windows_size_is_scaled_from_its_first_64_inputs():
     assert handler.get_num_bytes([bmh.BatchRequests(None, ())]) == 0
 
 
-def test_the_steps_and_options_of_the_keyed_branch():
+def test_the_steps_and_options_of_the_branch():
     import apache_beam as beam
-    import pytest
 
     from tests.dofns import step_labels
 
-    with pytest.raises(ValueError, match="^rows_per_batch must be >= 1, got 0$"):
-        rmm.RunModelMetrics([OverlapMetric("f1")], rows_per_batch=0)
     seen = []
 
     def factory(use, **kwargs):
@@ -137,30 +136,11 @@ def test_the_steps_and_options_of_the_keyed_branch():
         return FakeHandler(use)
 
     pipeline = beam.Pipeline()
-    branch = rmm.RunModelMetrics([OverlapMetric("f1")], rows_per_batch=1,
-                                 handler_factory=factory, handler_kwargs={"window": 7})
+    branch = rmm.ScoreModelBatches([OverlapMetric("f1")], handler_factory=factory,
+                                   handler_kwargs={"window": 7})
     _ = pipeline | beam.Create([]) | "Branch" >> branch
     assert seen == [{"window": 7}]
     labels = step_labels(pipeline)
-    # corpus statistics computed from the rows themselves, when none are given
-    assert {"Branch/GatherRows", "Branch/ModelMetrics/ExpandModelRequests",
-            "Branch/ModelMetrics/RunInference", "Branch/ModelMetrics/FoldModelMetrics",
-            "Branch/ModelMetrics/BatchRows",
-            "Branch/ModelMetrics/ComputeCorpusStatistics"} <= labels
-    [batcher] = [node.transform for node in _nodes(pipeline)
-                 if node.full_label == "Branch/GatherRows"]
-    sizes = batcher._batch_size_estimator
-    assert (sizes._min_batch_size, sizes._max_batch_size) == (1, 1)
-
-
-def _nodes(pipeline):
-    import apache_beam as beam
-
-    found = []
-
-    class Visitor(beam.pipeline.PipelineVisitor):
-        def enter_composite_transform(self, node):
-            found.append(node)
-
-    pipeline.visit(Visitor())
-    return found
+    # corpus statistics computed from the batches themselves, when none are given
+    assert {"Branch/ExpandModelRequests", "Branch/RunInference", "Branch/FoldModelMetrics",
+            "Branch/ComputeCorpusStatistics"} <= labels

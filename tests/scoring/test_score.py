@@ -1,4 +1,4 @@
-"""Tests for transforms/scoring/score.py (batching, fallback on MetricInputError) and
+"""Tests for transforms/scoring/score/batches.py (batching, fallback on MetricInputError) and
 global_statistics.py (stats)."""
 
 from __future__ import annotations
@@ -11,16 +11,17 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from tests.scoring.fakes import REJECT, CountExamples, FakeMetric
 from transforms.metrics.base import QAExample
-from transforms.scoring.global_statistics import (
-    ComputeCorpusStatistics,
-    CorpusStatisticsCombineFn,
-)
-from transforms.scoring.rows import RowSource, ScoringRow
-from transforms.scoring.score import (
-    ScoreMetrics,
+from transforms.scoring.reading.row_batch import RowBatch
+from transforms.scoring.reading.rows import RowSource, ScoringRow
+from transforms.scoring.score.batches import (
+    ScoreBatches,
     ScoreResult,
     score_examples,
     unique_statistics,
+)
+from transforms.scoring.statistics.global_statistics import (
+    ComputeCorpusStatistics,
+    CorpusStatisticsCombineFn,
 )
 
 
@@ -79,17 +80,18 @@ def _row(i: int, prediction: str) -> tuple[str, ScoringRow]:
     return source.key, ScoringRow(source, QAExample(prediction, ("ref",)))
 
 
-def test_score_metrics_uses_the_corpus_side_input():
+def test_score_batches_uses_the_corpus_side_input():
     rows = [_row(1, "abc"), _row(2, REJECT), _row(3, "de")]
     metrics = [FakeMetric(("fake_len", "fake_corpus"))]
     pipeline = test_pipeline.TestPipeline()
-    keyed = pipeline | beam.Create(rows)
-    stats = keyed | ComputeCorpusStatistics(metrics)
-    scored = keyed | ScoreMetrics(metrics, beam.pvalue.AsSingleton(stats), max_batch_size=2)
-    assert_that(scored, equal_to([
-        ("f:1", ScoreResult({"fake_len": 3.0, "fake_corpus": 3.0})),
-        ("f:2", ScoreResult(None, "fake: fake metric rejects 'REJECT'")),
-        ("f:3", ScoreResult({"fake_len": 2.0, "fake_corpus": 3.0}))]))
+    batches = pipeline | beam.Create([RowBatch("f:1", rows[:2]), RowBatch("f:3", rows[2:])])
+    stats = batches | ComputeCorpusStatistics(metrics)
+    scored = batches | ScoreBatches(metrics, beam.pvalue.AsSingleton(stats))
+    assert_that(scored["scored"] | "Flat" >> beam.FlatMap(
+        lambda records: [(r["row_key"], r["fake_len"], r["fake_corpus"]) for r in records]),
+        equal_to([("f:1", 3.0, 3.0), ("f:3", 2.0, 3.0)]), label="scored")
+    assert_that(scored["dead_letter"] | "Dead" >> beam.Map(lambda d: (d["row_key"], d["detail"])),
+                equal_to([("f:2", "fake: fake metric rejects 'REJECT'")]), label="dead")
     result = pipeline.run()
     result.wait_until_finish()
     counters = {c.key.metric.name: c.committed
@@ -104,8 +106,3 @@ def test_no_statistics_gives_an_empty_dict():
              | ComputeCorpusStatistics([_metric(("fake_len",))][:0]))
     assert_that(stats, equal_to([{}]))
     pipeline.run()
-
-
-def test_score_metrics_validates_batch_size():
-    with pytest.raises(ValueError, match="max_batch_size"):
-        ScoreMetrics([], None, max_batch_size=0)

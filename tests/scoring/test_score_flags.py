@@ -8,7 +8,7 @@ import argparse
 import pytest
 
 from transforms.io import cli
-from transforms.scoring.report_spec import DEFAULT_MIN_N, DEFAULT_RESAMPLES
+from transforms.scoring.report.report_spec import DEFAULT_MIN_N, DEFAULT_RESAMPLES
 from transforms.scoring.score_flags import add_score_arguments
 
 

@@ -20,7 +20,7 @@ from transforms.metrics import registry
 from transforms.metrics.base import QAExample
 from transforms.metrics.corpus import score_corpus
 from transforms.scoring.config import build_config
-from transforms.scoring.write import read_signatures
+from transforms.scoring.outputs.write import read_signatures
 
 SAS = SHARED_DATA / "judgments" / "sas" / "SQuAD_SAS.csv"
 AVSD = SHARED_DATA / "judgments" / "kpqa" / "avsd_all.csv"
@@ -139,7 +139,7 @@ def _parent(pid: int) -> int:
 def _served_copies(tags: list[str], timeout_s: float = 30.0) -> dict[str, int]:
     """The live copies of these tags listed in the private folder (tag -> pid), once
     those that this process did not start (ending with their workers) are gone."""
-    from transforms.scoring import model_channel, model_server
+    from transforms.inference import model_channel, model_server
 
     deadline = time.monotonic() + timeout_s
     folder = model_server.folder()
@@ -171,7 +171,8 @@ def test_real_minilm_end_to_end(tmp_path, cross_encoder_path, keyphrase_path, ru
                                 fmt, monkeypatch, caplog):
     """A small run with the real handlers: values equal the metrics run in plain Python,
     in process and with worker processes sharing one copy of each model."""
-    from transforms.scoring import model_server, read
+    from transforms.inference import model_server
+    from transforms.scoring.reading import read
 
     frame = pd.read_csv(AVSD).head(12)
     path = tmp_path / f"avsd.{fmt}"
@@ -344,7 +345,7 @@ def test_a_judges_saved_threshold_is_in_the_signature_and_used_by_the_report(
 
     import numpy as np
 
-    from transforms.scoring.write import read_signatures
+    from transforms.scoring.outputs.write import read_signatures
     from transforms.training.cross_encoder import THRESHOLD_KEY
 
     plain, judge = tmp_path / "plain_judge", tmp_path / "judge"

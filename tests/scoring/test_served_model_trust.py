@@ -21,7 +21,7 @@ from pipelines.score_predictions import main, run
 from tests.conftest import SHARED_DATA
 from tests.runners import RUNNER_ARGS
 from tests.scoring.payloads import Planted
-from transforms.scoring import model_channel, model_server
+from transforms.inference import model_channel, model_server
 
 SAS = SHARED_DATA / "judgments" / "sas" / "SQuAD_SAS.csv"
 

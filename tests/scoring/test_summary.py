@@ -1,4 +1,4 @@
-"""Tests for transforms/scoring/summary.py: counts that add up, exact means."""
+"""Tests for transforms/scoring/outputs/summary.py: counts that add up, exact means."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import apache_beam as beam
 from apache_beam.testing import test_pipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from transforms.scoring.summary import SummarizeScores, SummaryCombineFn, summary_event
+from transforms.scoring.outputs.summary import SummarizeScores, SummaryCombineFn, summary_event
 
 COLUMNS = ("em", "f1")
 
@@ -66,9 +66,29 @@ def test_means_are_exact_whatever_the_merge_order():
         assert _summarize(records, chunks)["overall"]["metrics"]["em"]["mean"] == expected
 
 
+def test_a_batch_sums_as_its_records_one_by_one_to_the_last_bit():
+    rng = random.Random(1)
+    values = ([rng.uniform(-1, 1) * 10 ** rng.randint(-300, 300) for _ in range(3000)]
+              + [5e-324, -5e-324, 2.2250738585072014e-308, 1e308, -1e308, 0.0, -0.0,
+                 float("nan")])
+    records = [{**_scored(rng.choice("ab"), v, rng.random()), "_carried": ("em",) * (i % 2)}
+               for i, v in enumerate(values)]
+    fn = SummaryCombineFn(COLUMNS)
+    batched = [fn.add_batch(fn.create_accumulator(), records[i:i + 700])
+               for i in range(0, len(records), 700)]
+    by_batch = fn.extract_output(fn.merge_accumulators(batched))
+    assert by_batch == _summarize(records, 3)
+    finite = [v for v in values if v == v]
+    assert by_batch["overall"]["metrics"]["em"] == {
+        "count": len(finite), "mean": math.fsum(finite) / len(finite)}
+    infinite = fn.add_batch(fn.create_accumulator(), [_scored("a", float("inf"), 0.0),
+                                                       _scored("a", 1.0, 0.0)])
+    assert fn.extract_output(infinite)["overall"]["metrics"]["em"]["mean"] == float("inf")
+
+
 def test_summarize_scores_pipeline():
     pipeline = test_pipeline.TestPipeline()
-    scored = pipeline | "Scored" >> beam.Create(RECORDS[:3])
+    scored = pipeline | "Scored" >> beam.Create([RECORDS[:2], RECORDS[2:3]])
     dead = pipeline | "Dead" >> beam.Create(RECORDS[3:])
     counts = ((scored, dead) | SummarizeScores(COLUMNS)
               | beam.Map(lambda s: (s["overall"]["in"], s["overall"]["scored"])))

@@ -1,4 +1,4 @@
-"""Tests for transforms/scoring/write.py (names, rows) and finalize.py (atomic
+"""Tests for transforms/scoring/outputs/write.py (names, rows) and finalize.py (atomic
 finalisation)."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import pytest
 from apache_beam.io.filesystems import FileSystems
 
 from transforms.io.ownership import OutputLock, OutputLocks, OwnershipLostError
-from transforms.scoring.finalize import FinalizeOutputs, finalize
-from transforms.scoring.outputs import OutputPaths
-from transforms.scoring.write import (
+from transforms.scoring.outputs.finalize import FinalizeOutputs, finalize
+from transforms.scoring.outputs.paths import OutputPaths
+from transforms.scoring.outputs.write import (
     SIGNATURES_KEY,
     output_row,
     read_signatures,

@@ -4,7 +4,7 @@ at once in place of an earlier run's, the completeness marker (`stats.json`,
 
 Both pipelines use it: mining writes into its own `<dir>/.temp-<uuid>/` folder and
 publishes with `PublishRun` (`publish_run`); scoring writes `<final>.tmp-<run_id>` files
-beside its final names and publishes with `transforms.scoring.finalize.FinalizeOutputs`.
+beside its final names and publishes with `transforms.scoring.outputs.finalize.FinalizeOutputs`.
 Beam `FileSystems` throughout, so it works on object stores too.
 """
 

@@ -8,8 +8,8 @@ metric then *folds* the outputs back into per-example scores (`fold`: for instan
 maximum over references). Two runners exist:
 
 - the scoring pipeline: one Beam `RunInference` for every model
-  (transforms/scoring/run_model_metrics.py, with the `ModelHandler`s of
-  transforms/scoring/handlers.py), so equal uses of several metrics share a model and
+  (transforms/scoring/score/run_model_metrics.py, with the `ModelHandler`s of
+  transforms/inference/handlers.py), so equal uses of several metrics share a model and
   identical inputs are computed once per batch;
 - `transforms.metrics.corpus.score_corpus`, for plain Python, tests and benchmarks: it
   gives `score_outputs` one predictor per role.

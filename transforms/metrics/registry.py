@@ -10,7 +10,7 @@ validates the values, so bad configuration fails here, on the launcher.
 
 Model-backed families (bertscore, bi_encoder, sas, wes, bem, judge, square, kpqa) are rows of
 `_BUILTIN` too, marked `model_backed`: the scoring pipeline runs them through
-`RunInference` (transforms/scoring/run_model_metrics.py) instead of in process. Every model family accepts
+`RunInference` (transforms/scoring/score/run_model_metrics.py) instead of in process. Every model family accepts
 the `ModelSpec` options (model, revision, device, dtype, max_length). More families are
 added with `register_family(FamilySpec(...))`. Factories are dotted paths imported only
 when the family is built, so importing the registry never pulls in torch or starts Java.

@@ -11,7 +11,7 @@ Two halves, so that several processes can prepare inputs for one model on one de
   model run them, and turns the arrays into per-input outputs in input order.
 
 `load_predictor(use)` gives both in one process, the plain-Python way (`score_corpus`,
-tests). The Beam handlers (transforms/scoring/handlers.py) load the `DeviceModel` with
+tests). The Beam handlers (transforms/inference/handlers.py) load the `DeviceModel` with
 `load_model` (shared across processes on request) and build the `Predictor` around it in
 each worker process.
 

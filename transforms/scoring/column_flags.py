@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from transforms.scoring.rows import KEPT_TEXTS, ColumnMapping
+from transforms.scoring.reading.rows import KEPT_TEXTS, ColumnMapping
 
 # What `--keep_input_columns` alone keeps: the texts the metrics scored.
 DEFAULT_KEPT_COLUMNS = KEPT_TEXTS

@@ -17,17 +17,18 @@ from typing import Any
 
 from apache_beam.io.filesystems import FileSystems
 
+from transforms.inference.model_flags import merge_model_flags
 from transforms.metrics import registry
 from transforms.metrics.base import Metric
 from transforms.metrics.corpus import unique_statistics
 from transforms.scoring.column_flags import resolve_columns, resolve_kept_columns, split_list
-from transforms.scoring.corpus_stats import shards_for_input
-from transforms.scoring.incremental import CarryPlan, plan_carry
-from transforms.scoring.manifest import run_manifest, utc_now
-from transforms.scoring.model_flags import merge_model_flags
-from transforms.scoring.outputs import OutputPaths, check_prefix
-from transforms.scoring.previous_run import PreviousRun, load_previous_run
-from transforms.scoring.report_spec import (
+from transforms.scoring.incremental.plan import CarryPlan, plan_carry
+from transforms.scoring.incremental.previous_run import PreviousRun, load_previous_run
+from transforms.scoring.outputs.manifest import run_manifest, utc_now
+from transforms.scoring.outputs.paths import OutputPaths, check_prefix
+from transforms.scoring.reading.rows import CONTENT_KEY_VERSION, ColumnMapping
+from transforms.scoring.reading.sniff import sniff_columns
+from transforms.scoring.report.report_spec import (
     DEFAULT_MIN_N,
     DEFAULT_RESAMPLES,
     MIN_RESAMPLES,
@@ -36,9 +37,8 @@ from transforms.scoring.report_spec import (
     parse_subsets,
     parse_thresholds,
 )
-from transforms.scoring.rows import CONTENT_KEY_VERSION, ColumnMapping
-from transforms.scoring.sniff import sniff_columns
-from transforms.scoring.statistics_file import (
+from transforms.scoring.statistics.corpus_stats import shards_for_input
+from transforms.scoring.statistics.statistics_file import (
     check_statistics_file,
     is_freezable,
     statistics_signature,
@@ -213,6 +213,43 @@ def build_config(*, input: str | None, output: str | None, metrics: str | None,
         raise ValueError(f"--metrics is required; available: {registry.available_metrics()}")
     options, handler_kwargs = merge_model_flags(
         parse_metric_options(metric_options), model_flags or {}, names)
+    built, signatures = _build_metrics(names, options)
+    metric_columns = tuple(signatures)
+    digest = _statistics_flags(built, names, signatures, corpus_statistics,
+                               save_corpus_statistics, overwrite)
+    _check_limits(max_batch_size=max_batch_size, max_text_chars=max_text_chars,
+                  max_dead_letter_fraction=max_dead_letter_fraction)
+    paths = OutputPaths(output, output_format, run_id or uuid.uuid4().hex[:12])
+    check_prefix(paths, overwrite)
+    started_at = utc_now()
+    previous = carry = None
+    if previous_run:
+        previous = load_previous_run(previous_run)
+        carry = plan_carry(built, signatures, previous)
+    files, available, mapping = _input_columns(
+        input, input_format, keep_input_columns, metric_columns, column_flags)
+    needs_question = [m.family for m in built if m.family in _NEEDS_QUESTION]
+    if needs_question and mapping.question is None:
+        raise ValueError(f"metric families {needs_question} need a question column; "
+                         f"available columns: {available} (set it with --question_column)")
+    spec = _report_spec(built, mapping, available, metric_columns, report_subsets,
+                        accuracy_threshold, report_min_n, report_resamples)
+    return ScoringConfig(
+        input=input, input_format=input_format, files=tuple(files),
+        available_columns=tuple(available), mapping=mapping, metrics=built,
+        metric_columns=metric_columns, signatures=signatures, paths=paths, report=spec,
+        max_batch_size=max_batch_size, handler_kwargs=handler_kwargs,
+        max_text_chars=max_text_chars or None, overwrite=overwrite,
+        max_dead_letter_fraction=max_dead_letter_fraction,
+        manifest=run_manifest(files, input_checksums, started_at),
+        previous=previous, carry=carry, corpus_statistics=corpus_statistics or None,
+        save_corpus_statistics=save_corpus_statistics or None, statistics_digest=digest,
+        df_shards=shards_for_input(files))
+
+
+def _build_metrics(names: Sequence[str], options: Mapping[str, Any]
+                   ) -> tuple[tuple[Metric, ...], dict[str, str]]:
+    """The metrics, validated, and their signatures by column (in output order)."""
     built = tuple(registry.build_metrics(names, options))
     metric_columns = tuple(c for m in built for c in m.columns)
     clash = [c for c in metric_columns if c in RESERVED_COLUMNS]
@@ -225,6 +262,14 @@ def build_config(*, input: str | None, output: str | None, metrics: str | None,
         if absent:
             raise ValueError(f"metric {metric.family} gives no signature for {absent}")
         signatures.update({c: str(signature[c]) for c in metric.columns})
+    return built, signatures
+
+
+def _statistics_flags(built: Sequence[Metric], names: Sequence[str],
+                      signatures: dict[str, str], corpus_statistics: str | None,
+                      save_corpus_statistics: str | None, overwrite: bool) -> str | None:
+    """Checks --corpus_statistics / --save_corpus_statistics, and adds where each metric's
+    corpus statistics come from to its signature; the statistics file's hash (or None)."""
     freezable = [s for s in unique_statistics(built) if is_freezable(s)]
     if (corpus_statistics or save_corpus_statistics) and not freezable:
         raise ValueError("--corpus_statistics/--save_corpus_statistics need a metric with "
@@ -248,6 +293,11 @@ def build_config(*, input: str | None, output: str | None, metrics: str | None,
             source = statistics_signature(
                 digest if all(is_freezable(s) for s in stats) else None)
             signatures.update({c: f"{signatures[c]}|{source}" for c in metric.columns})
+    return digest
+
+
+def _check_limits(*, max_batch_size: int, max_text_chars: int,
+                  max_dead_letter_fraction: float | None) -> None:
     if max_batch_size < 1:
         raise ValueError(f"--max_batch_size must be >= 1, got {max_batch_size}")
     if max_text_chars < 0:
@@ -256,13 +306,12 @@ def build_config(*, input: str | None, output: str | None, metrics: str | None,
     if max_dead_letter_fraction is not None and not 0 <= max_dead_letter_fraction <= 1:
         raise ValueError(f"--max_dead_letter_fraction must be in [0, 1], "
                          f"got {max_dead_letter_fraction}")
-    paths = OutputPaths(output, output_format, run_id or uuid.uuid4().hex[:12])
-    check_prefix(paths, overwrite)
-    started_at = utc_now()
-    previous = carry = None
-    if previous_run:
-        previous = load_previous_run(previous_run)
-        carry = plan_carry(built, signatures, previous)
+
+
+def _input_columns(input: str, input_format: str | None, keep_input_columns: str | None,
+                   metric_columns: Sequence[str], column_flags: Mapping[str, Any]
+                   ) -> tuple[list[str], list[str], ColumnMapping]:
+    """The input's files, their columns and the resolved column mapping."""
     files, available = sniff_columns(input, input_format)
     if not available:
         raise ValueError(f"--input {input!r}: the files looked into offer no columns (empty "
@@ -272,10 +321,14 @@ def build_config(*, input: str | None, output: str | None, metrics: str | None,
                                 [*RESERVED_COLUMNS, *metric_columns])
     if kept:
         mapping = dataclasses.replace(mapping, keep=kept)
-    needs_question = [m.family for m in built if m.family in _NEEDS_QUESTION]
-    if needs_question and mapping.question is None:
-        raise ValueError(f"metric families {needs_question} need a question column; "
-                         f"available columns: {available} (set it with --question_column)")
+    return files, available, mapping
+
+
+def _report_spec(built: Sequence[Metric], mapping: ColumnMapping, available: Sequence[str],
+                 metric_columns: Sequence[str], report_subsets: str | None,
+                 accuracy_threshold: str | None, report_min_n: int,
+                 report_resamples: int) -> ReportSpec | None:
+    """The report's spec (None without a human column), its flags checked."""
     if mapping.human is None and (report_subsets or accuracy_threshold):
         raise ValueError("--report_subsets/--accuracy_threshold need a human column; "
                          f"available columns: {available} (set it with --human_column)")
@@ -284,22 +337,11 @@ def build_config(*, input: str | None, output: str | None, metrics: str | None,
     if report_resamples < MIN_RESAMPLES:
         raise ValueError(f"--report_resamples must be >= {MIN_RESAMPLES} (a 95% interval "
                          f"from fewer resamples is too coarse), got {report_resamples}")
-    spec = None
-    if mapping.human is not None:
-        default, overrides = parse_thresholds(accuracy_threshold, metric_columns)
-        spec = ReportSpec(parse_subsets(report_subsets, metric_columns), default,
-                          tuple(sorted(overrides.items())),
-                          saved_thresholds=tuple(sorted(saved_thresholds(built).items())),
-                          default_given=default_threshold_given(accuracy_threshold),
-                          min_n=report_min_n, resamples=report_resamples)
-    return ScoringConfig(
-        input=input, input_format=input_format, files=tuple(files),
-        available_columns=tuple(available), mapping=mapping, metrics=built,
-        metric_columns=metric_columns, signatures=signatures, paths=paths, report=spec,
-        max_batch_size=max_batch_size, handler_kwargs=handler_kwargs,
-        max_text_chars=max_text_chars or None, overwrite=overwrite,
-        max_dead_letter_fraction=max_dead_letter_fraction,
-        manifest=run_manifest(files, input_checksums, started_at),
-        previous=previous, carry=carry, corpus_statistics=corpus_statistics or None,
-        save_corpus_statistics=save_corpus_statistics or None, statistics_digest=digest,
-        df_shards=shards_for_input(files))
+    if mapping.human is None:
+        return None
+    default, overrides = parse_thresholds(accuracy_threshold, metric_columns)
+    return ReportSpec(parse_subsets(report_subsets, metric_columns), default,
+                      tuple(sorted(overrides.items())),
+                      saved_thresholds=tuple(sorted(saved_thresholds(built).items())),
+                      default_given=default_threshold_given(accuracy_threshold),
+                      min_n=report_min_n, resamples=report_resamples)

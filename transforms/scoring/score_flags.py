@@ -4,6 +4,7 @@ declared by one function: the pipeline's own parser (the one `--help` prints) an
 
 from __future__ import annotations
 
+from transforms.inference.model_flags import add_model_flags
 from transforms.io import cli
 from transforms.io.options import (
     add_input_argument,
@@ -12,11 +13,10 @@ from transforms.io.options import (
 )
 from transforms.scoring.column_flags import DEFAULT_KEPT_COLUMNS
 from transforms.scoring.config import DEFAULT_MAX_TEXT_CHARS
-from transforms.scoring.formats import FORMATS
-from transforms.scoring.manifest import CHECKSUM_MODES
-from transforms.scoring.model_flags import add_model_flags
-from transforms.scoring.outputs import OUTPUT_FORMATS
-from transforms.scoring.report_spec import DEFAULT_MIN_N, DEFAULT_RESAMPLES
+from transforms.scoring.outputs.manifest import CHECKSUM_MODES
+from transforms.scoring.outputs.paths import OUTPUT_FORMATS
+from transforms.scoring.reading.formats import FORMATS
+from transforms.scoring.report.report_spec import DEFAULT_MIN_N, DEFAULT_RESAMPLES
 
 
 def add_score_arguments(parser, with_io: bool = True) -> None:

@@ -13,41 +13,32 @@ from typing import TYPE_CHECKING, Any
 import apache_beam as beam
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
 
+from transforms.inference import model_server
 from transforms.io.progress import direct_workers, is_local_runner
 from transforms.metrics.base import Metric
 from transforms.metrics.bertscore import ReferenceIdf
 from transforms.metrics.corpus import unique_statistics
-from transforms.scoring import model_server
 from transforms.scoring.config import ScoringConfig, is_model_backed
-from transforms.scoring.corpus_stats import is_distributed
-from transforms.scoring.finalize import FinalizeOutputs
-from transforms.scoring.global_statistics import ComputeCorpusStatistics
-from transforms.scoring.incremental import (
-    GROUPS,
-    NEW,
-    OLD,
-    JoinIncremental,
-    ReadPreviousScores,
-    SplitByPrevious,
-    carried_result,
+from transforms.scoring.incremental.carry import AttachPrevious
+from transforms.scoring.incremental.previous_shards import ReadPreviousShards, shards_for
+from transforms.scoring.outputs.finalize import FinalizeOutputs
+from transforms.scoring.outputs.summary import SummarizeScores
+from transforms.scoring.outputs.write import (
+    WriteDeadLetters,
+    WriteReport,
+    WriteScores,
+    WriteSummary,
 )
-from transforms.scoring.join import ROWS, JoinScores
-from transforms.scoring.read import SPLIT_BYTES, ReadPredictions, plan_for_workers
-from transforms.scoring.rows import content_key
-from transforms.scoring.score import RECORDS, ScoreBatches, ScoreMetrics
-from transforms.scoring.statistics_file import (
+from transforms.scoring.reading.read import SPLIT_BYTES, ReadPredictions, plan_for_workers
+from transforms.scoring.score.batches import ScoreBatches
+from transforms.scoring.statistics.corpus_stats import is_distributed
+from transforms.scoring.statistics.global_statistics import ComputeCorpusStatistics
+from transforms.scoring.statistics.statistics_file import (
     IDF,
     ReadCorpusStatistics,
     ReadIdfStatistics,
     WriteCorpusStatistics,
     idf_records,
-)
-from transforms.scoring.summary import SummarizeScores
-from transforms.scoring.write import (
-    WriteDeadLetters,
-    WriteReport,
-    WriteScores,
-    WriteSummary,
 )
 
 if TYPE_CHECKING:  # RunInference's module imports torch: only when model metrics run
@@ -88,7 +79,7 @@ class ScorePredictions(beam.PTransform):
     Args:
         config: the validated configuration (`config.build_config`).
         handler_factory: `(ModelUse, **handler_kwargs) -> ModelHandler` for the model
-            metrics (tests inject fakes); None = transforms.scoring.handlers.
+            metrics (tests inject fakes); None = transforms.inference.handlers.
         owned: the launcher owns the run's outputs (transforms/io/ownership.py); the
             publishing step checks that it still does before it moves anything.
     """
@@ -110,16 +101,13 @@ class ScorePredictions(beam.PTransform):
 
     def expand(self, p):
         config, paths = self._config, self._config.paths
-        # No previous run: rows stay in the batches the reader forms, model metrics and
-        # in-process ones scored on them in turn, with no join (`_score_batches`).
-        batched = config.previous is None
-        split_bytes, spread = SPLIT_BYTES, True
-        if batched:
-            split_bytes, spread = self._plan_spread(p.pipeline.options)
+        # Every run scores the reader's batches in one row flow; an incremental run's
+        # batches first meet their rows' previous values (`_carry`).
+        split_bytes, spread = self._plan_spread(p.pipeline.options)
         read = p | "ReadPredictions" >> ReadPredictions(
             config.input, config.mapping, config.input_format, config.max_text_chars,
-            split_bytes=split_bytes, batch_rows=config.max_batch_size if batched else None)
-        rows = read["batches" if batched else "rows"]
+            split_bytes=split_bytes, batch_rows=config.max_batch_size)
+        rows = read["batches"]
         statistics = unique_statistics(config.metrics)
         idf = [s for s in statistics if isinstance(s, ReferenceIdf)]
         frozen_idf = [s.key for s in idf] if config.corpus_statistics else []
@@ -142,32 +130,24 @@ class ScorePredictions(beam.PTransform):
             distributed = [s for s in statistics if is_distributed(s)]
             self._frozen = p | "ReadCorpusStatistics" >> ReadCorpusStatistics(
                 config.corpus_statistics, distributed, config.df_shards)
-        if batched:
-            joined = self._score_batches(rows, corpus_stats, spread)
-        elif config.previous is None:
-            branches = {ROWS: rows, **self._branches(rows, config.metrics, corpus_stats)}
-            joined = branches | "JoinScoresByRowKey" >> JoinScores()
-        else:
-            joined = self._incremental(p, rows, corpus_stats)
+        joined = self._score_batches(self._carry(p, rows), corpus_stats, spread)
         dead = ((read["dead_letter"], joined["dead_letter"])
                 | "CollectDeadLetters" >> beam.Flatten())
         written = [
             joined["scored"] | "WriteScores" >> WriteScores(
                 paths, config.metric_columns, config.with_human, config.signatures,
-                config.mapping.keep, batched=batched),
+                config.mapping.keep),
             dead | "WriteDeadLetters" >> WriteDeadLetters(paths),
             (joined["scored"], dead)
             | "SummarizeBySystem" >> SummarizeScores(
                 config.metric_columns, config.with_human,
-                config.previous.means() if config.previous is not None else None,
-                batched=batched)
+                config.previous.means() if config.previous is not None else None)
             | "WriteSummary" >> WriteSummary(paths, config.summary_metadata(),
                                              read["stats"]),
         ]
         if config.report is not None:
             written.append(joined["scored"] | "WriteMetaEvaluationReport" >> WriteReport(
-                paths, config.metric_columns, config.report, config.mapping.human,
-                batched=batched))
+                paths, config.metric_columns, config.report, config.mapping.human))
         if is_local_runner(p.pipeline.options) and any(
                 h.shares_models for h in self.model_handlers()):
             model_server.folder()  # one that others may reach is refused before the run
@@ -224,82 +204,43 @@ class ScorePredictions(beam.PTransform):
 
     def _score_batches(self, batches: beam.PCollection, corpus_stats: Any,
                        spread: bool) -> dict:
-        """Every metric of a run without a previous run, scored on the reader's
-        `RowBatch`es -> {`scored`, `dead_letter`} records: the model metrics first
-        (`ScoreModelBatches` attaches each row's model scores to its batch), then the
-        in-process ones, which finish each row's record; no per-row element is formed
-        before the output records, and no join is needed. `spread`: the batches are
-        reshuffled over the workers first (`_plan_spread`)."""
+        """Every metric, scored on the reader's `RowBatch`es -> {`scored`, `dead_letter`}
+        records: the model metrics first (`ScoreModelBatches` attaches each row's model
+        scores to its batch), then the in-process ones, which finish each row's record; no
+        per-row element is formed before the output records, and no join is needed.
+        `spread`: the batches are reshuffled over the workers first (`_plan_spread`)."""
         config = self._config
+        carry = config.carry.spec() if self._carries() else None
         in_process = [m for m in config.metrics if not is_model_backed(m)]
         models = [m for m in config.metrics if is_model_backed(m)]
         if models:
             # imported here: RunInference's module imports torch (seconds, 300 MB), which
             # a run of text metrics alone never needs
-            from transforms.scoring.run_model_metrics import ScoreModelBatches
+            from transforms.scoring.score.run_model_metrics import ScoreModelBatches
 
             if spread:
                 batches = batches | "SpreadBatchesOverWorkers" >> beam.Reshuffle()
             branch = ScoreModelBatches(models, corpus_stats=corpus_stats,
                                        handler_factory=self._handler_factory,
-                                       handler_kwargs=config.handler_kwargs)
+                                       handler_kwargs=config.handler_kwargs, carry=carry)
             self._model_branches.append(branch)
             batches = batches | "ScoreModelMetrics" >> branch
         return batches | "ScoreInProcessMetrics" >> ScoreBatches(
             in_process, corpus_stats, config.df_shards, self._frozen,
-            self._statistics_sink(in_process), emit=RECORDS, spread=spread and not models)
+            self._statistics_sink(in_process), spread=spread and not models, carry=carry)
 
-    def _branches(self, rows: beam.PCollection, metrics: Sequence[Metric], corpus_stats: Any,
-                  label: str = "") -> dict[str, beam.PCollection]:
-        """The scoring branches of `metrics` over keyed rows: `in_process{label}` (the
-        lexical metrics) and `models{label}` (the model metrics), those that have any."""
+    def _carries(self) -> bool:
+        previous = self._config.previous
+        return previous is not None and previous.content_keys
+
+    def _carry(self, p, batches: beam.PCollection) -> beam.PCollection:
+        """An incremental run's batches with their rows' previous values
+        (transforms/scoring/incremental/plan.py); the batches as read otherwise, and when the
+        previous run's content keys are of another recipe (nothing can be matched)."""
         config = self._config
-        in_process = [m for m in metrics if not is_model_backed(m)]
-        models = [m for m in metrics if is_model_backed(m)]
-        branches = {}
-        if in_process:
-            distributed = any(is_distributed(s) for s in unique_statistics(in_process))
-            branches[f"in_process{label}"] = rows | f"ScoreInProcessMetrics{label}" >> \
-                ScoreMetrics(in_process, corpus_stats, config.max_batch_size,
-                             config.df_shards, self._frozen if distributed else None,
-                             self._statistics_sink(in_process))
-        if models:
-            # imported here: RunInference's module imports torch (seconds, 300 MB), which
-            # a run of text metrics alone never needs
-            from transforms.scoring.run_model_metrics import RunModelMetrics
-
-            branch = RunModelMetrics(
-                models, rows_per_batch=config.max_batch_size, corpus_stats=corpus_stats,
-                handler_factory=self._handler_factory, handler_kwargs=config.handler_kwargs)
-            self._model_branches.append(branch.batches)
-            branches[f"models{label}"] = rows | f"ScoreModelMetrics{label}" >> branch
-        return branches
-
-    def _incremental(self, p, rows: beam.PCollection, corpus_stats: Any) -> dict:
-        """The scoring graph of an incremental run (see transforms/scoring/incremental.py):
-        recomputed metrics on every distinct content, carried ones on new contents only,
-        the previous values for the others; joined by content key and fanned out."""
-        config, plan = self._config, self._config.carry
-        previous = p | "ReadPreviousScores" >> ReadPreviousScores(
-            config.previous, (*plan.carried_columns, *plan.compared))
-        split = (rows, previous) | "SplitByPrevious" >> SplitByPrevious(plan.carried_columns)
-        contents = (split[NEW], split[OLD]) | "EveryContent" >> beam.Flatten()
-        # CIDEr-D with the run's own document frequencies counts them over the rows its
-        # branch scores: that branch gets every row (keyed by content), not one per content.
-        computed_in = [m for m in plan.computed if not is_model_backed(m)]
-        counts_rows = not config.corpus_statistics and any(
-            is_distributed(s) for s in unique_statistics(computed_in))
-        in_rows = contents if not counts_rows else rows | "KeyEveryRowByContent" >> beam.Map(
-            lambda keyed: (content_key(keyed[1].example), keyed[1]))
-        branches = {GROUPS: split[GROUPS], **self._branches(in_rows, computed_in, corpus_stats),
-                    **self._branches(contents, [m for m in plan.computed if is_model_backed(m)],
-                                     corpus_stats)}
-        fresh = self._branches(split[NEW], plan.carried, corpus_stats, "_carried")
-        for name, results in fresh.items():
-            columns = [c for m in plan.carried for c in m.columns
-                       if is_model_backed(m) == name.startswith("models")]
-            kept = split["carried"] | f"PreviousValues_{name}" >> beam.Map(
-                carried_result, columns)
-            branches[name] = (results, kept) | f"NewAndKept_{name}" >> beam.Flatten()
-        return branches | "JoinByContentKey" >> JoinIncremental(
-            plan.carried_columns, plan.compared)
+        if not self._carries():
+            return batches
+        spec, shards = config.carry.spec(), shards_for(config.previous)
+        tables = p | "ReadPreviousScores" >> ReadPreviousShards(
+            config.previous, spec.columns, shards)
+        return batches | "AttachPrevious" >> AttachPrevious(spec, tables, shards)

@@ -1,0 +1,370 @@
+"""An incremental run's batches: the previous run's tables by shard (previous_shards.py),
+each batch meeting its rows' previous values (carry.py), and the scoring steps computing
+only what is not carried (score.py, run_model_metrics.py); the graph of every run."""
+
+from __future__ import annotations
+
+import json
+import math
+import pickle
+
+import apache_beam as beam
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from apache_beam.testing import test_pipeline
+from apache_beam.testing.util import assert_that, equal_to
+
+from tests.dofns import run_dofn, step_labels
+from tests.runners import RUNNER_ARGS
+from tests.scoring import fakes
+from transforms.metrics.base import QAExample
+from transforms.scoring.incremental.carry import (
+    CARRIED_FIELD,
+    CHANGED_FIELD,
+    AttachPreviousFn,
+    CarrySpec,
+    TableCache,
+    batch_keys,
+    first_of_each,
+)
+from transforms.scoring.incremental.previous_run import PreviousRunError, load_previous_run
+from transforms.scoring.incremental.previous_shards import (
+    PreviousTable,
+    ReadPreviousShards,
+    TablesCombineFn,
+    batch_parts,
+    shard_of,
+    shard_parts,
+    shards_for,
+)
+from transforms.scoring.reading.parquet_parts import ParquetSource
+from transforms.scoring.reading.row_batch import RowBatch
+from transforms.scoring.reading.rows import CONTENT_KEY_VERSION, RowSource, ScoringRow, content_key
+from transforms.scoring.score.batches import ScoreRowsFn
+
+SOURCE = ParquetSource("p.parquet", "--previous_run p: scores file", PreviousRunError)
+
+
+def _row(i: int, prediction: str = "p") -> tuple[str, ScoringRow]:
+    return f"f:{i}", ScoringRow(RowSource("f", i, i), QAExample(prediction, ("r",)),
+                                id=f"r{i}", system="s")
+
+
+def _key(prediction: str) -> bytes:
+    return bytes.fromhex(content_key(QAExample(prediction, ("r",))))
+
+
+def _keys(*predictions: str) -> np.ndarray:
+    return np.frombuffer(b"".join(_key(p) for p in predictions), dtype="S16")
+
+
+def test_a_table_finds_its_keys_and_keeps_a_duplicate_once():
+    keys = _keys("a", "b", "c")
+    values = np.array([[1.0], [2.0], [math.nan]])
+    table = PreviousTable.build([(keys[:2], values[:2]), (keys[1:], values[1:])], 1)
+    assert len(table) == 3 and list(table.keys) == sorted(keys.tolist())
+    found = table.find(_keys("c", "zzz", "a"))
+    assert found[1] == -1
+    assert math.isnan(table.values[found[0]][0]) and table.values[found[2]][0] == 1.0
+    empty = PreviousTable.build([], 2)
+    assert list(empty.find(keys)) == [-1, -1, -1] and empty.values.shape == (0, 2)
+    again = pickle.loads(pickle.dumps(table))
+    assert np.array_equal(again.keys, table.keys)
+
+
+def test_shards_split_keys_by_their_first_bytes_and_follow_the_previous_runs_size():
+    keys = _keys(*"abcdefgh")
+    assert list(shard_of(keys, 1)) == [0] * 8
+    heads = [int.from_bytes(k[:4], "little") % 3 for k in (_key(p) for p in "abcdefgh")]
+    assert list(shard_of(keys, 3)) == heads
+    summary = {"overall": {"scored": 200_000}}
+    run = type("Run", (), {})()
+    for scored, shards in ((None, 1), (0, 1), (10, 1), (65_536, 1), (65_537, 2),
+                           (200_000, 4), (10**12, 4096)):
+        run.summary = {"overall": {"scored": scored}} if scored is not None else {}
+        assert shards_for(run) == shards, scored
+    assert summary
+
+
+def test_shard_parts_read_values_and_name_a_bad_row():
+    a, b = content_key(QAExample("a", ("r",))), content_key(QAExample("b", ("r",)))
+    parts = dict(shard_parts([{"row_key": "f:1", "content_key": a, "em": 1.0, "f1": None},
+                              {"row_key": "f:2", "content_key": b, "em": 0, "f1": 0.5}],
+                             ["em", "f1"], 1, SOURCE))
+    keys, values = parts[0]
+    assert keys.tolist() == [bytes.fromhex(a), bytes.fromhex(b)]
+    assert values[0][0] == 1.0 and math.isnan(values[0][1]) and list(values[1]) == [0.0, 0.5]
+    with pytest.raises(PreviousRunError, match=r"^--previous_run p: scores file p.parquet: "
+                                               r".*a row without a content key "
+                                               r"\(row_key 'f:3'\)"):
+        list(shard_parts([{"row_key": "f:3", "em": 1.0}], ["em"], 1, SOURCE))
+    with pytest.raises(PreviousRunError, match=r"row_key 'f:4' has a malformed content key"):
+        list(shard_parts([{"row_key": "f:4", "content_key": "k" * 32, "em": 1.0}], ["em"],
+                         1, SOURCE))
+    with pytest.raises(PreviousRunError, match=r"row_key 'f:5' has no number for one of"):
+        list(shard_parts([{"row_key": "f:5", "content_key": a, "em": "high"}], ["em"], 1,
+                         SOURCE))
+    with pytest.raises(PreviousRunError, match=r"row_key 'f:6' has no number for one of"):
+        list(shard_parts([{"row_key": "f:6", "content_key": a, "em": True}], ["em"], 1,
+                         SOURCE))
+
+
+def test_a_parquet_batch_gives_the_parts_its_records_give():
+    a, b = content_key(QAExample("a", ("r",))), content_key(QAExample("b", ("r",)))
+    records = [{"row_key": "f:1", "content_key": a, "em": 1.0, "f1": None},
+               {"row_key": "f:2", "content_key": b, "em": 0.0, "f1": 0.5}]
+    table = pa.Table.from_pylist(records).to_batches()[0]
+    by_columns = dict(batch_parts(table, ["em", "f1"], 2, SOURCE))
+    by_records = dict(shard_parts(records, ["em", "f1"], 2, SOURCE))
+    assert by_columns.keys() == by_records.keys()
+    for shard, (keys, values) in by_columns.items():
+        assert keys.tolist() == by_records[shard][0].tolist()
+        assert np.array_equal(values, by_records[shard][1], equal_nan=True)
+    # a column that is not numbers goes record by record, which names the row
+    text = pa.Table.from_pylist([{**records[0], "em": "high"}]).to_batches()[0]
+    with pytest.raises(PreviousRunError, match=r"row_key 'f:1' has no number for one of"):
+        list(batch_parts(text, ["em"], 1, SOURCE))
+    keyless = pa.Table.from_pylist([{**records[0], "content_key": None}]).to_batches()[0]
+    with pytest.raises(PreviousRunError, match=r"a row without a content key"):
+        list(batch_parts(keyless, ["em"], 1, SOURCE))
+
+
+def test_the_combine_compacts_and_merges_parts():
+    fn = TablesCombineFn(1)
+    fn._COMPACT = 2
+    acc = fn.create_accumulator()
+    for p in "abca":
+        acc = fn.add_input(acc, (_keys(p), np.array([[ord(p)]], dtype=float)))
+    assert len(acc) <= 2
+    merged = fn.merge_accumulators([acc, [(_keys("d"), np.array([[1.0]]))]])
+    table = fn.extract_output(fn.compact(merged))
+    assert sorted(table.keys.tolist()) == sorted(_keys("a", "b", "c", "d").tolist())
+
+
+class _Side(dict):
+    def __getitem__(self, shard):
+        return self.get(shard, [])
+
+
+def test_the_cache_drops_the_least_recently_used_table_past_its_budget():
+    tables = {s: [PreviousTable(_keys(str(s)), np.zeros((1, 1)))] for s in range(3)}
+    cache = TableCache(budget=2 * (16 + 8))
+    for s in (0, 1, 0, 2, 0, 1):
+        cache.get(s, tables, 1)
+    assert cache.fetches == 4  # 0, 1, 2, then 1 again (dropped for 2)
+    assert len(cache.get(7, _Side(), 1)) == 0  # a shard no previous row fell in
+
+
+def _attach(rows, previous: dict[str, list[float]], spec: CarrySpec, shards: int = 2):
+    keys = _keys(*previous)
+    values = np.array(list(previous.values()), dtype=float).reshape(len(previous), -1)
+    side = _Side()
+    for s in range(shards):
+        at = shard_of(keys, shards) == s
+        if at.any():
+            side[s] = [PreviousTable.build([(keys[at], values[at])], len(spec.columns))]
+    fn = AttachPreviousFn(spec, shards)
+    fn.setup()
+    [batch], _, counts = run_dofn(fn, [RowBatch(rows[0][0], rows)], tables=side)
+    return batch, counts
+
+
+def test_attach_marks_old_rows_their_values_and_the_first_of_each_content():
+    spec = CarrySpec(("em",), ("f1",))
+    rows = [_row(1, "a"), _row(2, "new"), _row(3, "a"), _row(4, "b")]
+    batch, counts = _attach(rows, {"a": [1.0, 0.5], "b": [0.0, math.nan]}, spec)
+    carry = pickle.loads(pickle.dumps(batch)).carry  # travels with the batch
+    assert carry.old.tolist() == [True, False, True, True]
+    assert carry.first.tolist() == [0, 1, 0, 3]
+    assert carry.values[0].tolist() == [1.0, 0.5] and math.isnan(carry.values[1][0])
+    assert carry.keys == batch_keys(RowBatch("x", rows)).tobytes()
+    shards = len(set(shard_of(batch_keys(RowBatch("x", rows)), 2).tolist()))
+    assert counts == {("incremental", "old_rows"): 3, ("incremental", "new_rows"): 1,
+                      ("incremental", "duplicate_rows"): 1,
+                      ("incremental", "table_fetches"): shards}
+    assert first_of_each(_keys("x", "y", "x", "x")).tolist() == [0, 1, 0, 0]
+
+
+class _Counting(fakes.FakeMetric):
+    """fake_len, noting every prediction it scores."""
+
+    seen: list[str] = []
+
+    def score_batch(self, examples, corpus_stats):
+        _Counting.seen += [e.prediction for e in examples]
+        return super().score_batch(examples, corpus_stats)
+
+
+def _score(batch, metrics, spec):
+    fn = ScoreRowsFn(metrics, spec)
+    fn.setup()
+    main, tagged, _ = run_dofn(fn, [batch], corpus_stats={"fake_count": 1})
+    return [r for records in main for r in records], tagged.get("dead_letter", [])
+
+
+def test_carried_metrics_score_new_contents_once_and_old_rows_get_previous_values():
+    computed, carried = fakes.FakeMetric(["fake_overlap"]), _Counting(["fake_len"])
+    spec = CarrySpec(("fake_len",), ("fake_overlap",))
+    rows = [_row(1, "a"), _row(2, "new"), _row(3, "a"), _row(4, "new"),
+            _row(5, fakes.REJECT)]
+    batch, _ = _attach(rows, {"a": [7.0, 0.5]}, spec)
+    _Counting.seen = []
+    records, dead = _score(batch, [computed, carried], spec)
+    # new contents, once each (then one by one, as a batch with a rejected row is)
+    assert _Counting.seen[:2] == ["new", fakes.REJECT] and "a" not in _Counting.seen
+    assert [(r["row_key"], r["fake_len"], r.get(CARRIED_FIELD), r.get(CHANGED_FIELD))
+            for r in records] == [("f:1", 7.0, ("fake_len",), ("fake_overlap",)),
+                                  ("f:2", 3.0, None, None),
+                                  ("f:3", 7.0, ("fake_len",), ("fake_overlap",)),
+                                  ("f:4", 3.0, None, None)]
+    assert records[0]["content_key"] == content_key(rows[0][1].example)
+    # a new row that both the recomputed and the carried metric reject: every reason
+    assert [(d["row_key"], d["reason"], d["detail"]) for d in dead] == [
+        ("f:5", "metric_input_error", "fake: fake metric rejects 'REJECT'; "
+                                      "fake: fake metric rejects 'REJECT'")]
+
+
+def test_nan_against_nan_is_not_a_change_and_a_number_against_nan_is():
+    metric = fakes.FakeMetric(["fake_len"])
+    spec = CarrySpec((), ("fake_len",))
+    batch, _ = _attach([_row(1, "ab"), _row(2, "cd")], {"ab": [math.nan], "cd": [2.0]}, spec)
+    records, _ = _score(batch, [metric], spec)
+    assert [r[CHANGED_FIELD] for r in records] == [("fake_len",), ()]
+    assert [r[CARRIED_FIELD] for r in records] == [(), ()]
+
+
+def test_the_model_branch_asks_nothing_for_a_carried_metric_of_an_old_row():
+    from tests.scoring.test_run_model_metrics import OverlapMetric
+    from transforms.scoring.score.run_model_metrics import ExpandModelRequestsFn, plan_uses
+
+    metrics = [OverlapMetric("f1"), OverlapMetric("f2")]
+    spec = CarrySpec(("f2", "f2_corpus_refs"), ())
+    rows = [_row(1, "old"), _row(2, "new")]
+    batch, _ = _attach(rows, {"old": [0.5, 1.0]}, spec)
+    _, roles = plan_uses(metrics)
+    [element] = ExpandModelRequestsFn(metrics, roles, spec).process(batch)
+    assert [sorted({i for i, *_ in r.requests}) for r in element.rows] == [[0], [0, 1]]
+    assert [r.carried for r in element.rows] == [(1,), ()]
+
+
+def _previous_run(tmp_path, fmt: str) -> str:
+    prefix = str(tmp_path / "old")
+    key = content_key(QAExample("a", ("r",)))
+    records = [{"row_key": "f:1", "content_key": key, "em": 1.0},
+               {"row_key": "f:2", "content_key": key, "em": 1.0}]
+    summary = {"signatures": {"em": "em|v:1"}, "content_key_version": CONTENT_KEY_VERSION,
+               "overall": {"scored": 2}}
+    (tmp_path / "old.summary.json").write_text(json.dumps(summary))
+    if fmt == "parquet":
+        pq.write_table(pa.Table.from_pylist(records), prefix + ".scores.parquet")
+    else:
+        (tmp_path / "old.scores.jsonl").write_text("".join(json.dumps(r) + "\n"
+                                                           for r in records))
+    return prefix
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "jsonl"])
+def test_read_previous_shards_has_stable_step_names(tmp_path, fmt):
+    previous = load_previous_run(_previous_run(tmp_path, fmt))
+    pipeline = test_pipeline.TestPipeline()
+    _ = pipeline | "Previous" >> ReadPreviousShards(previous, ["em"], 2)
+    read = (["ReadPreviousParquet"] if fmt == "parquet"
+            else ["ReadPreviousJsonLines", "LinesInParts", "ParsePreviousJson"])
+    expected = {"Previous", *(f"Previous/{s}" for s in (*read, "ShardByContentKey",
+                                                         "TablePerShard"))}
+    assert {label for label in step_labels(pipeline)
+            if label.startswith("Previous") and label.count("/") <= 1} == expected
+
+
+@pytest.mark.slow
+@pytest.mark.mutation
+@pytest.mark.parametrize("fmt", ["parquet", "jsonl"])
+def test_read_previous_shards_gives_one_table_per_shard(tmp_path, fmt):
+    previous = load_previous_run(_previous_run(tmp_path, fmt))
+    with test_pipeline.TestPipeline(argv=RUNNER_ARGS["direct_in_process"]) as pipeline:
+        tables = pipeline | ReadPreviousShards(previous, ["em"], 1)
+        assert_that(tables | beam.MapTuple(lambda s, t: (s, len(t), t.values.tolist())),
+                    equal_to([(0, 1, [[1.0]])]))
+
+
+GROUPINGS = ("beam:transform:group_by_key:v1",)
+
+
+def _groupings(argv: list[str]) -> set[str]:
+    """The grouping steps of a `qa-score` graph, by label (built, not run)."""
+    from pipelines.score_predictions import absolute_paths, build_parser, configure
+    from transforms.io import cli
+    from transforms.scoring.score_predictions import ScorePredictions
+
+    args = cli.parse_flags(build_parser(), argv)
+    absolute_paths(args)
+    pipeline = beam.Pipeline()
+    _ = pipeline | "ScorePredictions" >> ScorePredictions(configure(args, "graph"))
+    transforms = pipeline.to_runner_api().components.transforms.values()
+    return {t.unique_name for t in transforms if t.spec.urn in GROUPINGS}
+
+
+@pytest.mark.slow
+def test_every_run_is_one_row_flow_with_no_grouping_of_rows(tmp_path):
+    """A full run and an incremental one (em, f1): the only groupings are the reader's
+    (splits, their line counts), the previous tables' (one per shard) and the outputs'
+    (summary, parts): rows meet nothing by key."""
+    data = tmp_path / "in.jsonl"
+    data.write_text("".join(json.dumps({"prediction": f"p{i}", "references": ["r"]}) + "\n"
+                            for i in range(4)))
+    common = ["--input", str(data), "--metrics", "em,f1"]
+    from pipelines.score_predictions import main
+
+    assert main([*common, "--output", str(tmp_path / "full"),
+                 *RUNNER_ARGS["direct_in_process"]]) == 0
+    full = _groupings([*common, "--output", str(tmp_path / "a")])
+    incremental = _groupings([*common, "--output", str(tmp_path / "b"), "--previous_run",
+                              str(tmp_path / "full")])
+    rows_grouped = [g for g in full | incremental
+                    if not g.split("/")[1].startswith(("ReadPredictions", "ReadPrevious",
+                                                       "Summar", "Write", "Finalize"))]
+    assert rows_grouped == [], rows_grouped
+    assert any("/ReadPreviousScores/TablePerShard" in g for g in incremental)
+    assert not any("ReadPrevious" in g for g in full)
+
+
+@pytest.mark.slow
+def test_an_incremental_run_shuffles_no_more_than_its_new_rows(tmp_path):
+    """2,000 rows scored, then 1,900 of them again with 150 new ones: the elements that
+    enter every grouping of the incremental run (Beam's element counts on the FnApiRunner)
+    are a term per shard, split and batch, far fewer than the new rows; no grouping sees
+    a row."""
+    from apache_beam.metrics import monitoring_infos
+    from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+
+    from pipelines.score_predictions import absolute_paths, build_parser, configure, main
+    from transforms.io import cli
+    from transforms.scoring.score_predictions import ScorePredictions
+
+    rows = [{"prediction": f"p{i}", "references": ["r"]} for i in range(2000)]
+    night2 = rows[:1900] + [{"prediction": f"new{i}", "references": ["r"]} for i in range(150)]
+    for name, data in (("n1", rows), ("n2", night2)):
+        (tmp_path / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in data))
+    assert main(["--input", str(tmp_path / "n1.jsonl"), "--output", str(tmp_path / "full"),
+                 "--metrics", "em,f1", *RUNNER_ARGS["direct_in_process"]]) == 0
+    args = cli.parse_flags(build_parser(), [
+        "--input", str(tmp_path / "n2.jsonl"), "--output", str(tmp_path / "inc"),
+        "--metrics", "em,f1", "--previous_run", str(tmp_path / "full"),
+        "--max_batch_size", "100"])
+    absolute_paths(args)
+    pipeline = beam.Pipeline(runner=FnApiRunner())
+    _ = pipeline | ScorePredictions(configure(args, "shuffles"))
+    groupings = {pc: t.unique_name
+                 for t in pipeline.to_runner_api().components.transforms.values()
+                 if t.spec.urn == "beam:transform:group_by_key:v1" for pc in t.inputs.values()}
+    result = pipeline.run()
+    result.wait_until_finish()
+    counts = {mi.labels["PCOLLECTION"]: monitoring_infos.extract_counter_value(mi)
+              for mi in result.monitoring_infos()
+              if mi.urn == monitoring_infos.ELEMENT_COUNT_URN}
+    entering = {name: counts.get(pc, 0) for pc, name in groupings.items()}
+    assert set(entering.values()) - {0} and len(entering) >= 5, entering  # they were found
+    assert sum(entering.values()) <= 21 + 10, entering  # 21 batches; shards, splits, parts
+    assert pq.read_table(str(tmp_path / "inc.scores.parquet")).num_rows == 2050

@@ -1,0 +1,345 @@
+"""Scoring `RowBatch`es with the in-process (lexical) metrics, and finishing each row's
+record.
+
+`ComputeCorpusStatistics` (global_statistics.py) runs the `CorpusStatistic`s the metrics
+declare whose size is bounded by the vocabulary (BERTScore's idf) as one `CombineGlobally`
+and yields a single `{key: value}` dict, taken as an `AsSingleton` side input. CIDEr-D's
+document frequencies grow with the corpus: `ScoreBatches` computes and serves them per
+n-gram shard (`corpus_stats.ShardedCiderStatistics`), so each batch gets the frequencies
+of its own n-grams only. `ScoreBatches` scores each batch with each metric's
+`score_batch` once; every row gets one answer: its scores, or the reason it could not be
+scored. When `score_batch` raises `MetricInputError`, the batch is re-scored example by
+example so only the failing row is lost. The batch's model results, when the model
+metrics scored it first (run_model_metrics.py), are merged here (`merge_branch_results`):
+a row is scored by every metric, or dead-lettered with every reason. In an incremental
+run (a batch with a `Carry`, carry.py) each distinct content is scored once, the carried
+metrics on new rows only, and an old row's record gets its previous values.
+"""
+
+import logging
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any, NamedTuple
+
+import apache_beam as beam
+
+from transforms.io.counting import STATS_TAG, CountingDoFn
+from transforms.metrics.base import CorpusStatistic, Metric, MetricInputError, QAExample
+from transforms.metrics.corpus import unique_statistics
+from transforms.scoring.incremental.carry import (
+    CarrySpec,
+    carried_values,
+    finish_old_record,
+    unique_rows,
+)
+from transforms.scoring.reading.row_batch import Carry, RowBatch
+from transforms.scoring.reading.rows import ScoringRow, dead_letter, scored_record
+from transforms.scoring.statistics.corpus_stats import (
+    DOCS,
+    MIN_SHARDS,
+    ROWS,
+    TEXT_DF,
+    ShardedCiderStatistics,
+    batch_corpora,
+    is_distributed,
+)
+
+logger = logging.getLogger(__name__)
+
+_STAGE = "score"
+
+
+class ScoreResult(NamedTuple):
+    """What a scoring branch says about one row: scores, or why there are none.
+
+    `kind` is the dead-letter reason code of a row without scores: `metric_input_error`
+    (a metric cannot score this input; the default) or `inference_failed` (the model
+    batch holding the row failed).
+    """
+
+    scores: dict[str, float] | None
+    reason: str | None = None
+    kind: str = "metric_input_error"
+
+
+IN_PROCESS = "in_process"
+CARRIED = "in_process_carried"  # an incremental run's carried in-process metrics
+MODELS = "models"
+
+
+def merge_branch_results(
+    row: ScoringRow, results: Mapping[str, Sequence[ScoreResult]], branches: Sequence[str],
+    key: str | None = None) -> tuple[bool, dict[str, Any]]:
+    """Merges what each scoring branch said about one row.
+
+    Args:
+        row: the validated row.
+        results: branch name -> the ScoreResults it gave for this row.
+        branches: every branch name, in order; a branch without a result counts as a
+            failure. The first problem's kind is the dead letter's reason; every
+            problem's text is in its detail.
+
+    Returns:
+        (True, scored record) or (False, dead-letter record).
+    """
+    scores: dict[str, float] = {}
+    problems: list[tuple[str, str]] = []
+    for branch in branches:
+        branch_results = list(results.get(branch, ()))
+        if len(branch_results) != 1:
+            problems.append(("missing_score",
+                             f"branch {branch} gave {len(branch_results)} results"))
+            continue
+        result = branch_results[0]
+        if result.scores is None:
+            problems.append((result.kind, result.reason or branch))
+        else:
+            scores.update(result.scores)
+    if problems:
+        reason = problems[0][0]
+        detail = "; ".join(d for _, d in problems)
+        return False, dead_letter(row.source, reason, detail, row.id, row.system)
+    return True, scored_record(row, scores, key)
+
+
+def _check_output(metric: Metric, results: list[dict[str, float]], n: int) -> None:
+    if len(results) != n:
+        raise RuntimeError(
+            f"metric {metric.family} returned {len(results)} results for {n} examples")
+    for result in results:
+        missing = [c for c in metric.columns if c not in result]
+        if missing:
+            raise RuntimeError(f"metric {metric.family} returned no value for {missing}")
+
+
+def score_examples(metrics: Sequence[Metric], examples: Sequence[QAExample],
+                   corpus_stats: dict[str, Any]) -> list[ScoreResult]:
+    """Scores a batch with every metric, isolating examples a metric rejects.
+
+    Args:
+        metrics: the metrics, set up.
+        examples: the batch.
+        corpus_stats: `{statistic key: value}` from `ComputeCorpusStatistics`.
+
+    Returns:
+        One ScoreResult per example, in order; a rejected example has `scores=None` and
+        a reason "<family>: <message>" from the first metric that rejected it.
+    """
+    scores: list[dict[str, float]] = [{} for _ in examples]
+    reasons: list[str | None] = [None] * len(examples)
+    for metric in metrics:
+        alive = [i for i, reason in enumerate(reasons) if reason is None]
+        if not alive:
+            break
+        batch = [examples[i] for i in alive]
+        try:
+            results = metric.score_batch(batch, corpus_stats)
+            _check_output(metric, results, len(batch))
+        except MetricInputError:
+            logger.info("metric %s rejected a batch of %d; re-scoring one by one",
+                        metric.family, len(batch))
+            results = []
+            for i in alive:
+                try:
+                    single = metric.score_batch([examples[i]], corpus_stats)
+                    _check_output(metric, single, 1)
+                    results.append(single[0])
+                except MetricInputError as e:
+                    reasons[i] = f"{metric.family}: {e}"
+                    results.append({})
+        for i, result in zip(alive, results, strict=True):
+            if reasons[i] is None:
+                scores[i].update({c: float(result[c]) for c in metric.columns})
+    return [ScoreResult(None, reason) if reason is not None else ScoreResult(s)
+            for s, reason in zip(scores, reasons, strict=True)]
+
+
+DEAD_LETTER = "dead_letter"
+JOIN_REASONS = ("metric_input_error", "inference_failed", "missing_score")
+
+
+class ScoreRowsFn(CountingDoFn):
+    """Scores a `RowBatch`: yields one list per batch of its rows' final scored records
+    (`rows.scored_record`), and each rejected row's dead-letter record on `dead_letter`.
+
+    A batch that carries its rows' model results (`run_model_metrics.ScoreModelBatches`)
+    has them merged with the in-process scores (`merge_branch_results`: a row is scored by
+    every metric or dead-lettered with every reason). A batch with a `Carry` (an
+    incremental run, `carry` the run's `CarrySpec`) is scored once per distinct content,
+    the carried metrics on new rows only; an old row's record gets the previous values
+    of the carried columns, `_carried` and `_changed`.
+    Counts (namespace `score`): `passed`, `filtered:metric_input_error` (rows scored by
+    the in-process metrics), `join/passed`, `join/filtered:<reason>` (finished records);
+    distributions of batch sizes and latencies."""
+
+    def __init__(self, metrics: Sequence[Metric], carry: CarrySpec | None = None) -> None:
+        names = ["passed", "filtered:metric_input_error", ("join", "passed"),
+                 *(("join", f"filtered:{r}") for r in JOIN_REASONS)]
+        super().__init__(_STAGE, names)
+        self._metrics = tuple(metrics)
+        self._carry = carry
+        self._computed = tuple(m for m in metrics if not (carry and carry.carries(m)))
+        self._carried = tuple(m for m in metrics if carry and carry.carries(m))
+        self._batch_size = beam.metrics.Metrics.distribution(_STAGE, "batch_size_rows")
+        self._latency = beam.metrics.Metrics.distribution(_STAGE, "score_batch_micro_secs")
+
+    def setup(self) -> None:
+        for metric in self._metrics:
+            metric.setup()
+
+    def teardown(self) -> None:
+        for metric in self._metrics:
+            metric.teardown()
+
+    def process(self, batch: RowBatch, corpus_stats: dict[str, Any]) -> Iterator[Any]:
+        return self._score(batch, corpus_stats)
+
+    def _score(self, batch: RowBatch, corpus_stats: dict[str, Any]) -> Iterator[Any]:
+        start = time.perf_counter()
+        rows, carry = batch.rows, batch.carry if self._carry is not None else None
+        given = (self._in_process(rows, corpus_stats) if carry is None
+                 else self._in_process_carrying(rows, carry, corpus_stats))
+        self._latency.update(int((time.perf_counter() - start) * 1e6))
+        self._batch_size.update(len(rows))
+        yield from self._records(rows, given, batch.results, carry)
+
+    def _in_process(self, rows: Sequence[tuple[str, ScoringRow]], corpus_stats: dict
+                    ) -> list[dict[str, list[ScoreResult]]]:
+        results = score_examples(self._metrics, [row.example for _, row in rows], corpus_stats)
+        if self._metrics:
+            self._count_scored(results)
+        return [{IN_PROCESS: [r]} for r in results]
+
+    def _count_scored(self, results: Sequence[ScoreResult]) -> None:
+        passed = sum(r.scores is not None for r in results)
+        self.count("passed", passed)
+        self.count("filtered:metric_input_error", len(results) - passed)
+
+    def _in_process_carrying(self, rows: Sequence[tuple[str, ScoringRow]], carry: Carry,
+                             corpus_stats: dict) -> list[dict[str, list[ScoreResult]]]:
+        """Each distinct content scored once: the recomputed metrics on every one, the
+        carried ones on new ones; an old row's carried branch is its previous values."""
+        unique = unique_rows(carry, len(rows))
+        fresh = [i for i in unique if not carry.old[i]]
+        computed = score_examples(self._computed, [rows[i][1].example for i in unique],
+                                  corpus_stats)
+        carried = score_examples(self._carried, [rows[i][1].example for i in fresh],
+                                 corpus_stats)
+        by_row = dict(zip(unique, computed, strict=True))
+        new_by_row = dict(zip(fresh, carried, strict=True))
+        if self._metrics:  # the distinct contents the in-process metrics scored
+            self._count_scored([ScoreResult(None) if (
+                self._computed and by_row[i].scores is None) or (
+                i in new_by_row and new_by_row[i].scores is None) else ScoreResult({})
+                for i in unique if self._computed or i in new_by_row])
+        given = []
+        for i, first in enumerate(carry.first.tolist()):
+            branches = {IN_PROCESS: [by_row[first]]}  # no scores when nothing is computed
+            if carry.old[i]:
+                branches[CARRIED] = [ScoreResult(carried_values(self._carry, carry.values[i]))]
+            elif self._carried:
+                branches[CARRIED] = [new_by_row[first]]
+            given.append(branches)
+        return given
+
+    def _records(self, rows: Sequence[tuple[str, ScoringRow]],
+                 given: Sequence[dict[str, list[ScoreResult]]],
+                 model_results: Sequence[tuple] | None, carry: Carry | None) -> Iterator[Any]:
+        """The batch's scored records as one list (none when every row was rejected);
+        each rejected row's dead-letter record on `dead_letter`."""
+        records = []
+        for i, ((key, row), branches) in enumerate(zip(rows, given, strict=True)):
+            if model_results is not None:
+                branches[MODELS] = [ScoreResult(*model_results[i])]
+            names = [b for b in (IN_PROCESS, CARRIED, MODELS) if b in branches]
+            digest = carry.keys[16 * i:16 * (i + 1)].hex() if carry is not None else None
+            ok, record = merge_branch_results(row, branches, names, digest)
+            if ok:
+                if carry is not None and carry.old[i]:
+                    finish_old_record(self._carry, record, carry.values[i])
+                records.append(record)
+            else:
+                self.count(("join", f"filtered:{record['reason']}"))
+                logger.debug("row %s rejected: %s", key, record["detail"])
+                yield beam.pvalue.TaggedOutput(DEAD_LETTER, record)
+        self.count(("join", "passed"), len(records))
+        if records:
+            yield records
+
+
+class ScoreBatchesWithFrequenciesFn(ScoreRowsFn):
+    """`(batch id, {rows: [RowBatch], answers: [(statistic, shard, {corpus key: dfs})]})`
+    -> what `ScoreRowsFn` yields, CIDEr-D scored against the batch's own frequencies
+    (`corpus_stats.batch_corpora`) and the corpus sizes (`docs` side input)."""
+
+    def __init__(self, metrics: Sequence[Metric], statistics: Sequence[CorpusStatistic],
+                 shards: int, carry: CarrySpec | None = None) -> None:
+        super().__init__(metrics, carry)
+        self._statistics = tuple(statistics)
+        self._shards = shards
+
+    def process(self, element: tuple[str, dict[str, Iterable[Any]]],
+                corpus_stats: dict[str, Any], docs: dict[tuple[int, int], int]
+                ) -> Iterator[Any]:
+        _, grouped = element
+        for batch in grouped[ROWS]:  # one batch per id
+            examples = [row.example for _, row in batch.rows]
+            stats = {**corpus_stats, **batch_corpora(self._statistics, examples,
+                                                     grouped["answers"], docs, self._shards)}
+            yield from self._score(batch, stats)
+
+
+class ScoreBatches(beam.PTransform):
+    """`RowBatch`es -> {`scored`: lists of scored records, one per batch, `dead_letter`:
+    dead-letter records} (`ScoreRowsFn`), for the in-process metrics.
+
+    With CIDEr-D among the metrics, batches are joined with their n-grams' document
+    frequencies first (`corpus_stats.ShardedCiderStatistics`); without, they are spread
+    over the workers (`Reshuffle`, when `spread`) and scored.
+
+    Args:
+        metrics: metrics built (and validated) on the launcher.
+        corpus_stats: the `AsSingleton` side input from `ComputeCorpusStatistics`.
+        shards: n-gram shards of the document frequencies (`corpus_stats.shards_for_input`).
+        frozen: None, or `{docs, df}` PCollections of saved statistics
+            (`statistics_file.ReadCorpusStatistics`) to score against instead of the run's.
+        statistics_sink: None, or a PTransform applied to the `{docs, text_df}`
+            PCollections of the run's statistics (`statistics_file.WriteCorpusStatistics`).
+        spread: reshuffle the batches over the workers before scoring them.
+        carry: an incremental run's `CarrySpec` (its batches have a `Carry`).
+    """
+
+    def __init__(self, metrics: Sequence[Metric], corpus_stats: Any,
+                 shards: int = MIN_SHARDS, frozen: dict[str, beam.PCollection] | None = None,
+                 statistics_sink: beam.PTransform | None = None, spread: bool = True,
+                 carry: CarrySpec | None = None) -> None:
+        super().__init__()
+        self._metrics = tuple(metrics)
+        self._corpus_stats = corpus_stats
+        self._shards = shards
+        self._frozen = frozen
+        self._sink = statistics_sink
+        self._spread = spread
+        self._carry = carry
+
+    def expand(self, batches):  # -> {scored, dead_letter}
+        distributed = [s for s in unique_statistics(self._metrics) if is_distributed(s)]
+        if not distributed:
+            if self._spread:
+                batches = batches | "SpreadBatchesOverWorkers" >> beam.Reshuffle()
+            scored = batches | "ScoreBatches" >> beam.ParDo(
+                ScoreRowsFn(self._metrics, self._carry), self._corpus_stats
+            ).with_outputs(STATS_TAG, DEAD_LETTER, main="scores")
+            return {"scored": scored.scores, DEAD_LETTER: scored[DEAD_LETTER]}
+        stats = batches | "ShardedCiderStatistics" >> ShardedCiderStatistics(
+            distributed, self._shards, self._frozen, text_frequencies=self._sink is not None)
+        if self._sink is not None:
+            _ = {DOCS: stats[DOCS], TEXT_DF: stats[TEXT_DF]} | "SaveStatistics" >> self._sink
+        scored = ({ROWS: stats[ROWS], "answers": stats["answers"]}
+                  | "GroupFrequenciesByBatch" >> beam.CoGroupByKey()
+                  | "ScoreBatches" >> beam.ParDo(
+                      ScoreBatchesWithFrequenciesFn(self._metrics, distributed,
+                                                    self._shards, self._carry),
+                      self._corpus_stats, beam.pvalue.AsDict(stats[DOCS]))
+                  .with_outputs(STATS_TAG, DEAD_LETTER, main="scores"))
+        return {"scored": scored.scores, DEAD_LETTER: scored[DEAD_LETTER]}

@@ -1,0 +1,388 @@
+"""The Beam stages that compute CIDEr-D document frequencies per n-gram shard and serve
+each batch the frequencies of its own n-grams: the table is never whole.
+
+The document-frequency table grows with the corpus, so no element and no side input holds
+it. Rows travel in batches (`RowBatch`, one element per batch: what the reader formed from
+consecutive rows of a split, or `BatchByReferences` from keyed rows: reference_batches.py);
+for every batch `CiderBatchFn` emits
+
+- `rows`: (batch id, the batch);
+- `docs`: (statistic, corpus key) -> documents in the batch (summed: the corpus sizes, a
+  handful of numbers, served as a small `AsDict` side input);
+- `df`: (statistic, corpus key, shard) -> the batch's partial document frequencies of the
+  n-grams hashed to that shard, as two numpy arrays (n-gram hashes, counts), summed per key
+  by `SumDocumentFrequencies`, which keeps only n-grams with df >= 2: df 0 and df 1 both
+  give log(max(1, df)) = 0, the value CIDEr-D uses for an n-gram it does not find, so they
+  change no value;
+- `requests`: (statistic, shard) -> (batch id, the sorted hashes of the n-grams of that
+  shard the batch's rows read, in any corpus: about 30 per row);
+- `text_df` (only when the statistics are saved, `--save_corpus_statistics`): the same
+  partial frequencies keyed by the n-grams' text, for the file.
+
+`answer_requests` joins each shard's tables (one per corpus) with the shard's requests
+(`CoGroupByKey`) and answers each request with the frequency of each n-gram it names in
+each corpus, in its order (0: df < 2; a byte or two each); the scoring step regroups the answers with their batch
+(`CoGroupByKey` by batch id), makes the batch's requests again to read them, and scores
+the batch against a `CiderCorpus` restricted to its n-grams (same values: see
+`cider.corpus_of`).
+
+N-grams travel as 64-bit hashes in numpy arrays, sharded and tabled as ngram_hashes.py
+makes them (`BatchNgrams`, `by_shard`, `fold_tables`; the chance of a hash collision is
+stated there). The largest element is one shard's table: 12 bytes per n-gram with
+df >= 2, about the whole table / `shards`.
+
+`frozen` statistics (`--corpus_statistics`) replace the run's own `docs` and `df` with the
+ones read from a file (`statistics_file.ReadCorpusStatistics`).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+import apache_beam as beam
+import numpy as np
+
+from transforms.metrics.base import MetricInputError
+from transforms.metrics.cider import (
+    POOLED,
+    CiderDocumentFrequency,
+    corpus_of,
+    document_ngrams,
+)
+from transforms.metrics.lexical import TokenizedExample, tokenize_examples
+from transforms.scoring.reading.row_batch import RowBatch
+from transforms.scoring.statistics.ngram_hashes import (
+    BatchNgrams,
+    by_shard,
+    fold_tables,
+    lookup,
+    ngram_shard,
+    smallest_uint,
+)
+
+DOCS = "docs"
+DF = "df"
+REQUESTS = "requests"
+ROWS = "rows"
+TEXT_DF = "text_df"
+# Input bytes per document-frequency shard when the number of shards is derived from the
+# input size (`shards_for_input`): 16 MB of JSONL holds about 40,000 rows, whose n-grams
+# with df >= 2 take a few MB as hashes and counts.
+BYTES_PER_SHARD = 16 << 20
+MIN_SHARDS = 16
+MAX_SHARDS = 1 << 16
+# compressed inputs expand about this much (text)
+_COMPRESSED_EXPANSION = 5
+# `SumDocumentFrequencies` folds its partial arrays into one past this many
+_COMPACT_PARTS = 64
+# How many joins the requests are answered in (`ShardedCiderStatistics`)
+REQUEST_JOINS = 8
+
+
+def is_distributed(statistic: Any) -> bool:
+    """Whether a corpus statistic is computed per n-gram shard (CIDEr-D's frequencies)."""
+    return isinstance(statistic, CiderDocumentFrequency)
+
+
+def shards_for_input(files: Sequence[str]) -> int:
+    """How many shards the document frequencies of these inputs get: one per
+    `BYTES_PER_SHARD` of input (compressed files counted expanded), within
+    [`MIN_SHARDS`, `MAX_SHARDS`]; unreadable sizes count as 0."""
+    from transforms.scoring.reading.inputs import COMPRESSIONS
+
+    total = 0
+    for path in files:
+        try:
+            size = os.path.getsize(path)
+        except OSError:
+            size = 0
+        if path.lower().endswith(tuple(COMPRESSIONS)):
+            size *= _COMPRESSED_EXPANSION
+        total += size
+    return max(MIN_SHARDS, min(MAX_SHARDS, math.ceil(total / BYTES_PER_SHARD)))
+
+
+def tokenized_batch(stat: CiderDocumentFrequency, examples: Sequence[Any]
+                    ) -> list[TokenizedExample | None]:
+    """The batch tokenised with the statistic's tokenizer; None for an example the
+    tokenizer rejects (it adds nothing here; the scoring step dead-letters it)."""
+    try:
+        return list(tokenize_examples(examples, stat.tokenizer, stat.java))
+    except MetricInputError:
+        out: list[TokenizedExample | None] = []
+        for ex in examples:
+            try:
+                out.extend(tokenize_examples([ex], stat.tokenizer, stat.java))
+            except MetricInputError:
+                out.append(None)
+        return out
+
+
+class _BatchTexts:
+    """A tokenised batch's texts numbered for `BatchNgrams`: per example its prediction,
+    then its references (examples the tokenizer rejected have none)."""
+
+    def __init__(self, tokenized: Sequence[TokenizedExample | None]) -> None:
+        texts: list[str] = []
+        self.predictions: list[int] = []
+        self.references: list[list[int]] = []
+        for tokens in tokenized:
+            if tokens is None:
+                continue
+            self.predictions.append(len(texts))
+            texts.append(tokens.prediction)
+            self.references.append(list(range(len(texts), len(texts) + len(tokens.references))))
+            texts.extend(tokens.references)
+        self.count = len(texts)
+        self.ngrams = BatchNgrams(texts)
+
+    def corpora(self, df_mode: str) -> Iterator[tuple[int, np.ndarray, np.ndarray, int]]:
+        """(corpus key, document of each text (-1: none), texts read in it, documents)
+        per corpus the batch adds to or reads (see `cider.document_ngrams` and
+        `cider.needed_ngrams`)."""
+        if df_mode == "pooled":
+            document = np.full(self.count, -1, dtype=np.int64)
+            for example, references in enumerate(self.references):
+                document[references] = example
+            read = np.ones(self.count, dtype=bool)
+            if self.references:
+                yield POOLED, document, read, len(self.references)
+            return
+        positions = max((len(r) for r in self.references), default=0)
+        for j in range(positions):
+            document = np.full(self.count, -1, dtype=np.int64)
+            read = np.zeros(self.count, dtype=bool)
+            documents = 0
+            for prediction, references in zip(self.predictions, self.references, strict=True):
+                if len(references) > j:
+                    document[references[j]] = documents
+                    documents += 1
+                    read[prediction] = read[references[j]] = True
+            yield j, document, read, documents
+
+
+class CiderBatchFn(beam.DoFn):
+    """A `RowBatch` -> `rows`, `docs`, `df`, `requests` (and `text_df`): module doc.
+
+    Args:
+        statistics: the distributed statistics (CiderDocumentFrequency), by position.
+        shards: number of n-gram shards.
+        count_documents: False when the frequencies come from a file: no `docs`/`df`.
+        text_frequencies: also emit `text_df` (the statistics are saved to a file).
+    """
+
+    def __init__(self, statistics: Sequence[CiderDocumentFrequency], shards: int,
+                 count_documents: bool = True, text_frequencies: bool = False) -> None:
+        self._statistics = tuple(statistics)
+        self._shards = shards
+        self._count_documents = count_documents
+        self._text = text_frequencies and count_documents
+
+    def process(self, batch: RowBatch) -> Iterator[Any]:
+        yield beam.pvalue.TaggedOutput(ROWS, (batch.batch_id, batch))
+        examples = [row.example for _, row in batch.rows]
+        shards = self._shards
+        for index, stat in enumerate(self._statistics):
+            tokenized = tokenized_batch(stat, examples)
+            texts = _BatchTexts(tokenized)
+            read_any = np.zeros(texts.count, dtype=bool)
+            for key, document, read, documents in texts.corpora(stat.df_mode):
+                read_any |= read
+                if self._count_documents:
+                    yield beam.pvalue.TaggedOutput(DOCS, ((index, key), documents))
+                    hashes, counts = texts.ngrams.documents(document)
+                    for shard, part, (part_counts,) in by_shard(hashes, shards, counts):
+                        yield beam.pvalue.TaggedOutput(DF, ((index, key, shard),
+                                                            (part, part_counts)))
+            # one request for every corpus: a prediction's n-grams are read in each
+            for shard, part, _ in by_shard(texts.ngrams.distinct(read_any), shards):
+                yield beam.pvalue.TaggedOutput(REQUESTS, ((index, shard),
+                                                          (batch.batch_id, part)))
+            if self._text:
+                yield from self._text_frequencies(index, stat, tokenized)
+
+    def _text_frequencies(self, index: int, stat: CiderDocumentFrequency,
+                          tokenized: Sequence[TokenizedExample | None]) -> Iterator[Any]:
+        """The batch's partial frequencies keyed by n-gram (`text_df`, to save them)."""
+        texts: dict[int, Counter] = {}
+        for tokens in tokenized:
+            if tokens is not None:
+                for key, doc in document_ngrams(tokens.references, stat.df_mode):
+                    texts.setdefault(key, Counter()).update(doc)
+        for key, counter in texts.items():
+            parts: dict[int, dict] = {}
+            for gram, n in counter.items():
+                parts.setdefault(ngram_shard(gram, self._shards), {})[gram] = n
+            for shard, part in parts.items():
+                yield beam.pvalue.TaggedOutput(TEXT_DF, ((index, key, shard), part))
+
+
+class SumDocumentFrequencies(beam.CombineFn):
+    """Partial (hashes, counts) of one shard -> (hashes, dfs) of the n-grams with
+    df >= 2, hashes sorted (numpy arrays)."""
+
+    def create_accumulator(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        return []
+
+    def add_input(self, accumulator: list, part: tuple[np.ndarray, np.ndarray]) -> list:
+        accumulator.append(part)
+        if len(accumulator) > _COMPACT_PARTS:
+            accumulator[:] = fold_tables(accumulator)
+        return accumulator
+
+    def merge_accumulators(self, accumulators: Iterable[list]) -> list:
+        merged = [part for acc in accumulators for part in acc]
+        return fold_tables(merged) if len(merged) > 1 else merged
+
+    def extract_output(self, accumulator: list) -> tuple[np.ndarray, np.ndarray]:
+        if not accumulator:
+            return np.empty(0, np.uint64), np.empty(0, np.int64)
+        ((hashes, counts),) = fold_tables(accumulator)
+        keep = counts >= 2
+        return hashes[keep], counts[keep]
+
+
+class SumTextFrequencies(beam.CombineFn):
+    """Partial {n-gram: count} of one shard -> {n-gram: df} with df >= 2 only (the
+    frequencies a statistics file holds)."""
+
+    def create_accumulator(self) -> Counter:
+        return Counter()
+
+    def add_input(self, accumulator: Counter, counts: dict) -> Counter:
+        accumulator.update(counts)
+        return accumulator
+
+    def merge_accumulators(self, accumulators: Iterable[Counter]) -> Counter:
+        accumulators = iter(accumulators)
+        merged = next(accumulators)
+        for acc in accumulators:
+            merged.update(acc)
+        return merged
+
+    def extract_output(self, accumulator: Counter) -> dict:
+        return {g: d for g, d in accumulator.items() if d >= 2}
+
+
+def answer_requests(element: tuple[Any, dict[str, Iterable[Any]]]) -> Iterator[Any]:
+    """((statistic, shard), {df: [(corpus key, (hashes, dfs))], requests: [(batch id,
+    hashes)]}) -> (batch id, (statistic, shard, {corpus key: dfs})): each requested
+    n-gram's df in each corpus whose table holds any of them, 0 for one without (df < 2),
+    in the order of the request (the batch makes it again: `batch_corpora`), in the
+    narrowest unsigned dtype that holds them."""
+    (index, shard), grouped = element
+    parts: dict[int, list] = {}
+    for key, table in grouped[DF]:  # one table per corpus key (none without a reference)
+        parts.setdefault(key, []).append(table)
+    tables = {key: fold_tables(tables)[0] for key, tables in parts.items()}
+    for batch_id, hashes in grouped[REQUESTS]:
+        answer = {}
+        for key, (table, dfs) in tables.items():
+            found, at = lookup(table, hashes)
+            if found.any():
+                answer[key] = smallest_uint(np.where(found, dfs[at], 0))
+        yield batch_id, (index, shard, answer)
+
+
+def batch_corpora(statistics: Sequence[CiderDocumentFrequency], examples: Sequence[Any],
+                  answers: Iterable[tuple[int, int, dict[int, np.ndarray]]],
+                  docs: dict[tuple[int, int], int], shards: int
+                  ) -> dict[str, dict[int, Any]]:
+    """The `corpus_stats` entries of one batch: statistic key -> {corpus key: CiderCorpus}
+    restricted to n-grams of the batch (every one it reads with df >= 2); corpus sizes
+    from `docs`. The answers hold dfs in the order of the batch's requests, which are
+    made again here as `CiderBatchFn` made them (`shards` as there)."""
+    answered = {(index, shard): answer for index, shard, answer in answers}
+    out: dict[str, dict[int, Any]] = {}
+    for index, stat in enumerate(statistics):
+        texts = _BatchTexts(tokenized_batch(stat, examples))
+        grams, hashes = texts.ngrams.grams()
+        read_any = np.zeros(texts.count, dtype=bool)
+        for _, _, read, _ in texts.corpora(stat.df_mode):
+            read_any |= read
+        known: dict[int, list] = {}
+        for shard, part, _ in by_shard(texts.ngrams.distinct(read_any), shards):
+            answer = answered.get((index, shard))
+            if answer is None:
+                raise RuntimeError(f"no frequencies came back for the batch's n-grams of "
+                                   f"statistic {index}, shard {shard}")
+            for key, dfs in answer.items():
+                if len(dfs) != len(part):
+                    raise RuntimeError(
+                        f"the frequencies of the batch's n-grams (statistic {index}, shard "
+                        f"{shard}) do not match its request")
+                found = dfs > 0
+                known.setdefault(key, []).append((part[found], dfs[found]))
+        tables = {}
+        for key, found in known.items():
+            at = np.searchsorted(hashes, np.concatenate([h for h, _ in found]))
+            tables[key] = dict(zip([grams[i] for i in at.tolist()],
+                                   np.concatenate([d for _, d in found]).tolist(),
+                                   strict=True))
+        corpora = out.setdefault(stat.key, {})
+        for (i, key), n in docs.items():
+            if i == index:
+                corpora[key] = corpus_of(n, tables.get(key, {}))
+    return out
+
+
+class ShardedCiderStatistics(beam.PTransform):
+    """`RowBatch`es -> {`rows`: (batch id, batch), `answers`: (batch id, (statistic,
+    shard, {corpus key: dfs of the request})), `docs`: ((statistic, corpus key), documents), `df`:
+    ((statistic, corpus key, shard), (hashes, dfs >= 2))} and, with `text_frequencies`,
+    `text_df`: ((statistic, corpus key, shard), {n-gram: df >= 2}) for the file.
+
+    Args:
+        statistics: the distributed statistics.
+        shards: number of n-gram shards.
+        frozen: None, or the `{docs, df}` PCollections of saved statistics to use instead
+            of the run's own.
+        text_frequencies: also sum the frequencies by n-gram text (to save them).
+    """
+
+    def __init__(self, statistics: Sequence[CiderDocumentFrequency], shards: int,
+                 frozen: dict[str, beam.PCollection] | None = None,
+                 text_frequencies: bool = False) -> None:
+        super().__init__()
+        if shards < 1:
+            raise ValueError(f"shards must be >= 1, got {shards}")
+        self._statistics = tuple(statistics)
+        self._shards = shards
+        self._frozen = frozen
+        self._text = text_frequencies and frozen is None
+
+    def expand(self, batches: beam.PCollection) -> dict[str, beam.PCollection]:
+        parts = batches | "SplitBatchForStatistics" >> beam.ParDo(CiderBatchFn(
+            self._statistics, self._shards, count_documents=self._frozen is None,
+            text_frequencies=self._text)).with_outputs(DOCS, DF, REQUESTS, ROWS, TEXT_DF)
+        if self._frozen is None:
+            docs = parts[DOCS] | "SumDocuments" >> beam.CombinePerKey(sum)
+            df = parts[DF] | "SumDocumentFrequencies" >> beam.CombinePerKey(
+                SumDocumentFrequencies())
+        else:
+            docs, df = self._frozen[DOCS], self._frozen[DF]
+        # the requests are the largest data here (about 8 bytes per n-gram of every row):
+        # joined in `REQUEST_JOINS` parts by shard, as many groupings, so that a runner
+        # that holds a grouping whole in memory (the in-process one, which also copies it
+        # twice when the next stage reads it) holds one part at a time
+        joins = min(REQUEST_JOINS, self._shards)
+        by_part = lambda element, parts: element[0][1] % parts  # noqa: E731
+        requests = parts[REQUESTS] | "PartRequests" >> beam.Partition(by_part, joins)
+        tables = (df
+                  | "KeyTablesByShard" >> beam.Map(
+                      lambda kv: ((kv[0][0], kv[0][2]), (kv[0][1], kv[1])))
+                  | "PartTables" >> beam.Partition(by_part, joins))
+        answers = [
+            {DF: tables[i], REQUESTS: requests[i]}
+            | f"GroupRequestsByShard{i}" >> beam.CoGroupByKey()
+            | f"AnswerRequests{i}" >> beam.FlatMap(answer_requests)
+            for i in range(joins)] | "AllAnswers" >> beam.Flatten()
+        out = {ROWS: parts[ROWS], "answers": answers, DOCS: docs, DF: df}
+        if self._text:
+            out[TEXT_DF] = parts[TEXT_DF] | "SumTextFrequencies" >> beam.CombinePerKey(
+                SumTextFrequencies())
+        return out
