@@ -4,6 +4,7 @@ test_read_splits.py cover the formats and the splitting)."""
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import os
@@ -284,3 +285,29 @@ def test_read_predictions_with_every_option(tmp_path):
 def _check(ok, got):
     if not ok:
         raise AssertionError(got)
+
+
+def test_a_byte_order_mark_at_the_start_of_a_jsonl_file_is_not_part_of_its_first_row(
+        tmp_path):
+    """Editors and Windows tools write a UTF-8 byte-order mark; JSON's own parser rejects
+    it, so the first row was dead-lettered. It is skipped, whole file or byte ranges, and
+    only at the start of the file."""
+    from transforms.scoring.reading.formats import iter_jsonl, iter_jsonl_range
+
+    body = (b'\xef\xbb\xbf{"prediction": "a", "references": ["b"]}\n'
+            b'{"prediction": "c", "references": ["d"]}\n'
+            b'\xef\xbb\xbf{"prediction": "e", "references": ["f"]}\n')
+    whole = [(row, record) for row, _, record in iter_jsonl(io.BytesIO(body))]
+    assert whole[0] == (1, {"prediction": "a", "references": ["b"]})
+    assert whole[1][1] == {"prediction": "c", "references": ["d"]}
+    assert whole[2][1].reason == "malformed_json"  # a mark inside the file stays an error
+    ranged = [(row, record) for row, _, record in iter_jsonl_range(
+        io.BytesIO(body), 0, 10, 1)]
+    assert ranged == whole[:1]
+    path = tmp_path / "bom.jsonl"
+    path.write_bytes(body)
+    fn = ReadRowsFn(ColumnMapping())
+    fn.start_bundle()
+    rows = [out for out in fn.process(ReadSplit(str(path), "jsonl"))
+            if not isinstance(out, beam.pvalue.TaggedOutput)]
+    assert [key for key, _ in rows] == [f"{path}:1", f"{path}:2"]

@@ -9,6 +9,7 @@ the parts and reads them in the pipeline.
 """
 
 import csv
+import itertools
 import re
 from collections.abc import Iterator
 from typing import IO, Any
@@ -58,10 +59,17 @@ def input_format_of(path: str, override: str | None = None) -> str:
 _CHUNK_BYTES = 64 << 10  # small enough that a file cut short names the rows read before
 
 
+_BOM = b"\xef\xbb\xbf"
+
+
 def iter_jsonl_lines(fobj: IO[bytes]) -> Iterator[tuple[int, bytes]]:
-    """Yields (line number, raw line) per non-blank line (read in chunks of 64 KiB)."""
+    """Yields (line number, raw line) per non-blank line (read in chunks of 64 KiB); a
+    UTF-8 byte-order mark at the start of the file is not part of its first line (as a
+    CSV reader, an editor or pandas reads it)."""
     line_number, rest = 0, b""
-    while chunk := fobj.read(_CHUNK_BYTES):
+    first = fobj.read(_CHUNK_BYTES)
+    for chunk in itertools.chain([first.removeprefix(_BOM)] if first else [],
+                                 iter(lambda: fobj.read(_CHUNK_BYTES), b"")):
         lines = (rest + chunk).split(b"\n")
         rest = lines.pop()
         for raw in lines:
@@ -185,6 +193,8 @@ def iter_jsonl_range_lines(fobj: IO[bytes], start: int, end: int, first_line: in
         if fobj.read(1) != b"\n":  # `start` is inside a line: that line is the previous
             fobj.readline()         # split's; ours start after it
             line_number += 1
+    elif fobj.read(len(_BOM)) != _BOM:  # the file's byte-order mark is no part of a line
+        fobj.seek(0)
     position = fobj.tell()
     while position < end:
         raw = fobj.readline()
