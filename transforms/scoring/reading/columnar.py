@@ -11,11 +11,11 @@ rules.
 What sends rows to the per-row path: a column of another type than the run reads (a
 number where text is expected, a string where a list of references is), a null or blank
 value where one is needed, a reference list with a null or blank member or longer than
-`--max_references`, text over `--max_text_chars`; and for a whole JSONL block, a line
+`--max_references`, text over `--max_text_chars`; and in a JSONL block, a line
 pyarrow cannot parse, bytes that are not UTF-8, a byte-order mark, a surrogate escape
-(`\\ud83d`), or a line holding more than one value. Blocks are cut in halves until the
-lines pyarrow cannot parse are alone, so one broken line sends only itself (and a few
-neighbours) the per-row way.
+(a lone `\\ud83d`, which pyarrow refuses), or a line holding more than one value. Where
+pyarrow names the row it fails on, that line alone goes the per-row way; otherwise the
+block is cut in halves down to 8 lines.
 
 Blank (Python's `str.strip`) is decided conservatively: a text passes when it holds a
 letter, digit, mark, punctuation or symbol, none of which Python strips; a text of other
@@ -47,7 +47,7 @@ from transforms.scoring.reading.rows import (
 BLOCK_LINES = 2048
 SMALLEST_PART = 8
 _NOT_BLANK = r"[\p{L}\p{N}\p{M}\p{P}\p{S}]"
-_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+_FAILED_ROW = re.compile(r" in row (\d+)")
 _BOM = b"\xef\xbb\xbf"
 
 
@@ -97,40 +97,54 @@ class ColumnarRows:
     def jsonl_block(self, lines: Sequence[tuple[int, bytes]], file: str
                     ) -> Iterator[tuple[int, bytes, ScoringRow | None]]:
         """(line, raw, row or None) per non-blank line of a block, in order: None for a
-        line the per-row path must read."""
-        table = self._parse(lines)
-        if table is None:
+        line the per-row path must read. Where pyarrow names the row it fails on, the
+        lines before it are parsed again, that line goes the per-row way and the rest
+        follows; otherwise the block is cut in halves."""
+        while lines:
+            table, failed = self._parse(lines)
+            if table is not None:
+                rows = self.rows(table, file, [n for n, _ in lines])
+                yield from ((n, raw, row) for (n, raw), row in zip(lines, rows, strict=True))
+                return
+            if failed is not None and failed < len(lines):
+                yield from self.jsonl_block(lines[:failed], file)
+                yield lines[failed][0], lines[failed][1], None
+                lines = lines[failed + 1:]
+                continue
             if len(lines) <= SMALLEST_PART:
                 yield from ((n, raw, None) for n, raw in lines)
                 return
             half = len(lines) // 2
             yield from self.jsonl_block(lines[:half], file)
-            yield from self.jsonl_block(lines[half:], file)
-            return
-        rows = self.rows(table, file, [n for n, _ in lines])
-        yield from ((n, raw, row) for (n, raw), row in zip(lines, rows, strict=True))
+            lines = lines[half:]
 
-    def _parse(self, lines: Sequence[tuple[int, bytes]]) -> Any:
-        """The block as a table of this run's columns; None when pyarrow cannot read it
-        as such, or could read it otherwise than Python's json would."""
+    def _parse(self, lines: Sequence[tuple[int, bytes]]) -> tuple[Any, int | None]:
+        """(the block as a table of this run's columns, None), or (None, the index of the
+        line to read row by row, when known) when pyarrow cannot read it as such or could
+        read it otherwise than Python's json would (a byte-order mark, which pyarrow
+        skips; two values on one line, which it reads as two rows)."""
         import pyarrow as pa
         import pyarrow.json as pj
 
         block = b"".join([raw for _, raw in lines])
         if not block.endswith(b"\n"):  # the file's last line
             block += b"\n"
-        if _BOM in block or _SURROGATE_ESCAPE.search(block):
-            return None
+        if _BOM in block:
+            return None, next(i for i, (_, raw) in enumerate(lines) if _BOM in raw)
         try:
             block.decode("utf-8")
+        except UnicodeDecodeError:
+            return None, None
+        try:
             table = pj.read_json(
                 io.BytesIO(block),
                 read_options=pj.ReadOptions(use_threads=False, block_size=len(block) + 1),
                 parse_options=pj.ParseOptions(explicit_schema=self._schema,
                                               unexpected_field_behavior="ignore"))
-        except (UnicodeDecodeError, pa.ArrowInvalid):
-            return None
-        return table if table.num_rows == len(lines) else None
+        except pa.ArrowInvalid as e:
+            found = _FAILED_ROW.search(str(e))
+            return None, int(found.group(1)) if found else None
+        return (table, None) if table.num_rows == len(lines) else (None, None)
 
     def parquet_batch(self, batch: Any, file: str, first_row: int
                       ) -> list[ScoringRow | None] | None:
