@@ -311,7 +311,7 @@ def _score_evouna(data: Path, out: Path, models: dict[str, str | None],
 
 def _score_short(scoring: dict[str, str], out: Path, models: dict[str, str | None],
                  max_rows: int | None) -> dict[str, Path]:
-    """The short-answer split (issue 28): dev scored to choose every metric's threshold,
+    """The short-answer split: dev scored to choose every metric's threshold,
     then test scored with them and the judge; prints the report and the table."""
     rows = short_rows(scoring, out, max_rows)
     dev_out, test_out = out / "scores" / "short_dev", out / "scores" / "short_test"

@@ -7,7 +7,7 @@ same code then runs everywhere). The portable one needs Beam's own
 job service (the same Job API that Flink's job server speaks), which `local_job_service`
 starts on 127.0.0.1 and stops by its own process id.
 
-Engines that place work in other processes (issue 26):
+Engines that place work in other processes:
 
 - `external_workers`: the job service and Beam's worker pool (`worker_pool_main`), each
   its own process, the layout of Flink and Spark (`--environment_type EXTERNAL`). The

@@ -12,8 +12,8 @@ Without CUDA it says so and exits 0 (`make bench` runs it everywhere). Rows: EVO
 judged answers repeated to `--rows` (judge) or `--mixed_rows` (sas, bertscore and the
 three together: those score every gold, 14 a row on average), each repeat's answers new
 texts (" (copy N)" appended), as in a corpus of model outputs: with `--repeated` they are
-the same texts, and rows past the first 9,690 come from the predictor's cache (how every
-GPU run up to stop 38 was measured). Models: `--base_model`
+the same texts, and rows past the first 9,690 come from the predictor's cache (an upper
+bound for new answers). Models: `--base_model`
 (default: the packaged MiniLM; on a bare GPU machine the random-weight MiniLM of
 ../shared/tools/gpu, the same cost per token) with seeded heads: a judge (three token
 types, the marked layout), a sas cross-encoder, and the encoder itself for bertscore.
@@ -446,7 +446,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.add_argument("--mp_first_batch_size", type=int, default=None,
                             help="--model_first_batch_size of the multi-process runs "
                                  "(default: qa-score's, 1/16 of the window; the window's "
-                                 "size: fixed windows, as before stop 41)")
+                                 "size: fixed windows)")
         parser.add_argument("--rows_dir", default=None,
                             help="keep the rows' JSONL files here and reuse them in the next "
                                  "invocation (default: a temporary folder)")

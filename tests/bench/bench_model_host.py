@@ -4,13 +4,12 @@
         [--mixed_rows 5000] [--workers N] [--million] [--repeated] [--out bench_out]
 
 A GPU computes the judge's forward pass far faster than a CPU can prepare its inputs
-(docs/benchmarks.md, issue 25), so what decides the speed of GPU scoring is the host
+(docs/benchmarks.md, "GPU scoring"), so what decides the speed of GPU scoring is the host
 work per row. This benchmark measures it without a GPU, on EVOUNA-TQ rows (the judge's
 rows: long LLM answers, up to 185 gold aliases per question), `--metrics judge` with a
 judge-shaped checkpoint (MiniLM, three token types, the marked layout). Past the first
 9,690 rows every answer is a new text (`evouna_rows(unique=True)`), as in a corpus of
-model outputs; `--repeated` repeats the answers as they are, as the runs before stop 38
-did, so that repeats come from the predictor's cache and the judge's memo:
+model outputs; `--repeated` repeats the answers as they are, so that repeats come from the predictor's cache and the judge's memo:
 
   tokenizer        the bare batch tokenizer: each row's three judge segments (answer,
                    marked best gold, question; computed beforehand, not timed) through

@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--phase_s", type=float, default=20.0,
                         help="stop a phase's windows after this many seconds (at least 3 "
                              "measured): on a GPU a window served from a busy process took "
-                             "so long that 40 of them outlasted the bench's 120 s (stop 40)")
+                             "so long that 40 of them outlasted a 120 s budget)")
     parser.add_argument("--device", default="cpu", help="where the served copy runs (cuda)")
     parser.add_argument("--model", default=None,
                         help="the encoder (a path or Hub id; default the packaged MiniLM)")

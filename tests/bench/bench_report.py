@@ -12,8 +12,8 @@ and on one thread (the values are the same), and reports, next to them, the base
 measured in the same run: the plain approach of explicit resamples with scipy /
 scikit-learn per resample and metric (timed on `--baseline-resamples` resamples of one
 metric and scaled to the same work). Peak memory: tracemalloc's peak (numpy's arrays
-included) during `meta_evaluate`; both timings run under tracemalloc (as since issue 16,
-so the figures compare across stops), after a warm-up on 200 rows, one thread first. Prints a table and writes `<out>/report.json`.
+included) during `meta_evaluate`; both timings run under tracemalloc (so that
+the figures compare across runs), after a warm-up on 200 rows, one thread first. Prints a table and writes `<out>/report.json`.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ Two cases, each qa-score run in its own process on the in-process FnApiRunner
 For each: `full` scores night 1; `incremental` scores night 2 (5% of rows changed, 5%
 added) with `--previous_run` = night 1; `full_2` scores night 2 whole. The scores of
 `incremental` must equal `full_2`'s row for row (lexical metrics exactly; the zero-cost
-judge gives every row the same value). Targets (issue 47): incremental at most 0.5x
+judge gives every row the same value). Targets: incremental at most 0.5x
 `full_2` (lexical), 0.15x (judge).
 
 `--baseline REF` runs the same commands on a checkout of REF (a git worktree in a

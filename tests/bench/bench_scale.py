@@ -1,4 +1,4 @@
-"""Scale benchmark (issue 14): the scoring pipeline on generated rows against a plain
+"""Scale benchmark: the scoring pipeline on generated rows against a plain
 Python loop over the same metric functions, same rows, same run.
 
     python -m tests.bench.bench_scale [--rows 1000000] [--modes in_memory,multi_processing]

@@ -27,8 +27,8 @@ SHARED = Path(os.environ.get("QA_EVAL_SHARED_DATA", REPO.parent / "shared" / "da
 EVOUNA_TQ = SHARED / "judgments" / "evouna" / "TQ.json"
 # the benchmarks' `--repeated` flag (evouna_rows' `unique=False`)
 REPEATED_HELP = ("EVOUNA-TQ's 9,690 answers repeated as they are (rows past the first 9,690 "
-                 "then come from the predictor's cache and the judge's memo, as every run up "
-                 "to stop 38 measured); default: every answer a new text, as in a corpus of "
+                 "then come from the predictor's cache and the judge's memo: an upper bound for "
+                 "new answers); default: every answer a new text, as in a corpus of "
                  "model outputs")
 
 

@@ -6,8 +6,7 @@
 Every floating-point matrix (embeddings, attention and feed-forward weights, the head)
 becomes int8 with one float32 scale per row; vectors (biases, LayerNorm) stay float16.
 A MiniLM judge goes from 90 MB to 23 MB. With `embeddings`, only the word embeddings
-become int8 and the other matrices float16 (34 MB; stop 40's decisions check on the H200,
-which carried no Beam wheels beside it). The quantised weights are not the original ones:
+become int8 and the other matrices float16 (34 MB; the H200 decisions check's packing). The quantised weights are not the original ones:
 a comparison made with them (bench_gpu's `decisions`: the GPU's bfloat16 decisions
 against the CPU's float32 ones) unpacks the same folder on both machines.
 """

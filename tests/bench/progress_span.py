@@ -3,7 +3,7 @@
 benchmarks (bench_gpu, bench_model_host) read from them how fast rows went through the
 model branch after start-up and how long the model waited for its first window.
 tests/scoring/test_bench_progress_span.py feeds them lines made by `describe_progress`
-itself, so a change of the wording fails there, not on a lent GPU."""
+itself, so a change of the wording fails there, not on a GPU machine."""
 
 from __future__ import annotations
 
@@ -44,9 +44,9 @@ def steady_span(lines: list[str]) -> tuple[float, float, float] | None:
     row read (start-up is over: the models are loaded) to the first that saw every row
     through the branch (later lines are the writing of the outputs), timed by the lines'
     timestamps (milliseconds; their whole-second "progress N s" where a line has none).
-    Before stop 40 it was measured from the first line that saw rows done, which leaves
-    out the first window's time: with windows of thousands of rows a worker and several
-    workers, it overstated the rate (80,245 rows/s against 39,952 from the first row read,
+    Measured from the first line that saw rows done instead, it would leave out the
+    first window's time: with windows of thousands of rows a worker and several workers,
+    that overstates the rate (80,245 rows/s against 39,952 from the first row read,
     on the same H200 run)."""
     return _steady(_points(lines))
 
@@ -54,7 +54,7 @@ def steady_span(lines: list[str]) -> tuple[float, float, float] | None:
 def first_done_s(lines: list[str]) -> float | None:
     """Seconds from the first progress line that saw a row read to the first that saw
     rows through the model branch: how long the model waited for its first window (the
-    ramp that windows doubling from a small first one shorten, stop 41). None when no
+    ramp that windows doubling from a small first one shorten). None when no
     line saw rows done."""
     return _first_done(_points(lines))
 

@@ -18,7 +18,7 @@ BENCHMARKS = {
     "report": "tests.bench.bench_report",
     "scale": "tests.bench.bench_scale",
     "rescoring": "tests.bench.bench_rescoring",
-    "model_host": "tests.bench.bench_model_host",  # issue 25's CPU proxy
+    "model_host": "tests.bench.bench_model_host",  # the CPU proxy of GPU scoring
     "model_server": "tests.bench.bench_model_server",  # where a shared model lives
     "gpu": "tests.bench.bench_gpu",  # skipped (exit 0) without CUDA
 }

@@ -18,8 +18,8 @@ forward passes instead of the host work.
 `ZERO_COST_DEVICE_S_PER_ROW=S` (inherited too) makes each forward pass hold one lock of
 its process for S seconds per row of the pass, asleep (the GIL released): a device that
 takes time and runs one pass at a time, as a GPU's stream does, so that a run of worker
-processes sharing one copy shows what waiting for the device does to them (stop 41's
-windows that double were measured so). The lock is per process: one device per served
+processes sharing one copy shows what waiting for the device does to them (how
+windows that double are measured on a CPU). The lock is per process: one device per served
 copy, so with `--model_copies N` (or workers with models of their own) N devices run
 side by side, where real copies share one GPU. S x the rows per second through the
 branch is the stand-in's busy share only where each row is one row of one pass (the
@@ -167,9 +167,9 @@ def main(argv: list[str] | None = None) -> int:
     """`python -m tests.bench.zero_model QA-SCORE-FLAGS`: `qa-score` with zero-cost
     models, in this process and any worker processes it starts, for memory and
     host-speed runs. From the command line (no `argv`) the process is the run's own, as
-    `qa-score`'s is, and the run tunes it the same way (`run(tune_local=True)`: since
-    stop 40; before, a multi-process run here kept each worker's tokenizer threads at
-    one per core and started its shared copies from a worker)."""
+    `qa-score`'s is, and the run tunes it the same way (`run(tune_local=True)`: the
+    workers' tokenizer threads share the cores, and the launcher starts the shared
+    copies)."""
     from pipelines import score_predictions
 
     with zero_cost_models(), zero_cost_subprocesses():

@@ -329,7 +329,7 @@ def test_replacing_a_run_on_an_object_store(monkeypatch):
 
 
 # ---------------------------------------------------------------------------------------
-# What a reader sees at each move, and the paths around the swap (issue 29: every
+# What a reader sees at each move, and the paths around the swap (every
 # surviving mutant of publish.py that changes behaviour has a test below).
 
 

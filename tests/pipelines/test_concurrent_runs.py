@@ -1,4 +1,4 @@
-"""Issue 27: runs that overlap (one owner per output, a refused run changes nothing),
+"""Runs that overlap (one owner per output, a refused run changes nothing),
 owners that died, and files the user hands in that cannot be read (one line naming the
 file, exit status 2), for both pipelines."""
 

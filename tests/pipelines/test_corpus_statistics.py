@@ -167,8 +167,9 @@ def _statistics_file(path, rows: int = 2000) -> None:
 
 
 def test_a_damaged_statistics_file_ends_in_one_line_naming_it(tmp_path, capsys):
-    """Issue 27 item 3: a cut statistics file said only "Parquet file size is 4008 bytes,
-    smaller than the size reported by footer's ...", not which file."""
+    """A cut statistics file ends the run in one line naming it (pyarrow's own error says
+    only "Parquet file size is 4008 bytes, smaller than the size reported by footer's ...",
+    not which file)."""
     from pipelines.score_predictions import main
 
     damaged = tmp_path / "stats.parquet"

@@ -1,4 +1,4 @@
-"""Both pipelines on engines that place work in other processes (issue 26), their outputs
+"""Both pipelines on engines that place work in other processes, their outputs
 equal to the in-process FnApiRunner's:
 
 - external workers: Beam's job service and worker pool, each a process of its own

@@ -88,7 +88,7 @@ def test_broken_input_is_dead_lettered_and_counts_add_up(tmp_path, monkeypatch):
     # JSONL scores keep the signatures in the summary, not on every row.
     assert "signature" not in scores[0]
     assert read_signatures(prefix + ".scores.jsonl")["fake_len"] == "fake_len|v:1|impl:fake|stats:run"
-    # fake_len declares a corpus statistic: its signature names the source (issue 14)
+    # fake_len declares a corpus statistic: its signature names the source
     with open(prefix + ".summary.json") as f:
         summary = json.load(f)
     assert summary["signatures"]["fake_len"] == "fake_len|v:1|impl:fake|stats:run"
@@ -170,8 +170,8 @@ def test_every_model_flag_of_the_table_is_a_pipeline_flag():
 
 @pytest.mark.slow
 def test_a_cut_gzip_input_fails_the_run_naming_the_file(tmp_path):
-    # Issue 12, item 7: 3,000 rows, the gzip cut at 60%: the run used to succeed with
-    # 1,788 rows in and 1,212 gone without a trace.
+    # 3,000 rows, the gzip cut at 60%: a reader that ends a cut file silently would
+    # succeed with 1,788 rows in and 1,212 gone without a trace.
     rows = [json.dumps(_good(i, "ab"[i % 2])) for i in range(3000)]
     data = gzip.compress(("\n".join(rows) + "\n").encode())
     source = tmp_path / "preds.jsonl.gz"
@@ -206,7 +206,7 @@ BAD_TEXT_LINES = [  # (record, expected dead-letter reason or None, human missin
 
 @pytest.mark.slow
 def test_bad_text_missing_labels_and_huge_rows_are_accounted_for(tmp_path):
-    # Issue 12, items 8, 10 and 11 in one run: unencodable text is dead-lettered
+    # In one run: unencodable text is dead-lettered
     # (invalid_text), a missing human value is scored without a label (human_missing),
     # a 2 MB prediction against a 2 MB reference is dead-lettered (text_too_long).
     source = tmp_path / "preds.jsonl"

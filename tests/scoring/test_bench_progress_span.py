@@ -1,6 +1,6 @@
 """The GPU benchmark's "after start-up" rate reads `qa-score`'s progress lines: made here
 by the pipeline's own `describe_progress`, so a change of their wording that the bench no
-longer parses fails here, not silently on a lent GPU."""
+longer parses fails here, not silently on a GPU machine."""
 
 import math
 

@@ -31,7 +31,7 @@ def test_build_config(csv_input, tmp_path, monkeypatch):
                           metrics="fake_len,em", human_column="label",
                           report_subsets="em>0", accuracy_threshold="0.4", run_id="r")
     assert config.metric_columns == ("em", "fake_len")
-    # fake_len declares a corpus statistic: its signature names the source (issue 14)
+    # fake_len declares a corpus statistic: its signature names the source
     assert config.signatures["fake_len"] == "fake_len|v:1|impl:fake|stats:run"
     assert config.with_human and config.report.default_threshold == 0.4
     assert config.paths.temp(config.paths.scores).endswith("o.scores.parquet.tmp-r")

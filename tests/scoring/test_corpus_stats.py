@@ -242,7 +242,7 @@ def _largest_encoded(pcoll: beam.PCollection, label: str) -> beam.PCollection:
 
 @pytest.mark.slow
 def test_statistics_of_200k_rows_reach_scoring_in_bounded_elements():
-    """Acceptance (issue 14): on 200,000 rows every element carrying statistics to the
+    """On 200,000 rows every element carrying statistics to the
     scoring step (frequency tables per shard, answers per batch, corpus sizes) encodes to
     less than 64 MB, while the whole table, as the old single side input, is larger than
     any of them by far."""

@@ -239,7 +239,7 @@ def _previous(tmp_path, content_key_version: str, signatures: dict) -> str:
     (tmp_path / "old.summary.json").write_text(json.dumps(
         {"signatures": signatures, "content_key_version": content_key_version}))
     # a whole previous run: its scores file has the columns its summary names (a launch
-    # check refuses one that does not, issue 27)
+    # check refuses one that does not)
     pq.write_table(pa.table({"row_key": ["f:1"], "content_key": ["k"],
                              **{column: [0.5] for column in signatures}}),
                    prefix + ".scores.parquet")
@@ -355,8 +355,8 @@ def test_cider_with_the_runs_statistics_equals_a_full_run_and_frozen_ones_carry(
 
 
 def test_each_column_of_a_family_gets_its_true_reason():
-    """Issue 27 item 4: em scored alone, then em,f1: f1 is new; em is unchanged but
-    computed with it (one SQuAD pass); it used to say "not in the previous run"."""
+    """em scored alone, then em,f1: f1 is new; em is unchanged but computed with it (one
+    SQuAD pass), and its reason says so rather than "not in the previous run"."""
     from transforms.scoring.incremental.plan import plan_carry
     from transforms.scoring.incremental.previous_run import PreviousRun
 
@@ -401,8 +401,8 @@ def _main(argv, capsys) -> tuple[int, list[str]]:
 @pytest.mark.slow
 @pytest.mark.parametrize("damage", ["cut", "other_run", "cut_jsonl"])
 def test_a_damaged_previous_run_ends_in_one_line_naming_the_file(tmp_path, capsys, damage):
-    """Issue 27 item 2: a previous run whose scores file was cut short ended in a
-    traceback (`pyarrow.lib.ArrowInvalid: Parquet magic bytes not found`), exit 1."""
+    """A previous run whose scores file was cut short ends in one line naming the file,
+    not in a traceback (`pyarrow.lib.ArrowInvalid: Parquet magic bytes not found`), exit 1."""
     data = _write(tmp_path / "in.jsonl", BASE)
     previous = str(tmp_path / "prev")
     fmt = "jsonl" if damage == "cut_jsonl" else "parquet"

@@ -106,7 +106,7 @@ def test_plan_carry_decides_per_metric_and_says_why():
     assert plan.carried == (same,) and plan.computed == (changed, new, corpus)
     assert plan.reasons == {
         "fake_overlap": "signature changed (was fo|v:1)",
-        "fake_corpus": "not in the previous run",  # each column its own reason (issue 27)
+        "fake_corpus": "not in the previous run",  # each column its own reason
         "em": "not in the previous run",
         "f1": "corpus-level: its values depend on this run's corpus statistics, "
               "recomputed on every run (--corpus_statistics freezes them)"}

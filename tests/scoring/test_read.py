@@ -135,7 +135,7 @@ def _read_file(path) -> list:
 
 
 def test_a_cut_gzip_file_fails_naming_it_instead_of_losing_rows(tmp_path):
-    # Issue 12, item 7: 3,000 rows, the gzip cut at 60%; Beam's reader read 1,787 of them.
+    # 3,000 rows, the gzip cut at 60%; Beam's reader reads 1,787 of them and stops silently.
     path = tmp_path / "preds.jsonl.gz"
     data = gzip.compress(_rows_json(3000))
     path.write_bytes(data[: int(len(data) * 0.6)])
@@ -166,7 +166,7 @@ DAMAGED = {
 
 @pytest.mark.parametrize("name", sorted(DAMAGED))
 def test_every_format_names_a_damaged_file(tmp_path, name):
-    # Issue 12, items 7 and 9: CSV and Parquet too, compressed or not.
+    # CSV and Parquet too, compressed or not.
     path = tmp_path / name
     path.write_bytes(DAMAGED[name]())
     with pytest.raises(InputFileError, match=f"^input file {path}: cannot be read"):

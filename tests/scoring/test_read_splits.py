@@ -124,8 +124,8 @@ def test_a_parquet_file_rewritten_after_planning_fails_naming_it(tmp_path):
 
 @pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
 def test_a_file_rewritten_with_the_same_size_fails_naming_it(tmp_path, fmt):
-    """Issue 14's leftover: a rewrite that kept the size exactly was not noticed (the
-    parts read the new bytes with the old plan); the modification time tells."""
+    """A rewrite that keeps the size exactly is noticed by the modification time (the size
+    alone would let the parts read the new bytes with the old plan)."""
     import os
 
     if fmt == "jsonl":

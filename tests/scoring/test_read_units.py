@@ -156,7 +156,7 @@ def test_plan_splits_exactly(tmp_path):
     size = len(open(path, "rb").read())
     assert plan_splits(path, size, None, size) == [ReadSplit(path, "jsonl")]
     half = size // 2 + 1
-    modified = os.path.getmtime(path)  # a split checks the file's size and time (issue 27)
+    modified = os.path.getmtime(path)  # a split checks the file's size and time
     assert plan_splits(path, size, None, half) == [
         ReadSplit(path, "jsonl", 0, half, size=size, modified=modified),
         ReadSplit(path, "jsonl", half, size, size=size, modified=modified)]

@@ -144,7 +144,7 @@ def test_dead_letter_record_and_partial_metadata():
     assert partial_metadata(None, DEFAULT) == (None, None)
 
 
-# Issue 12, item 8: text UTF-8 cannot encode (JSON's "\ud83d" escape alone) is a dead
+# Text UTF-8 cannot encode (JSON's "\ud83d" escape alone) is a dead
 # letter, whichever text field holds it, instead of a coder error far from its row.
 LONE = json.loads('"\\ud83d"')
 
@@ -182,7 +182,7 @@ def test_surrogate_pairs_are_text_and_dead_letters_can_be_written():
     json.dumps(letter, ensure_ascii=False).encode("utf-8")  # what the writer does
 
 
-# Issue 12, item 10: a missing human value leaves the row scored, without a label.
+# A missing human value leaves the row scored, without a label.
 @pytest.mark.parametrize("value", ["", "  ", "n/a", "N/A", "NA", "na", " n/a ", "null", "NULL",
                                    "None", "NaN", "nan", "#N/A", "<NA>", None, math.nan])
 @pytest.mark.parametrize("text_cells", [False, True])
@@ -205,7 +205,7 @@ def test_human_values_present_but_not_numbers_stay_dead_letters(value):
     assert e.value.reason == "non_numeric_human"
 
 
-# Issue 12, item 11: a text longer than --max_text_chars is dead-lettered before any metric.
+# A text longer than --max_text_chars is dead-lettered before any metric.
 @pytest.mark.parametrize("record, where, length", [
     ({"prediction": "p" * 11}, "'prediction'", 11),
     ({"references": ["r", "r" * 12]}, "'references'[1]", 12),

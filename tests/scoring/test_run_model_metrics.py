@@ -326,8 +326,9 @@ def test_the_branch_has_no_shuffle():
 
 def test_the_branch_is_one_fused_stage_on_the_fnapirunner():
     """From the rows to the folded scores, one stage: the FnApiRunner materialises a
-    Flatten of RunInference's good and failed outputs, which pickled every window's
-    inputs and split the branch in two (docs/decisions.md, issue 25). (Statistics
+    Flatten of RunInference's good and failed outputs, which would pickle every window's
+    inputs and split the branch in two (docs/decisions.md, "The model branch is one fused
+    stage"). (Statistics
     computed from the same rows would be a side input the fold must wait for; here they
     are given.)"""
     from apache_beam.runners.portability.fn_api_runner import translations

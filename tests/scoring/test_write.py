@@ -230,7 +230,7 @@ def _publish(tmp_path, stats, run_id="r2"):
 
 def test_a_failure_at_any_move_leaves_the_earlier_run_and_statistics_as_they_were(
         tmp_path, monkeypatch):
-    """Issue 29 item 3: the statistics file and the run's outputs are published as one.
+    """The statistics file and the run's outputs are published as one.
     A failure is injected at each move of a publish in turn (the earlier run's files
     moved aside, the new ones and the statistics moved in, summary.json last): each time
     the earlier run and the earlier statistics file are back, byte for byte."""
@@ -270,8 +270,8 @@ def test_a_failure_at_any_move_leaves_the_earlier_run_and_statistics_as_they_wer
 
 
 def test_killed_runs_statistics_files_beside_the_file_are_removed(tmp_path):
-    """Issue 14's leftover: a killed run's `<stats>.tmp-<id>` was removed only when it lay
-    under the next run's --output prefix. An aside copy (`.previous`, maybe the only copy
+    """A killed run's `<stats>.tmp-<id>` is removed beside the file, wherever it lies, not
+    only under the next run's --output prefix. An aside copy (`.previous`, maybe the only copy
     of an earlier file) stays."""
     stats, _ = _earlier_run_with_statistics(tmp_path)
     open(stats + ".tmp-killed", "w").write("a killed run's statistics")

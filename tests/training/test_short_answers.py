@@ -1,4 +1,4 @@
-"""Short-answer equivalence pairs (issue 28): the WES pairs, splits without leaks, the
+"""Short-answer equivalence pairs: the WES pairs, splits without leaks, the
 files `--format bem` and `--format judge` read, qa-score rows, the train mix (the SQuAD
 pairs themselves: test_squad_pairs)."""
 

@@ -1,4 +1,4 @@
-"""SQuAD short-answer pairs (issue 28): answer kinds, passage spans, relatedness, the
+"""SQuAD short-answer pairs: answer kinds, passage spans, relatedness, the
 pairs of a hand-made article, and the hard negatives drawn first."""
 
 from __future__ import annotations

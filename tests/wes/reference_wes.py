@@ -27,7 +27,7 @@ pipeline must agree with it):
    at extraction, so it does not count as an incoming link either.
 4. Target title: `html.unescape` (MediaWiki decodes character references in titles:
    `OS&nbsp;X` is `OS X`; `decode_title_entities=False` turns this off, which reproduces
-   docs/design.md's k >= 2 figure for the sample), underscores to spaces, whitespace collapsed
+   docs/benchmarks.md's k >= 2 figure for the sample, "Training"), underscores to spaces, whitespace collapsed
    and stripped, first character upper-cased by one-to-one case mapping (`ß` stays), the
    rest kept. Titles are not otherwise validated (`{}[]<>|` would pass). An empty title
    is dropped.

@@ -287,7 +287,8 @@ def test_real_sample_counts():
 
 
 def test_real_sample_matches_design_figure_at_k2():
-    """docs/design.md: at k >= 2 the sample gives 4,362 titles and 6,187 positives.
+    """docs/benchmarks.md ("Training"): at k >= 2 the sample gives 4,362 titles and 6,187
+    positives.
 
     That figure was taken without the dictionary filter and without decoding entities in
     titles; decoding them (our default) joins `[[35&nbsp;mm film]]` to "35 mm film",

@@ -1,4 +1,4 @@
-"""Issue 12: hostile wikitext costs a page, never a run.
+"""Hostile wikitext costs a page, never a run.
 
 A seeded generator (no `hypothesis` in the environment) writes pages of random nesting of
 links, templates, arguments, `<nowiki>` and other opaque tags, comments, tables, refs and
@@ -163,7 +163,7 @@ PAGE_BOUND_S = 10 * TIMEOUT_S + 20
 
 @pytest.mark.slow
 def test_pipeline_extractor_never_raises_and_bounds_time_on_hostile_pages():
-    """The acceptance test of issue 12: `ExtractLinksFn.process`, as the pipeline runs it
+    """Hostile pages cost bounded time: `ExtractLinksFn.process`, as the pipeline runs it
     per page (fast path, time-limited span parses, guarded whole-page fallback), on the
     known hostile pages and on generated ones of up to 1 MB and nesting 2,000 deep,
     balanced (parsed span by span) or not (parsed whole)."""

@@ -158,7 +158,7 @@ GOOD_2 = "<title>Two</title><ns>0</ns><id>2</id><revision><text>[[b]]</text></re
     ("<ns>zero</ns>", "page 2 (no title or id)", "no <title>; <ns> is not a number: 'zero'"),
 ])
 def test_a_bad_page_is_skipped_and_named_and_the_file_read_on(bad, named, reason, caplog):
-    """Issue 12: a page that is valid XML but no valid page costs that page only."""
+    """A page that is valid XML but no valid page costs that page only."""
     reported = []
     with caplog.at_level("WARNING", logger="transforms.wiki.dump"):
         pages = list(iter_pages(io.BytesIO(_dump(GOOD_1, bad, GOOD_2)), "d.xml",

@@ -1,4 +1,4 @@
-"""What the dump reader gains from mwxml (issue 13): full-history dumps, the `<siteinfo>`
+"""What the dump reader gains from mwxml: full-history dumps, the `<siteinfo>`
 namespace table, every export schema version; and what it keeps: XML bombs and external
 entities refused."""
 

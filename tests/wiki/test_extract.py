@@ -1,5 +1,5 @@
 """`ExtractLinksFn`, the per-page step of the mining pipeline: every way a page leaves it
-is counted, and no page raises (issue 12)."""
+is counted, and no page raises."""
 
 from __future__ import annotations
 
@@ -69,8 +69,8 @@ def test_the_spans_limit_has_a_floor(monkeypatch):
 
 @pytest.mark.slow
 def test_an_unclosed_nowiki_page_costs_the_time_limit_not_more():
-    """40,000 unclosed `<nowiki>` (320 KB): 50-70 s before issue 12, in the masking that
-    preceded the guarded parse; now the guarded parse's limit is all it costs."""
+    """40,000 unclosed `<nowiki>` (320 KB): a quadratic masking before the guarded parse
+    would take 50-70 s; the guarded parse's limit is all it costs."""
     start = time.monotonic()
     out, counts = _process("[[A]] " + "<nowiki>" * 40_000, timeout_s=1.0)
     assert counts == {"pages": 1, "filtered:parser_timeout": 1}

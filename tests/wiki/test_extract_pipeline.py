@@ -1,4 +1,4 @@
-"""Issue 12 end to end: bad pages in a real dump cost those pages, never the run."""
+"""End to end: bad pages in a real dump cost those pages, never the run."""
 
 from __future__ import annotations
 

@@ -78,7 +78,7 @@ def test_plain_links_with_colons_quotes_and_ampersands_skip_the_parser(monkeypat
 
 @pytest.mark.slow
 def test_fast_path_agrees_with_full_parse_on_real_pages(wiki_sample):
-    """Issue 2: the fast extractor's links agree with a full parse on >= 99.5% of links."""
+    """The fast extractor's links agree with a full parse on >= 99.5% of links."""
     with open(wiki_sample, "rb") as f:
         pages = [p for p in iter_dump_file(str(wiki_sample), f)
                  if p.namespace == 0 and p.redirect is None]
@@ -92,7 +92,7 @@ def test_fast_path_agrees_with_full_parse_on_real_pages(wiki_sample):
     assert agree / total >= 0.995
 
 
-# The masking as it was before issue 12: one regex substitution, quadratic in unclosed
+# A plain masking for reference: one regex substitution, quadratic in unclosed
 # tags and comments. The linear `mask_opaque` must give exactly what it gives.
 _TAGS = "|".join(sorted(PARSER_BLACKLIST))
 _OPAQUE = re.compile(
@@ -129,8 +129,8 @@ def test_masking_is_the_regex_substitution_it_replaced(seed):
     "<pre>x</pre>" * 200_000,
 ])
 def test_masking_is_linear_in_unclosed_tags_and_comments(text):
-    """Issue 12: 40,000 unclosed `<nowiki>` took 62 s, 40,000 `<!--` 34 s; ten times as
-    many now take well under a second (the bound is generous: this is not a timing test)."""
+    """40,000 unclosed `<nowiki>` take 62 s, 40,000 `<!--` 34 s in a quadratic masking; ten
+    times as many take well under a second (the bound is generous: this is not a timing test)."""
     start = time.monotonic()
     mask_opaque(text)
     assert time.monotonic() - start < 5

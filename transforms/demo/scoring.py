@@ -88,7 +88,7 @@ def evouna_rows(data: Path, out: Path, max_rows: int | None = None
             for name, select in (("all", rows), ("best", best))}
 
 
-# The short-answer test split (issue 28: held-out SQuAD articles, their answers' overlapping
+# The short-answer test split (held-out SQuAD articles, their answers' overlapping
 # variants and same-kind negatives): the lexical metrics and sas against every gold.
 SHORT_METRICS = ("em", "f1", "contains", "token_recall", "sas")
 

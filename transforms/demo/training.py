@@ -81,7 +81,7 @@ DEFAULT_JUDGE_MINUTES = 6.0
 # short schedule a learning rate of 1e-4 (run F: dev AUROC 0.920, accuracy 0.926 at its
 # threshold, against 0.919 and 0.919 at 5e-5, run E).
 JUDGE_ARGS = ("--gold_layout=marked", "--max_length=192", "--lr=1e-4")
-# The short-answer pairs (issue 28): SQuAD and WES in the train split beside EVOUNA-TQ,
+# The short-answer pairs: SQuAD and WES in the train split beside EVOUNA-TQ,
 # mixed in this proportion (docs/benchmarks.md, "Short answers").
 SHORT_TRAIN_MIX = "squad=1,wes=1,evouna=2"
 # Dev pairs a quick run (`--max_steps`) evaluates and calibrates on (the mixed dev split

@@ -26,7 +26,7 @@ def absolute_local(path: str | None) -> str | None:
 
     Paths go into the graph absolute: a worker of a distributed runner (Dataflow, Flink,
     Spark, Dask, an external worker pool) starts in a working directory of its own, where
-    a relative path names another file or none (docs/decisions.md, issue 26).
+    a relative path names another file or none (docs/decisions.md, "Other engines").
     """
     if not path or FileSystems.get_scheme(path) is not None:
         return path

@@ -45,8 +45,8 @@ from transforms.models.baselines import read_rescale_baseline
 from transforms.models.loading import ModelSpec, TokenIds
 from transforms.models.uses import ModelUse, TokenEmbeddings, TokenMatch, encoder_use
 
-# 1.1 (stop 37): each pair's weighted sums in float64 (`_pair_scores`), not float32 dot
-# products; scores move by about a float32 rounding step (more where P + R is near 0).
+# 1.1: each pair's weighted sums in float64 (`_pair_scores`); 1.0's float32 dot products
+# differ by about a float32 rounding step (more where P + R is near 0).
 VERSION = "1.1"
 # `bertscore` is F1, the number the papers call BERTScore (and kpqa_bertscore's shape).
 COLUMNS = ("bertscore", "bertscore_precision", "bertscore_recall")
@@ -146,9 +146,8 @@ def _pair_scores(maxima: np.ndarray, weights: np.ndarray, cand_n: Sequence[int],
     The sums are float64, segment by segment (`_segment_sums`, all sides in one call): a
     product of two float32 numbers is exact in float64, and each pair's sums depend on
     its own tokens only, so a pair gets the same bits alone or among others, on any CPU.
-    (Until stop 37 they were float32 dot products per pair, whose order of additions is
-    the BLAS kernel's; the two differ by about a float32 rounding step, more where
-    P + R is near 0.)
+    (Float32 dot products per pair, as in version 1.0, add in the BLAS kernel's order;
+    the two differ by about a float32 rounding step, more where P + R is near 0.)
 
     Raises:
         ValueError: `maxima`, `weights` and the sides' sizes of different lengths.

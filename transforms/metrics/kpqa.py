@@ -51,7 +51,7 @@ from transforms.models.uses import (
 )
 
 VERSION = "1.0"
-# kpqa_bertscore 1.1 (stop 37): `greedy_match` sums in float64 (bertscore's 1.1)
+# kpqa_bertscore 1.1: `greedy_match` sums in float64, as bertscore 1.1 does
 COLUMN_VERSIONS = {"kpqa_bertscore": "1.1"}
 COLUMNS = ("kpqa_bleu1", "kpqa_rougeL", "kpqa_bertscore")
 _HINT = ("train one with `python -m pipelines.train_keyphrase` on SQuAD v1.1 "

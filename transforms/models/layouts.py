@@ -2,7 +2,7 @@
 
 Two halves: text layouts (example -> a tuple of 1..3 text segments, the hashable model
 input that metrics request) and encodings (segments -> token ids and segment ids for a
-given tokenizer). Training code (issue 5) builds its inputs with the same functions, so a
+given tokenizer). The trainers build their inputs with the same functions, so a
 trained model and its scorer cannot disagree on the layout.
 
 | layout | segments | encoded as (BERT vocabulary) | segment ids |

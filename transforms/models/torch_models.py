@@ -55,8 +55,8 @@ def resolve_dtype(dtype: str, device: Any) -> Any:
 # Whether scaled-dot-product attention may use cuDNN's kernel on a GPU. Off by default:
 # with a padding mask, torch sends attention to cuDNN first on Hopper, and cuDNN builds an
 # execution plan for every new (rows, padded length) shape, tens of milliseconds each; a
-# scoring run's passes have a new shape nearly every time. Measured on an H200 (stop 38,
-# docs/benchmarks.md): the judge's 47 passes over 50,000 rows, their shapes new, 3.65 s
+# scoring run's passes have a new shape nearly every time. Measured on an H200
+# (docs/benchmarks.md, "GPU scoring"): the judge's 47 passes over 50,000 rows, their shapes new, 3.65 s
 # with cuDNN and 0.43 s without; the same passes again 0.41 s and 0.35 s. Without it,
 # attention runs on the memory-efficient kernel, which needs no plan.
 # QA_CUDNN_ATTENTION=1 turns it back on.

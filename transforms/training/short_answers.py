@@ -1,4 +1,4 @@
-"""Short-answer equivalence pairs for the judge, from SQuAD and WES (issue 28, data).
+"""Short-answer equivalence pairs for the judge, from SQuAD and WES.
 
 Every pair is (candidate answer, gold answers, question, label 1/0) and is laid out as
 the `judge` metric lays out a row at scoring time: `bem_input(candidate,

@@ -138,7 +138,7 @@ def auroc(labels: np.ndarray, scores: np.ndarray) -> float | None:
 
     Computed as the Mann-Whitney count from the scores' mid-ranks: scikit-learn is then
     imported by no scoring run (0.4 s after scipy's import on its own, about 0.1 s more
-    of a `qa-score` run, where Beam has imported part of it; measured in stop 43), and
+    of a `qa-score` run, where Beam has imported part of it), and
     the rank sums are exact in float64 up to tens of millions of rows."""
     from scipy import stats
 
