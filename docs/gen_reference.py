@@ -105,8 +105,9 @@ def _groups(parser: argparse.ArgumentParser) -> list[str]:
     return lines
 
 
-def _anchor(command: str) -> str:
-    return re.sub(r"[^a-z0-9-]", "", command.lower().replace(" ", "-"))
+def _anchor(heading: str) -> str:
+    """The id Python-Markdown's toc extension gives a heading (its `slugify`)."""
+    return re.sub(r"[-\s]+", "-", re.sub(r"[^\w\s-]", "", heading).strip().lower())
 
 
 def render() -> str:
@@ -144,7 +145,7 @@ def render() -> str:
             from transforms.metrics import registry
             lines += ["**metric names** (`--metrics`; [model]: needs a model)", "",
                       "| metric | what |", "|---|---|"]
-            lines += [f"| [`{n}`](../metrics/{n}.md) | {_cell(t)} |"
+            lines += [f"| [`{n}`](../metrics/{registry.family_of(n)}.md) | {_cell(t)} |"
                       for n, t in registry.describe_metrics().items()]
             lines.append("")
     return "\n".join(lines).rstrip("\n") + "\n"

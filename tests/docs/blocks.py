@@ -22,7 +22,7 @@ FENCE = re.compile(r"^(?P<fence>```+)(?P<info>[^`\n]*)\n(?P<body>.*?)^(?P=fence)
                    re.MULTILINE | re.DOTALL)
 # Programs of the shell blocks that are not this product's: not parsed.
 OTHER_PROGRAMS = {"pip", "make", "cd", "git", "docker", "apt-get", "cat", "export", "gcloud",
-                  "java", "ls", "mkdir", "curl", "nvidia-smi"}
+                  "java", "ls", "mkdir", "curl", "nvidia-smi", "python"}
 
 
 @dataclass(frozen=True)
