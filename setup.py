@@ -3,9 +3,10 @@
 Dataflow and Flink workers install the project with `--setup_file ./setup.py`: the wheel
 built here holds every module the pipelines load on a worker, and `install_requires`
 every package they import there (tests/test_packaging.py checks both). Model metrics need
-the `models` extra on the workers: the GPU container (docker/Dockerfile.gpu) installs it.
-The console scripts give the pipelines short names on a workstation; `qa-data` fetches
-the data the demo, the tests and the benchmarks read.
+the `models` extra on the workers: the GPU container (docs/containers/gpu.Dockerfile) installs it.
+The console scripts give the pipelines, the trainers and the data builders short names
+(docs/reference/cli.md lists them); `qa-data` fetches the data the demo, the tests and
+the benchmarks read.
 """
 
 from setuptools import find_packages, setup
@@ -46,6 +47,10 @@ setup(
             "wes-mine=pipelines.mine_wes:main",
             "qa-score=pipelines.score_predictions:main",
             "qa-data=pipelines.fetch_data:main",
+            "qa-train-cross-encoder=pipelines.train_cross_encoder:main",
+            "qa-train-keyphrase=pipelines.train_keyphrase:main",
+            "qa-short-answers=transforms.training.short_answers:main",
+            "qa-evouna-rows=transforms.training.evouna:main",
         ],
     },
 )

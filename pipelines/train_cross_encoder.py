@@ -30,8 +30,8 @@ transforms/training/pair_data.py); an interrupted run continues with `--resume`:
 Outputs (`--output`): the best checkpoint by the dev metric (a Hugging Face
 `*ForSequenceClassification` folder, loadable by path; for 0/1 targets its `config.json`
 holds the decision threshold chosen on dev), `model_card.md`, `metrics.json`,
-and `last/` for `--resume`. Training runs on CUDA with bf16/fp16 autocast when present,
-else on CPU.
+and `last/` for `--resume`. Training runs on CPU; a CUDA path with bf16/fp16 autocast is
+written (`--device cuda`) but has not been run on a GPU.
 """
 
 from __future__ import annotations

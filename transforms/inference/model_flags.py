@@ -56,7 +56,8 @@ _MODEL_KINDS = {
     "sas": "fine-tuned one-logit cross-encoder (required for sas)",
     "wes": "fine-tuned one-logit cross-encoder (required for wes)",
     "bem": "fine-tuned BEM classifier (required for bem)",
-    "judge": "judge checkpoint of train_cross_encoder --format evouna (required for judge)",
+    "judge": "judge checkpoint of train_cross_encoder --format judge (or --format evouna) "
+             "(required for judge)",
     "square": "fine-tuned SQuArE cross-encoder (required for square)",
     "kpqa": "keyphrase token classifier (required for kpqa_*)",
 }
@@ -98,7 +99,10 @@ MODEL_FLAG_TABLE: tuple[ModelFlag, ...] = (
     ModelFlag("share_model_across_processes",
               "One model copy per machine, shared by the SDK processes.",
               handler_key="share_model_across_processes", store_true=True),
-    ModelFlag("model_copies", "With sharing: copies per machine (e.g. one per GPU).",
+    ModelFlag("model_copies",
+              "With sharing: copies per machine, each a process of its own, all on the "
+              "same device (more copies feed one GPU from more processes; they do not "
+              "spread over several GPUs).",
               handler_key="model_copies", smallest=1, type=int),
     ModelFlag("model_cache_size", "Model outputs kept per process for repeated inputs.",
               handler_key="cache_size", smallest=0, type=int),

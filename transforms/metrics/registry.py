@@ -115,7 +115,7 @@ METRIC_DESCRIPTIONS = {
     "sas": "semantic answer similarity: cross-encoder (STS-trained) score, max over references",
     "wes": "cross-encoder trained on WES entity pairs, max over references",
     "bem": "BERT answer-equivalence classifier (question, reference, candidate)",
-    "judge": "answer-correctness judge (train_cross_encoder --format evouna) on "
+    "judge": "answer-correctness judge (train_cross_encoder --format judge) on "
              "(answer, best-matching reference, question), the trainer's layout",
     "square": "SQuArE: cross-encoder against positive and negative references",
     "kpqa_bleu1": "BLEU-1 with tokens weighted by predicted keyphrase importance",

@@ -98,8 +98,8 @@ def add_score_arguments(parser, with_io: bool = True) -> None:
                         "(system level: fewer systems)")
     g.add_argument("--report_resamples", type=int, default=DEFAULT_RESAMPLES,
                    help="bootstrap resamples of the report's intervals and paired tests "
-                        "(the report's time grows with rows x resamples: on a million rows "
-                        "1,000 take about 15-30 min on one core, 100 about 3-4 min)")
+                        "(at least 100; the report's time grows with rows x resamples x "
+                        "metrics, measured in docs/benchmarks.md, Report statistics)")
     g = parser.add_argument_group("metrics")
     g.add_argument("--metrics", default=None,
                    help="comma-separated metric names, e.g. em,f1,rougeL (required; the "
@@ -109,9 +109,10 @@ def add_score_arguments(parser, with_io: bool = True) -> None:
     g.add_argument("--max_batch_size", type=int, default=512,
                    help="rows per lexical metric batch at most")
     g.add_argument("--corpus_statistics", default=None,
-                   help="score CIDEr-D against the document frequencies in this Parquet "
-                        "file (written by --save_corpus_statistics) instead of the run's "
-                        "own; the signature names the file's hash (default: the run's own)")
+                   help="score CIDEr-D (document frequencies) and BERTScore with "
+                        "--bertscore_idf (idf) against the statistics in this Parquet file "
+                        "(written by --save_corpus_statistics) instead of the run's own; "
+                        "the signatures name the file's hash (default: the run's own)")
     g.add_argument("--save_corpus_statistics", default=None, type=cli.output_path,
                    help="write the scored input's corpus statistics (CIDEr-D document "
                         "frequencies per reference position or pooled with the corpus "

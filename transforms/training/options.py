@@ -50,7 +50,8 @@ def add_train_args(parser: argparse.ArgumentParser, *, batch_size: int = 32,
     g.add_argument("--log_every", type=int, default=10, help="steps per loss-curve point")
     g = parser.add_argument_group("runtime")
     g.add_argument("--device", choices=DEVICES, default="auto",
-                   help="auto: CUDA when present, else CPU")
+                   help="auto: CUDA when present, else CPU (the CUDA path is untested on a GPU: every "
+                        "measured training run is on CPU)")
     g.add_argument("--precision", choices=PRECISIONS, default="auto",
                    help="auto: bf16 (else fp16) autocast on CUDA, fp32 on CPU")
     g.add_argument("--num_threads", type=int, default=None,
