@@ -114,21 +114,6 @@ def test_the_gpu_container_pins_what_the_project_pins():
     assert "--index-url \"https://download.pytorch.org/whl/${TORCH_CUDA}\"" in dockerfile
 
 
-def test_the_readme_dataflow_commands_ship_the_project():
-    readme = (REPO / "README.md").read_text()
-    commands = [block for block in re.findall(r"```bash\n(.*?)```", readme, flags=re.DOTALL)
-                if "DataflowRunner" in block]
-    assert commands
-    for block in commands:
-        for command in re.split(r"\n(?=# |python)", block):
-            if "DataflowRunner" in command:
-                assert "--setup_file ./setup.py" in command, command
-    gpu = next(c for b in commands for c in re.split(r"\n(?=# |python)", b)
-               if "worker_accelerator" in c)
-    assert "--sdk_container_image" in gpu
-    assert "docs/containers/gpu.Dockerfile" in readme
-
-
 def test_workers_import_the_project_from_the_wheel_only(worker_site, tmp_path):
     """The environment the engines' tests give their workers finds the installed wheel,
     not this checkout (nor an editable install of it)."""

@@ -11,8 +11,6 @@ import pytest
 from tests.docs.blocks import REPO, pages
 
 PATH = re.compile(r"(?<![\w./-])((?:transforms|tests|pipelines|docs)/[\w./{},*<>-]*[\w/}*>])")
-# Pages whose text another change rewrites: their paths are checked once that change lands.
-NOT_YET = {"docs/benchmarks.md", "docs/decisions.md"}
 
 
 def _expand(path: str) -> list[str]:
@@ -33,9 +31,7 @@ def cited(text: str) -> set[str]:
     return {p for match in PATH.findall(text) for p in _expand(match.rstrip("."))}
 
 
-@pytest.mark.parametrize("page", [p for p in pages()
-                                  if str(p.relative_to(REPO)) not in NOT_YET],
-                         ids=lambda p: str(p.relative_to(REPO)))
+@pytest.mark.parametrize("page", pages(), ids=lambda p: str(p.relative_to(REPO)))
 def test_every_cited_path_exists(page):
     text = page.read_text()
     # a page under docs/ may cite its neighbours relative to itself (`../benchmarks.md`)
