@@ -8,7 +8,7 @@ Two cases, each qa-score run in its own process on the in-process FnApiRunner
   lexical   `--rows` rows of the bundled judgment files' real rows (SQuAD-SAS answer
             pairs, AVSD/NarrativeQA/SemEval answers with their references), repeated
             until `--rows`, each repetition made distinct by a marker on the prediction,
-            shuffled with a fixed seed; `--metrics`.
+            shuffled with a fixed seed; `--metrics`. 0 skips it.
   judge     `--judge_rows` EVOUNA-TQ answers (without their human labels, whose report
             would cost both runs alike), `--metrics judge` with a judge-shaped
             checkpoint and a zero-cost stand-in model (tests/bench/zero_model.py): the
@@ -155,10 +155,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.baseline:
             sides[args.baseline] = checkout(args.baseline, tmp / "baseline")
-        cases = {"lexical": (args.rows, args.metrics.split(","), [], False)}
-        corpus = make_corpus(args.rows, real_rows())
-        inputs = {"lexical": (write_jsonl(corpus, tmp / "lexical1.jsonl"),
-                              write_jsonl(change(corpus, 0.05, 0.05), tmp / "lexical2.jsonl"))}
+        cases, inputs = {}, {}
+        if args.rows:
+            cases["lexical"] = (args.rows, args.metrics.split(","), [], False)
+            corpus = make_corpus(args.rows, real_rows())
+            inputs["lexical"] = (write_jsonl(corpus, tmp / "lexical1.jsonl"),
+                                 write_jsonl(change(corpus, 0.05, 0.05), tmp / "lexical2.jsonl"))
         if args.judge_rows:
             from tests.bench.judge_rows import evouna_rows, judge_checkpoint
             from transforms.models import loading
