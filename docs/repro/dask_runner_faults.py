@@ -8,7 +8,7 @@ It starts a dask.distributed LocalCluster of 2 worker processes on 127.0.0.1, ru
 case on Beam's DaskRunner and on the FnApiRunner, and prints per case what each gave.
 A case is a FAULT when the DaskRunner's result differs from the FnApiRunner's (which
 agrees with the Beam model). Found while running this project's pipelines on Dask
-(issue 26); the causes, in apache_beam/runners/dask/:
+(transforms/io/dask_runner.py corrects them); the causes, in apache_beam/runners/dask/:
 
 1. multi_output: `transform_evaluator.ParDo` puts every output of a DoFn, main and
    tagged, into one bag (`apply_dofn_to_bundle` returns `v.value` of each, the tag is

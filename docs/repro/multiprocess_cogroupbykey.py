@@ -8,14 +8,14 @@ The graph has the shape of the scoring pipeline's model branch, with no project 
 turned into 34 outputs of 18 KB (an array of 12 x 384 float32, `ROWS`), keyed back by row, and
 joined with the rows by CoGroupByKey. Each group must hold one row and 34 outputs.
 
-Observed here (session 2): 1 of 3 runs failed with "<key>: 0 rows, 34 outputs" (a group
+Observed on a 2-core machine: 1 of 3 runs failed with "<key>: 0 rows, 34 outputs" (a group
 with the outputs but not the row); with a second branch joined later, as in the scoring
 pipeline, 3 of 3 failed. In process (`... in_memory`) 2 of 2 runs were right. Giving the
 joined inputs explicit `Tuple[...]` output types made two runs pass, but the real
 pipeline still failed with every input retyped, so a key-coder mismatch is not the whole
 story.
 
-Session 3, counting group shapes instead of stopping at the first: 3 of the first 5 runs
+Counting group shapes instead of stopping at the first: 3 of the first 5 runs
 were wrong, each in whole chunks of data, never single elements: once the "rows" stream
 of one of the two workers was missing entirely (500 groups "0 rows, 34 outputs"), once
 one batch's outputs (68 rows with no outputs, a few partial). The runner's side is

@@ -1,22 +1,27 @@
 #!/usr/bin/env bash
-# One call on a lent GPU machine: set-up, the GPU benchmark in the order the acceptance
-# needs its figures, optionally a py-spy profile and a before/after, all within a budget.
+# The GPU benchmark in one call on a GPU machine: set-up, the benchmark's steps in order of
+# importance, optionally a py-spy profile and a before/after, all within a time budget.
 #
-# Here, once: `make setup && bash ../shared/tools/gpu/prepare.sh` (fills the git-ignored
-# .gpu/); for a before/after, `mkdir -p .gpu/base && git archive COMMIT | tar -x -C .gpu/base`;
-# for a profile, a py-spy wheel in .gpu/whl (`pip download py-spy --only-binary=:all:
-# --platform manylinux2014_x86_64 -d .gpu/whl`). Then the device call, with carry
-# [".gpu/whl", ".gpu/minilm_cfg", ".gpu/tools", ".gpu/data"] (+ ".gpu/base"):
-#     bash tests/bench/gpu_call.sh [budget_s]
-# Step 0 runs the tests that need CUDA (they skip everywhere else), which needs pytest's
-# wheels in .gpu/whl too (`pip download pytest --only-binary=:all: --python-version 3.12
-# -d .gpu/whl`); CUDA_TESTS=0 leaves them out.
-# What comes back: $OUT/run.log and $OUT/res.tgz (gpu.json and logs of every step; the
-# device tool returns at most 8 files, so the rest is packed every 15 s).
-# Environment (defaults: what stop 40 left open): ROWS (1000000), MIXED (60000),
+#     bash tests/bench/gpu_call.sh [budget_s]      (default 540 s)
+#
+# It is written for a bare machine with torch and CUDA but no network and no Beam: the
+# git-ignored folder .gpu/ is filled beforehand, on a machine where `make setup` ran, and
+# copied over with the checkout: .gpu/whl (apache-beam 2.77 and the wheels the GPU image
+# lacks, cp312), .gpu/minilm_cfg (MiniLM's config and tokenizer; random weights are made
+# from it: the real model's cost per token), .gpu/tools (on_device.sh, which installs the
+# wheels and makes /tmp/minilm), .gpu/data (EVOUNA-TQ and STS-B). For a before/after,
+# `mkdir -p .gpu/base && git archive COMMIT | tar -x -C .gpu/base`; for a profile, a py-spy
+# wheel in .gpu/whl (`pip download py-spy --only-binary=:all: --platform
+# manylinux2014_x86_64 -d .gpu/whl`). Step 0 runs the tests that need CUDA (they skip
+# everywhere else), which needs pytest's wheels in .gpu/whl too (`pip download pytest
+# --only-binary=:all: --python-version 3.12 -d .gpu/whl`); CUDA_TESTS=0 leaves them out.
+# DRY=1 PY=.venv/bin/python ROWS=300 ... runs the mechanics on a CPU.
+# What it writes: $OUT/run.log and $OUT/res.tgz (gpu.json and the logs of every step,
+# packed every 15 s, so that a run stopped by its budget still leaves them).
+# Environment (defaults in parentheses): ROWS (1000000), MIXED (60000),
 # FORWARD_ROWS (50000), BASE_ROWS (10000), PROFILE_ROWS (0: no profile; 100000 for one),
 # WORKERS (16), REPEATED (set: the answers repeated as they are, the cache answering the
-# repeats, as stop 38 measured; unset: every answer new), CUDNN_RUNS ("0": the forward
+# repeats; unset: every answer new), CUDNN_RUNS ("0": the forward
 # ceiling with cuDNN's attention off; "0 1": off and on), JUDGE_STEPS ("judge_mp": the
 # judge across WORKERS processes; "judge,mp": in process too), MIXED_STEPS ("mixed_mp":
 # the three metrics across processes; "mixed,mp": in process too; "mixed,corpus": in
@@ -24,18 +29,14 @@
 # ("16384:W:-:1:16384 16384:W:-:2 4096:W:-:1 16384:8:-:2", W = WORKERS: the multi-process judge
 # again, as WINDOW:WORKERS:RAYON_NUM_THREADS[:COPIES[:FIRST]], while time is left; "-" for
 # qa-score's own share of the cores; FIRST the first window, default qa-score's 1/16 of
-# WINDOW, equal to WINDOW: fixed windows as before stop 41; "": none), SERVER=0 (no step
+# WINDOW, equal to WINDOW: fixed windows; "": none), SERVER=0 (no step
 # 2b, which runs after 2c), REPORT_ROWS (0: none; e.g. 200000: the report's bootstrap on
 # its threads and on one, 3 metrics, step 5). The rows' files are made once, in
 # /tmp/bench_rows.
-# Stop 41 (no GPU lent): windows that double from 1/16 of --model_batch_size; the first
-# MP_RUNS entry is step 2 with the fixed windows of stop 40, the A/B of that change.
-# Stop 38 ran this in two calls (docs/benchmarks.md, "On an H200"); stop 39 added step 2b
-# (the shared model in its own process, model_server.py) and the windows of step 2c; stop
-# 40 ran it with CUDNN_RUNS=0 ROWS=1000000 JUDGE_STEPS=judge_mp WORKERS=8 MIXED=60000
-# MIXED_STEPS=mixed_mp PROFILE_ROWS=0 and MP_RUNS="16384:16:-:1 ..." in 381 s of a 470-s
-# budget: steps 1, 2, 2b (which then ran before 2c, and was stopped at its 120 s) and the
-# first of 2c's runs.
+# Windows double from 1/16 of --model_batch_size: the first MP_RUNS entry runs step 2 with
+# fixed windows, to compare the two. A 470-s budget covers steps 1, 2, 2b (stopped at its
+# 120 s) and the first of 2c's runs with CUDNN_RUNS=0 JUDGE_STEPS=judge_mp WORKERS=8
+# MIXED=60000 MIXED_STEPS=mixed_mp; results: docs/benchmarks.md, the GPU section.
 set -u
 budget=${1:-540}
 PY=${PY:-python3}
@@ -136,7 +137,7 @@ if [ -d .gpu/base ] && [ $(left) -gt 90 ]; then
       --rows ${BASE_ROWS:-10000} --baseline_checkout .gpu/base --baseline_rows ${BASE_ROWS:-10000} \
       --deadline_s $(( $(left) - 80 )) --out "$RES/baseline" 2>&1 | quiet
 fi
-# 5. the report's bootstrap on the host's cores (stop 43: threads measured on 2 cores only)
+# 5. the report's bootstrap on the host's cores (its threads are otherwise measured on 2 cores)
 if [ "${REPORT_ROWS:-0}" -gt 0 ] && [ $(left) -gt 60 ]; then
   timeout $(( $(left) - 10 )) $PY -m tests.bench.bench_report --rows ${REPORT_ROWS:-0} \
       --metrics 3 --baseline-resamples 1 --out "$RES/report" 2>&1 | tail -4

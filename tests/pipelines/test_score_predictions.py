@@ -1,5 +1,5 @@
 """End-to-end tests of pipelines/score_predictions.py: outputs, broken input, runners, and
-the acceptance numbers on the real judgment files."""
+the papers' and the released figures reproduced on the real judgment files."""
 
 from __future__ import annotations
 
