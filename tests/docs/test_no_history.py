@@ -11,7 +11,9 @@ What is checked, and where:
   string literal, concatenation or f-string it is built from); docs/*.py: every string.
 - Python of tests/: comments, docstrings and test names, for the prose markers only (not
   commit ids or paths: tests hold content keys, hashes and temporary paths as data).
-- Shell scripts and the Makefile: comments.
+- Every other Markdown file (tests/data/README.md, ...): the whole text.
+- Shell scripts, the Makefile, the Dockerfile, configuration and requirements files:
+  comments.
 
 The patterns (case-insensitive, `PATTERNS` below):
 
@@ -151,6 +153,14 @@ def python_prose(source: str, *, help_text: bool, all_strings: bool = False,
     return pieces
 
 
+def _hash_comments(path: str) -> bool:
+    """Whether `path` is a file of `#` comments this test reads: shell scripts, the
+    Makefile, Dockerfiles, configuration and requirements files."""
+    name = path.rsplit("/", 1)[-1]
+    return (name.endswith((".sh", ".cfg", ".toml", ".ini", ".yml", ".yaml", ".Dockerfile"))
+            or name in {"Makefile", "Dockerfile", "run"} or name.startswith("requirements"))
+
+
 def _allowed(path: str, line: str, marker: str) -> bool:
     if marker != "commit id":
         return False
@@ -165,7 +175,7 @@ def hits(path: str) -> list[Hit]:
     top = path.split("/", 1)[0]
     pieces: list[tuple[int, str]]
     markers: tuple[str, ...] = tuple(PATTERNS)
-    if suffix == ".md" and ("/" not in path or top == "docs"):
+    if suffix == ".md":
         pieces = [(1, full.read_text(encoding="utf-8"))]
     elif suffix == ".py" and (top in {"pipelines", "transforms", "docs"} or path == "setup.py"):
         pieces = python_prose(full.read_text(encoding="utf-8"), help_text=True,
@@ -173,7 +183,7 @@ def hits(path: str) -> list[Hit]:
     elif suffix == ".py" and top == "tests":
         pieces = python_prose(full.read_text(encoding="utf-8"), help_text=True, names=True)
         markers = PROSE_ONLY
-    elif suffix == ".sh" or path == "Makefile" or path.endswith("/Makefile"):
+    elif _hash_comments(path):
         pieces = [(n, line) for n, line in
                   enumerate(full.read_text(encoding="utf-8").splitlines(), 1)
                   if line.lstrip().startswith("#") and not line.startswith("#!")]
@@ -187,7 +197,7 @@ def hits(path: str) -> list[Hit]:
 
 # This file names the markers it looks for; the breaks' patches quote code as it was.
 CHECKED = [p for p in _files()
-           if p.endswith((".md", ".py", ".sh", "Makefile")) and not p.startswith("tests/breaks/")
+           if (p.endswith((".md", ".py")) or _hash_comments(p)) and not p.startswith("tests/breaks/")
            and p != "tests/docs/test_no_history.py"]
 
 
