@@ -15,6 +15,7 @@ setup(
     name="qa-eval-beam",
     version="0.1.0",
     description="WES mining and QA-metric batch scoring on Apache Beam",
+    license="Apache-2.0",
     packages=find_packages(include=["pipelines", "pipelines.*", "transforms", "transforms.*"]),
     # the data registry that `qa-data` reads (transforms/data/registry.json)
     package_data={"transforms.data": ["registry.json"]},
