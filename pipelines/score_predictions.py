@@ -151,9 +151,9 @@ def prepare(argv: Sequence[str] | None, run_id: str | None = None
 
 def absolute_paths(args) -> None:
     """Local paths in `args` made absolute, before anything reads them: they go into the
-    graph, and workers have working directories of their own (docs/decisions.md, issue
-    26). Model and baseline flags only when they name an existing local file or folder
-    (otherwise they are Hub ids)."""
+    graph, and workers have working directories of their own (a relative --input read
+    nothing there; docs/decisions.md). Model and baseline flags only when they name an
+    existing local file or folder (otherwise they are Hub ids)."""
     for flag in ("input", "output", "previous_run", "corpus_statistics",
                  "save_corpus_statistics"):
         setattr(args, flag, absolute_local(getattr(args, flag)))

@@ -50,7 +50,7 @@ model outputs; `--repeated` repeats the answers as they are, so that repeats com
                    new text (`evouna_rows(unique=True)`), so the segment memo fills and
                    starts again, as it does on a corpus of model outputs.
 
-Printed beside them: the ratios the issue asks for (branch / tokenizer >= 0.8; real
+Printed beside them: the ratios and their goals (branch / tokenizer >= 0.8; real
 tokens / padded tokens in the passes the handler forms >= 0.7; qa_score / score_corpus
 >= 1.0; million within 8 GB; the multi-process scaling, no goal), and
 `<out>/model_host.json`.

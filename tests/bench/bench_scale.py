@@ -14,7 +14,7 @@ memory watchdog (tests/bench/watchdog.py, killed above --max_gb):
   `multi_processing` with 2 workers.
 
 CPU seconds are the process's and its (waited-for) children's user + system time; peak
-RSS is the process tree's. The issue's bounds are checked and printed: every pipeline
+RSS is the process tree's. Two bounds are checked and printed: every pipeline
 run at most `--max_peak_gb` (4) resident and at least half the loop's rows per CPU-second.
 
 The largest elements are measured outside the runs, with the pipeline's own code on the
@@ -157,9 +157,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max_gb", type=float, default=6.0,
                         help="kill a measurement above this resident memory")
     parser.add_argument("--max_peak_gb", type=float, default=4.0,
-                        help="the issue's bound on a pipeline run's peak resident memory")
+                        help="the bound on a pipeline run's peak resident memory")
     parser.add_argument("--min_vs_loop", type=float, default=0.5,
-                        help="the issue's bound on rows per CPU-second against the loop")
+                        help="the bound on rows per CPU-second against the loop")
     parser.add_argument("--loop", help=argparse.SUPPRESS)  # internal: run the baseline
     args = parser.parse_args(argv)
     if args.loop:

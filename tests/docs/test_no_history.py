@@ -15,7 +15,8 @@ What is checked, and where:
 - Shell scripts, the Makefile, the Dockerfile, configuration and requirements files:
   comments.
 
-The patterns (case-insensitive, `PATTERNS` below):
+The patterns (case-insensitive, `PATTERNS` below; a line break counts as a space, and
+comments on consecutive lines are read as one text):
 
 - work-session numbers: `session 12`, `sessions 3`, `stop 38`, `stops 40-41`, `before stop`,
   `this session`, `work session`;
@@ -25,7 +26,8 @@ The patterns (case-insensitive, `PATTERNS` below):
 - work trees of one session: `final code`, `base commit`, `fresh worktree`, `second worktree`;
 - one machine's paths: `/work/`, `/tmp/pytest-of-`, `/root/`;
 - tracker numbers: `issue 26`, `issues 12`, `#12` in prose, `PR 7`, unless a public link
-  (`https://...`) follows on the same line;
+  (`https://...`) follows on the same line; tracker narration: `the issue's bound`, `the
+  issue asks`, `the pages of the issue`;
 - commit ids: 7 to 40 lower-case hex characters with at least one digit and one letter
   (not a number such as `1e308`, a colour such as `#1f77b4` or part of a UUID).
 
@@ -50,24 +52,28 @@ _LINK_AFTER = r"(?![^\n]*https?://)"
 
 # name -> pattern; each is searched case-insensitively unless it says otherwise.
 PATTERNS: dict[str, re.Pattern[str]] = {
-    "session number": re.compile(r"\bsessions? \d+|\b(?:this|work) session\b", re.I),
-    "stop number": re.compile(r"\bstops? \d+|\b(?:before|after|since|until) stop\b", re.I),
+    "session number": re.compile(r"\bsessions?\s+\d+|\b(?:this|work)\s+session\b", re.I),
+    "stop number": re.compile(r"\bstops?\s+\d+|\b(?:before|after|since|until)\s+stop\b", re.I),
     "lent machine": re.compile(r"\blent\b", re.I),
     "reviewer narration": re.compile(
-        r"\bthe reviewers?\b|\bthe lead\b|\b(?:review|reread)'s mend\b|\breread mend\b"
-        r"|\bthe acceptance\b", re.I),
-    "work tree": re.compile(r"\bfinal code\b|\bbase commit\b|\b(?:fresh|second) worktree\b",
-                            re.I),
+        r"\bthe\s+reviewers?\b|\bthe\s+lead\b|\b(?:review|reread)'s\s+mend\b|\breread\s+mend\b"
+        r"|\bthe\s+acceptance\b", re.I),
+    "work tree": re.compile(
+        r"\bfinal\s+code\b|\bbase\s+commit\b|\b(?:fresh|second)\s+worktree\b", re.I),
     "machine path": re.compile(r"/work/|/tmp/pytest-of-|(?<![\w.])/root/"),
     "tracker number": re.compile(
-        r"(?:\bissues? \d+\b|\bPR \d+\b|\bpull request \d+\b|(?<![\w&/#])#\d+\b(?![-\w]))"
-        + _LINK_AFTER, re.I),
+        r"(?:\bissues?\s+\d+\b|\bPR\s+\d+\b|\bpull\s+request\s+\d+\b"
+        r"|(?<![\w&/#])#\d+\b(?![-\w]))" + _LINK_AFTER, re.I),
+    "tracker narration": re.compile(
+        r"\b(?:the|this)\s+issue(?:'s|\s+(?:asks|says|wants|requires|lists))\b"
+        r"|\bof\s+the\s+issue\b", re.I),
     "commit id": re.compile(
-        r"(?<![\w.#\-])(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,40}\b(?![.\-+]?\d|-[0-9a-f]{4}-)"),
+        r"(?<![\w.#\-])(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,40}\b"
+        r"(?![.\-+]?\d|-[0-9a-f]{4}-)"),
 }
 # Markers of prose only: the ones a test's data may legitimately hold are left out.
 PROSE_ONLY = ("session number", "stop number", "lent machine", "reviewer narration",
-              "work tree", "tracker number")
+              "work tree", "tracker number", "tracker narration")
 
 # Files whose commit ids and dates are part of what they record.
 COMMITS_ALLOWED = {"CHANGELOG.md"}
@@ -115,6 +121,21 @@ def _files() -> list[str]:
                       if p.is_file() and not skip & set(p.relative_to(REPO).parts))
 
 
+def comment_blocks(comments: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    """Comments on consecutive lines joined into one text (the `#`s dropped), so that a
+    marker broken over two lines is found: (first line, text) per block."""
+    blocks: list[tuple[int, list[str]]] = []
+    last = -2
+    for line, text in comments:
+        body = text.lstrip().removeprefix("#").strip()
+        if line == last + 1 and blocks:
+            blocks[-1][1].append(body)
+        else:
+            blocks.append((line, [body]))
+        last = line
+    return [(first, "\n".join(lines)) for first, lines in blocks]
+
+
 def _strings(node: ast.AST) -> str:
     """The literal text of a string expression: constants, `+`, implicit concatenation and
     the literal parts of f-strings."""
@@ -133,10 +154,11 @@ def python_prose(source: str, *, help_text: bool, all_strings: bool = False,
                  names: bool = False) -> list[tuple[int, str]]:
     """(line, text) of a module's comments and docstrings, with its `help=` strings when
     `help_text`, every string literal when `all_strings` and its test names when `names`."""
-    pieces = [(tok.start[0], tok.string) for tok in
-              tokenize.generate_tokens(io.StringIO(source).readline)
-              if tok.type == tokenize.COMMENT
-              or (all_strings and tok.type == tokenize.STRING)]
+    tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
+    pieces = comment_blocks([(tok.start[0], tok.string) for tok in tokens
+                             if tok.type == tokenize.COMMENT])
+    if all_strings:
+        pieces += [(tok.start[0], tok.string) for tok in tokens if tok.type == tokenize.STRING]
     tree = ast.parse(source)
     for node in ast.walk(tree):
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -184,9 +206,9 @@ def hits(path: str) -> list[Hit]:
         pieces = python_prose(full.read_text(encoding="utf-8"), help_text=True, names=True)
         markers = PROSE_ONLY
     elif _hash_comments(path):
-        pieces = [(n, line) for n, line in
-                  enumerate(full.read_text(encoding="utf-8").splitlines(), 1)
-                  if line.lstrip().startswith("#") and not line.startswith("#!")]
+        pieces = comment_blocks([(n, line) for n, line in
+                                 enumerate(full.read_text(encoding="utf-8").splitlines(), 1)
+                                 if line.lstrip().startswith("#") and not line.startswith("#!")])
     else:
         return []
     found = {Hit(path, first + offset, marker, line)
@@ -230,6 +252,9 @@ def test_pending_rewrites_are_files_still_checked():
     ("cached under /root/.cache", "machine path"),
     ("the regression of issue 26", "tracker number"),
     ("fixed in #12, see there", "tracker number"),
+    ("workers have their own (docs/decisions.md, issue\n    26)", "tracker number"),
+    ("the issue's bound on peak memory", "tracker narration"),
+    ("The pages of the issue, and the worst cases", "tracker narration"),
     ("repeated with c79b111 on this machine", "commit id"),
     ("On e8efa54 the run took 98 s", "commit id"),
 ])
@@ -260,6 +285,13 @@ def test_python_prose_reads_comments_docstrings_and_help_only():
     found = {m for _, text in python_prose(source, help_text=True) for _, m, _ in find(text)}
     assert found == {"stop number", "session number", "lent machine", "commit id"}
     assert not any("issue 4" in text for _, text in python_prose(source, help_text=True))
+
+
+def test_comments_on_consecutive_lines_are_read_as_one_text():
+    source = "x = 1  # measured in stop\n# 38 on the dev machine\n\n# issue\ny = 2\n# 26\n"
+    found = [(line, m) for line, text in python_prose(source, help_text=False)
+             for _, m, _ in find(text)]
+    assert found == [(1, "stop number")]
 
 
 def test_benchmark_tables_may_hold_commits_and_changelog_too():

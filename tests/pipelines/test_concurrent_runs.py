@@ -122,7 +122,7 @@ def test_an_owner_that_was_killed_does_not_block_the_next_run(tmp_path, caplog):
 
 @pytest.mark.slow
 def test_two_runs_started_together_give_one_whole_run_and_one_refusal(tmp_path):
-    """The issue's reproduction: two `qa-score --output P --overwrite` started together,
+    """Two overlapping runs: two `qa-score --output P --overwrite` started together,
     3,000 rows of system A and 2,000 of system B. Before, P could hold the summary of one
     beside the scores of the other, or one failed with status 1. Now, every time, one
     run publishes whole and the other is refused at launch (exit 2, one line)."""

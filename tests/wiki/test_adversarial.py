@@ -141,7 +141,8 @@ def test_nesting_too_deep_for_the_parser_is_a_wikitext_parse_error(text):
         extract_links(text)
 
 
-# The pages of the issue, and the worst cases found while fixing it.
+# Pages that once cost a run (nesting too deep, unclosed tags by the ten thousand) and
+# the worst cases found while making each cost one page.
 KNOWN_HOSTILE_PAGES = {
     "nesting too deep in a link": "[[Target|" + "{{" * 2000 + "x" + "}}" * 2000 + "]]",
     "nesting too deep, then an unclosed link":

@@ -53,7 +53,7 @@ def scoring_jobs(data: Path, out: Path, models: dict[str, str | None],
     }
 
 
-# EVOUNA-TQ: the table (lexical checks of the LLM era, embeddings, sas, the judge).
+# EVOUNA-TQ: the results table (lexical checks of the LLM era, embeddings, sas, the judge).
 # The lexical metrics take the maximum over every gold answer (a median of 8 and up to 185
 # per question), and so does the `judge` metric, which picks the best-matching gold itself
 # (its trainer's layout); bertscore and sas score each answer against that best-matching
