@@ -7,8 +7,9 @@ What is checked, and where:
 - Markdown (the README, CONTRIBUTING, CHANGELOG, SECURITY, every page under docs/): the
   whole text.
 - Python of pipelines/, transforms/, docs/ and setup.py: comments (read with `tokenize`),
-  docstrings, and every `help=` argument of a call (argparse's `add_argument`, with the
-  string literal, concatenation or f-string it is built from); docs/*.py: every string.
+  docstrings, and every `help=`, `description=` and `epilog=` argument of a call
+  (argparse's `add_argument` and `ArgumentParser`, with the string literal, concatenation
+  or f-string it is built from); docs/*.py: every string.
 - Python of tests/: comments, docstrings and test names, for the prose markers only (not
   commit ids or paths: tests hold content keys, hashes and temporary paths as data).
 - Every other Markdown file (tests/data/README.md, ...): the whole text.
@@ -170,7 +171,7 @@ def python_prose(source: str, *, help_text: bool, all_strings: bool = False,
                 pieces.append((node.lineno, node.name.replace("_", " ")))
         if help_text and isinstance(node, ast.Call):
             for keyword in node.keywords:
-                if keyword.arg == "help":
+                if keyword.arg in {"help", "description", "epilog"}:
                     pieces.append((keyword.value.lineno, _strings(keyword.value)))
     return pieces
 
