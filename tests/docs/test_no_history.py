@@ -85,7 +85,7 @@ TABLE_COMMITS_ALLOWED = {"docs/benchmarks.md"}
 # Pages being rewritten elsewhere, checked once that rewrite is merged: REMOVE each entry
 # when its rewrite lands (the check then runs on it like on every other page). Until then
 # the test lists their hits in its skip reason instead of failing.
-PENDING_REWRITE: set[str] = {"docs/benchmarks.md", "docs/decisions.md"}
+PENDING_REWRITE: set[str] = set()
 
 
 @dataclass(frozen=True)
