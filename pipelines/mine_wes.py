@@ -67,6 +67,7 @@ from transforms.io.options import (
 from transforms.io.ownership import OutputLock, new_run_id
 from transforms.io.progress import ProgressReporter, is_local_runner, rate
 from transforms.io.publish import check_output_dir, new_temp_dir
+from transforms.io.storage import check_launch
 from transforms.io.worker_shutdown import stop_workers_together
 from transforms.wes.corpus import is_mixed
 from transforms.wes.mine import MineWes, parse_thresholds
@@ -202,6 +203,9 @@ def run(argv=None, save_main_session=True, test_pipeline=None):
     args = cli.parse_flags(build_parser(), argv)
     # absolute: the graph's workers have working directories of their own
     args.output = absolute_local(args.output)
+    # a file system or runner missing here: one line naming the extra, nothing written
+    check_launch({"--input": args.input, "--output": args.output}, argv,
+                 comma_separated=("--input",))
     run_id = new_run_id()
     lock = OutputLock(args.output, run_id, folder=True, what=f"--output {args.output}",
                       command=PROG) if args.output else contextlib.nullcontext()

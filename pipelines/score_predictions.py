@@ -80,6 +80,7 @@ from transforms.io.progress import (
     resume_collector,
     starts_worker_processes,
 )
+from transforms.io.storage import check_launch
 from transforms.io.worker_shutdown import stop_workers_together
 from transforms.metrics import registry
 from transforms.scoring.column_flags import COLUMN_FLAGS
@@ -146,6 +147,7 @@ def prepare(argv: Sequence[str] | None, run_id: str | None = None
     """
     args = cli.parse_flags(build_parser(), argv)
     absolute_paths(args)
+    check_storage(args, argv)
     return args, configure(args, run_id)
 
 
@@ -154,12 +156,24 @@ def absolute_paths(args) -> None:
     graph, and workers have working directories of their own (docs/decisions.md, issue
     26). Model and baseline flags only when they name an existing local file or folder
     (otherwise they are Hub ids)."""
-    for flag in ("input", "output", "previous_run", "corpus_statistics",
-                 "save_corpus_statistics"):
+    for flag in PATH_FLAGS:
         setattr(args, flag, absolute_local(getattr(args, flag)))
     for flag in MODEL_FLAGS:
         if flag.endswith("_model") or flag == "bertscore_baseline":
             setattr(args, flag, absolute_if_local_file(getattr(args, flag)))
+
+
+PATH_FLAGS = ("input", "output", "previous_run", "corpus_statistics",
+              "save_corpus_statistics")
+
+
+def check_storage(args, argv: Sequence[str] | None) -> None:
+    """Every path flag and the runner checked before anything is read or written: a
+    file system or runner whose libraries are missing here ends in one line naming the
+    extra to install (transforms/io/storage.py); the run's options then reach Beam's
+    `FileSystems` (an S3 endpoint, credentials) for what the launcher reads and writes."""
+    check_launch({f"--{flag}": getattr(args, flag) for flag in PATH_FLAGS},
+                 list(sys.argv[1:] if argv is None else argv), comma_separated=("--input",))
 
 
 def configure(args, run_id: str | None = None) -> ScoringConfig:
@@ -280,6 +294,7 @@ def run(argv: list[str] | None = None, save_main_session: bool = True,
     argv = list(sys.argv[1:] if argv is None else argv)
     args = cli.parse_flags(build_parser(), argv)
     absolute_paths(args)
+    check_storage(args, argv)
     run_id = new_run_id()
     with output_locks(args, run_id):
         config = configure(args, run_id)

@@ -18,4 +18,12 @@
 - decompress.py: checked decompression ahead of the reader (dumps, compressed inputs).
 - dask_runner.py: Beam's DaskRunner with its translation faults corrected
   (`--runner transforms.io.dask_runner.DaskRunner`; needs dask and distributed).
+- storage.py: the file systems and runner a command line needs, checked at launch (one
+  line naming the extra to install), and the run's options handed to `FileSystems`.
+- s3_uploads.py: Beam's S3 writer corrected for empty files; applied here, on import,
+  so every process that runs the project's DoFns has it.
 """
+
+from transforms.io.s3_uploads import correct_empty_uploads
+
+correct_empty_uploads()
