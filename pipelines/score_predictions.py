@@ -80,7 +80,7 @@ from transforms.io.progress import (
     resume_collector,
     starts_worker_processes,
 )
-from transforms.io.storage import check_launch
+from transforms.io.storage import check_launch, new_pipeline
 from transforms.io.worker_shutdown import stop_workers_together
 from transforms.metrics import registry
 from transforms.scoring.column_flags import COLUMN_FLAGS
@@ -307,7 +307,7 @@ def run(argv: list[str] | None = None, save_main_session: bool = True,
             freeze_startup_objects()
             tune_local_malloc(options, runs_models=bool(config.model_metrics))
             divide_local_cores(options, runs_models=bool(config.model_metrics))
-        pipeline = test_pipeline or beam.Pipeline(options=options)
+        pipeline = test_pipeline or new_pipeline(options)
         run_options = pipeline.options if test_pipeline else options
         local = is_local_runner(run_options)
         if local:  # worker processes, where there are some, stop together at the end

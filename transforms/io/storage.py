@@ -24,6 +24,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Iterable, Mapping, Sequence
 
+import apache_beam as beam
 from apache_beam.io.filesystem import FileSystem
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import (
@@ -175,3 +176,16 @@ def check_local_paths(flags: Mapping[str, str | None], what: str) -> None:
                 raise UsageError(
                     f"{flag} {path}: {what} read and write local files only; copy it "
                     f"from {scheme}:// first (or mount the bucket)")
+
+
+def new_pipeline(options: PipelineOptions) -> beam.Pipeline:
+    """`beam.Pipeline(options=options)`, with the runner's option validation (Dataflow's:
+    project id, region, temp and staging locations) failing in one line (`UsageError`)
+    instead of a traceback."""
+    try:
+        return beam.Pipeline(options=options)
+    except ValueError as e:
+        if "validations errors" not in str(e):
+            raise
+        raise UsageError(" ".join(str(e).replace("validations errors", "validation errors")
+                                  .split())) from e
