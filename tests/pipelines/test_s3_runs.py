@@ -99,3 +99,20 @@ def test_a_run_that_fails_while_publishing_leaves_the_earlier_run_whole(s3, monk
            *stats)
     assert sorted(s3.files("scores/")) == sorted(before)
     assert _summary(s3, "scores/run.summary.json")["overall"]["in"] == 5
+
+
+def test_wes_mine_publishes_its_folder_on_s3(s3, wiki_sample):
+    """The mining run's own temporary folder, its publishing and the removal of a killed
+    run's temporary folder, on S3 (no folders there: prefixes)."""
+    from pipelines.mine_wes import run
+
+    out = s3.path("wes")
+    s3.put("wes/.temp-killed/wes-k5/part", b"a killed run's file")
+    run(["--input", str(wiki_sample), "--output", out, "--min_incoming_links", "5",
+         *s3.argv(), *RUNNER_ARGS["direct_in_process"]], save_main_session=False)
+    files = s3.files("wes/")
+    stats = json.loads(files["wes/stats.json"])
+    assert sorted(files) == sorted(  # nothing of the killed run, no claim left
+        ["wes/stats.json", "wes/dataset_card.md", "wes/README.md"]
+        + [f[len(s3.path("")):] for f in stats["files"]])
+    assert stats["corpora"]["wes-k5"]["positives"] > 0
