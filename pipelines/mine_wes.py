@@ -203,8 +203,8 @@ def run(argv=None, save_main_session=True, test_pipeline=None):
     # absolute: the graph's workers have working directories of their own
     args.output = absolute_local(args.output)
     # a file system or runner missing here: one line naming the extra, nothing written
-    check_launch({"--input": args.input, "--output": args.output}, argv,
-                 comma_separated=("--input",))
+    argv += check_launch({"--input": args.input, "--output": args.output}, argv,
+                         comma_separated=("--input",))
     run_id = new_run_id()
     lock = OutputLock(args.output, run_id, folder=True, what=f"--output {args.output}",
                       command=PROG) if args.output else contextlib.nullcontext()

@@ -167,12 +167,13 @@ PATH_FLAGS = ("input", "output", "previous_run", "corpus_statistics",
               "save_corpus_statistics")
 
 
-def check_storage(args, argv: Sequence[str] | None) -> None:
+def check_storage(args, argv: Sequence[str] | None) -> list[str]:
     """Every path flag and the runner checked before anything is read or written: a
     file system or runner whose libraries are missing here ends in one line naming the
     extra to install (transforms/io/storage.py); the run's options then reach Beam's
-    `FileSystems` (an S3 endpoint, credentials) for what the launcher reads and writes."""
-    check_launch({f"--{flag}": getattr(args, flag) for flag in PATH_FLAGS},
+    `FileSystems` (an S3 endpoint, credentials) for what the launcher reads and writes.
+    Returns Beam flags to add to the run's (the S3 corrections for its workers)."""
+    return check_launch({f"--{flag}": getattr(args, flag) for flag in PATH_FLAGS},
                  list(sys.argv[1:] if argv is None else argv), comma_separated=("--input",))
 
 
@@ -294,7 +295,7 @@ def run(argv: list[str] | None = None, save_main_session: bool = True,
     argv = list(sys.argv[1:] if argv is None else argv)
     args = cli.parse_flags(build_parser(), argv)
     absolute_paths(args)
-    check_storage(args, argv)
+    argv += check_storage(args, argv)
     run_id = new_run_id()
     with output_locks(args, run_id):
         config = configure(args, run_id)

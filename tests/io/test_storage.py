@@ -93,10 +93,25 @@ def test_check_launch_hands_the_options_to_file_systems(monkeypatch):
     from apache_beam.options.pipeline_options import S3Options
 
     monkeypatch.setattr(FileSystems, "_pipeline_options", None)
-    options = storage.check_launch({"--output": "/tmp/run"},
-                                   ["--s3_endpoint_url", "http://127.0.0.1:1"])
-    assert FileSystems._pipeline_options is options
+    assert storage.check_launch({"--output": "/tmp/run"},
+                                ["--s3_endpoint_url", "http://127.0.0.1:1"]) == []
+    options = FileSystems._pipeline_options
     assert options.view_as(S3Options).s3_endpoint_url == "http://127.0.0.1:1"
+
+
+def test_a_run_on_s3_corrects_the_s3_client_of_its_workers(monkeypatch):
+    pytest.importorskip("boto3")
+    from apache_beam.io.filesystems import FileSystems
+    from apache_beam.options.pipeline_options import SetupOptions
+
+    monkeypatch.setattr(FileSystems, "_pipeline_options", None)
+    extra = storage.check_launch({"--input": "/tmp/a.jsonl,s3://bucket/b.jsonl"}, [],
+                                 comma_separated=("--input",))
+    assert extra == ["--beam_plugins=transforms.io.s3_fixes"]
+    assert FileSystems._pipeline_options.view_as(SetupOptions).beam_plugins == [
+        "transforms.io.s3_fixes"]
+    from apache_beam.io.aws import s3io
+    assert getattr(s3io.S3Uploader.finish, "_qa_eval_corrected", False)
 
 
 def _one_line(capsys) -> str:

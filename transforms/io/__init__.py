@@ -20,10 +20,6 @@
   (`--runner transforms.io.dask_runner.DaskRunner`; needs dask and distributed).
 - storage.py: the file systems and runner a command line needs, checked at launch (one
   line naming the extra to install), and the run's options handed to `FileSystems`.
-- s3_fixes.py: Beam's S3 client corrected (empty files; a boto3 session per thread);
-  applied here, on import, so every process that runs the project's DoFns has it.
+- s3_fixes.py: Beam's S3 client corrected (empty files; a boto3 session per thread),
+  in the launcher and, through `--beam_plugins`, in a run's worker processes.
 """
-
-from transforms.io.s3_fixes import correct_s3_client
-
-correct_s3_client()

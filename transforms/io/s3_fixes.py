@@ -13,9 +13,11 @@
   keeps one session here (boto3 sessions are not thread-safe; the clients made from one
   are), so a client costs about 15 ms.
 
-`correct_s3_client` patches Beam's modules once per process; `transforms.io` calls it
-when imported, so every process that runs the project's DoFns (the launcher and the
-workers) has it.
+`correct_s3_client` patches Beam's modules once per process, and importing this module
+calls it. A run with a path on S3 imports it in the launcher (`storage.check_launch`)
+and names it in `--beam_plugins`, which every Beam worker process imports when it starts
+(`sdk_worker_main`: Dataflow, the portable runners' workers, the multi-process direct
+runner); Dask's workers do not read that flag.
 """
 
 from __future__ import annotations
@@ -83,3 +85,6 @@ def correct_s3_client() -> bool:
     except ImportError:
         return False
     return _correct_empty_uploads(s3io) & _share_sessions(boto3_client)
+
+
+correct_s3_client()  # a worker imports this module as a Beam plugin

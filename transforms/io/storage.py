@@ -10,7 +10,9 @@ before anything is read or written, and ends a missing dependency in one line
     qa-score: error: --output gs://bucket/run: Beam has no file system for gs:// here;
     pip install 'qa-eval-beam[gcp]'
 
-It also hands the run's pipeline options to Beam's `FileSystems` (`use_options`), so
+For a path on S3 it corrects Beam's S3 client in the launcher and returns the flag that
+does it in the workers (`--beam_plugins transforms.io.s3_fixes`, s3_fixes.py). It also
+hands the run's pipeline options to Beam's `FileSystems` (`use_options`), so
 that what the launcher itself reads and writes before the pipeline exists (the lock, the
 inputs' sizes, a previous run) goes through the same endpoint and credentials as the
 workers (`--s3_endpoint_url`, `--s3_access_key_id`, ...); Beam sets them only when a
@@ -52,6 +54,8 @@ RUNNER_NEEDS: dict[str, tuple[str, tuple[str, ...]]] = {
                                        "apache_beam.runners.dataflow.internal.apiclient")),
     "dask": (f"'{PACKAGE}[dask]'", ("dask", "distributed")),
 }
+# The module that corrects Beam's S3 client, imported by workers as a Beam plugin.
+S3_FIXES = "transforms.io.s3_fixes"
 # Beam's own flags that name a path (a job's temporary and staging files).
 BEAM_PATH_FLAGS = ("temp_location", "staging_location", "template_location")
 
@@ -137,7 +141,7 @@ def use_options(options: PipelineOptions) -> None:
 
 
 def check_launch(flags: Mapping[str, str | None], argv: Sequence[str] | None = None,
-                 comma_separated: Sequence[str] = ()) -> PipelineOptions | None:
+                 comma_separated: Sequence[str] = ()) -> list[str]:
     """The launch check of a Beam command line: the runner (`--runner` in `argv`), then
     every path of `flags` and of Beam's path flags; then the options are handed to
     `FileSystems`.
@@ -148,7 +152,8 @@ def check_launch(flags: Mapping[str, str | None], argv: Sequence[str] | None = N
         comma_separated: flags whose value is a comma-separated list of paths or globs.
 
     Returns:
-        The pipeline options of `argv` (None without `argv`).
+        Beam flags to add to the run's command line: `--beam_plugins` naming the S3
+        corrections when a path is on S3 (nothing otherwise).
 
     Raises:
         UsageError: one line naming the flag and what to install.
@@ -161,9 +166,14 @@ def check_launch(flags: Mapping[str, str | None], argv: Sequence[str] | None = N
             raise UsageError(f"--runner {runner}: {problem}")
         flags = {**flags, **beam_path_flags(options)}
     check_paths(flags, comma_separated)
+    extra = []
+    if any(FileSystems.get_scheme(path) == "s3" for flag, value in flags.items()
+           for path in split_paths(value, flag in comma_separated)):
+        importlib.import_module(S3_FIXES)  # corrects the client here, as in the workers
+        extra = [f"--beam_plugins={S3_FIXES}"]
     if options is not None:
-        use_options(options)
-    return options
+        use_options(PipelineOptions([*argv, *extra]))
+    return extra
 
 
 def check_local_paths(flags: Mapping[str, str | None], what: str) -> None:
