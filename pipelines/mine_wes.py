@@ -53,7 +53,6 @@ import sys
 import textwrap
 from collections.abc import Mapping, Sequence
 
-import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions
 
@@ -67,6 +66,7 @@ from transforms.io.options import (
 from transforms.io.ownership import OutputLock, new_run_id
 from transforms.io.progress import ProgressReporter, is_local_runner, rate
 from transforms.io.publish import check_output_dir, new_temp_dir
+from transforms.io.storage import check_launch, new_pipeline
 from transforms.io.worker_shutdown import stop_workers_together
 from transforms.wes.corpus import is_mixed
 from transforms.wes.mine import MineWes, parse_thresholds
@@ -202,6 +202,9 @@ def run(argv=None, save_main_session=True, test_pipeline=None):
     args = cli.parse_flags(build_parser(), argv)
     # absolute: the graph's workers have working directories of their own
     args.output = absolute_local(args.output)
+    # a file system or runner missing here: one line naming the extra, nothing written
+    argv += check_launch({"--input": args.input, "--output": args.output}, argv,
+                         comma_separated=("--input",))
     run_id = new_run_id()
     lock = OutputLock(args.output, run_id, folder=True, what=f"--output {args.output}",
                       command=PROG) if args.output else contextlib.nullcontext()
@@ -240,7 +243,7 @@ def _run(args, argv, run_id, save_main_session, test_pipeline):
         split_mb=args.split_multistream_mb, full_parse_timeout_s=args.full_parse_timeout_s,
         max_page_mb=args.max_page_mb, owner=run_id, negatives=mix,
         link_pairs=args.link_pairs)
-    pipeline = test_pipeline or beam.Pipeline(options=options)
+    pipeline = test_pipeline or new_pipeline(options)
     local = is_local_runner(pipeline.options if test_pipeline else options)
     if local:  # worker processes, where there are some, stop together at the end
         stop_workers_together()

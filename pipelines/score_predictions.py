@@ -81,6 +81,7 @@ from transforms.io.progress import (
     resume_collector,
     starts_worker_processes,
 )
+from transforms.io.storage import check_launch, new_pipeline
 from transforms.io.worker_shutdown import stop_workers_together
 from transforms.metrics import registry
 from transforms.scoring.column_flags import COLUMN_FLAGS
@@ -146,6 +147,7 @@ def prepare(argv: Sequence[str] | None, run_id: str | None = None
     """
     args = cli.parse_flags(build_parser(), argv)
     absolute_paths(args)
+    check_storage(args, argv)
     return args, configure(args, run_id)
 
 
@@ -154,12 +156,25 @@ def absolute_paths(args) -> None:
     graph, and workers have working directories of their own (a relative --input read
     nothing there; docs/decisions.md). Model and baseline flags only when they name an
     existing local file or folder (otherwise they are Hub ids)."""
-    for flag in ("input", "output", "previous_run", "corpus_statistics",
-                 "save_corpus_statistics"):
+    for flag in PATH_FLAGS:
         setattr(args, flag, absolute_local(getattr(args, flag)))
     for flag in MODEL_FLAGS:
         if flag.endswith("_model") or flag == "bertscore_baseline":
             setattr(args, flag, absolute_if_local_file(getattr(args, flag)))
+
+
+PATH_FLAGS = ("input", "output", "previous_run", "corpus_statistics",
+              "save_corpus_statistics")
+
+
+def check_storage(args, argv: Sequence[str] | None) -> list[str]:
+    """Every path flag and the runner checked before anything is read or written: a
+    file system or runner whose libraries are missing here ends in one line naming the
+    extra to install (transforms/io/storage.py); the run's options then reach Beam's
+    `FileSystems` (an S3 endpoint, credentials) for what the launcher reads and writes.
+    Returns Beam flags to add to the run's (the S3 corrections for its workers)."""
+    return check_launch({f"--{flag}": getattr(args, flag) for flag in PATH_FLAGS},
+                 list(sys.argv[1:] if argv is None else argv), comma_separated=("--input",))
 
 
 def configure(args, run_id: str | None = None) -> ScoringConfig:
@@ -280,6 +295,7 @@ def run(argv: list[str] | None = None, save_main_session: bool = True,
     argv = list(sys.argv[1:] if argv is None else argv)
     args = cli.parse_flags(build_parser(), argv)
     absolute_paths(args)
+    argv += check_storage(args, argv)
     run_id = new_run_id()
     with output_locks(args, run_id):
         config = configure(args, run_id)
@@ -292,7 +308,7 @@ def run(argv: list[str] | None = None, save_main_session: bool = True,
             freeze_startup_objects()
             tune_local_malloc(options, runs_models=bool(config.model_metrics))
             divide_local_cores(options, runs_models=bool(config.model_metrics))
-        pipeline = test_pipeline or beam.Pipeline(options=options)
+        pipeline = test_pipeline or new_pipeline(options)
         run_options = pipeline.options if test_pipeline else options
         local = is_local_runner(run_options)
         if local:  # worker processes, where there are some, stop together at the end

@@ -41,6 +41,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from transforms.io import cli
+from transforms.io.storage import check_local_paths
 from transforms.metrics import judge
 from transforms.training.cross_encoder import (
     BINARY_METRICS,
@@ -116,6 +117,9 @@ def run(argv: Sequence[str] | None = None,
         ValueError: bad flags or bad training input, before training starts.
     """
     args = cli.parse_flags(build_parser(), argv, beam=False)
+    check_local_paths({f"--{flag}": getattr(args, flag) for flag in (
+        "input", "train_file", "dev_file", "test_file", "init_checkpoint", "output")},
+        "the trainers")
     data = CrossEncoderData(
         format=args.format, input=args.input, train_file=args.train_file,
         dev_file=args.dev_file, test_file=args.test_file, model=args.model,

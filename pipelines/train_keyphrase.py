@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from transforms.io import cli
+from transforms.io.storage import check_local_paths
 from transforms.training.keyphrase import BEST_METRICS, KeyphraseData, train_keyphrase
 from transforms.training.options import add_train_args, cli_main, train_config
 
@@ -64,6 +65,7 @@ def run(argv: Sequence[str] | None = None,
         ValueError: bad flags or bad training input, before training starts.
     """
     args = cli.parse_flags(build_parser(), argv, beam=False)
+    check_local_paths({"--squad": args.squad, "--output": args.output}, "the trainers")
     data = KeyphraseData(
         squad=args.squad, model=args.model, max_length=args.max_length,
         train_articles=args.train_articles, eval_articles=args.eval_articles,

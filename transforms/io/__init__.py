@@ -18,4 +18,8 @@
 - decompress.py: checked decompression ahead of the reader (dumps, compressed inputs).
 - dask_runner.py: Beam's DaskRunner with its translation faults corrected
   (`--runner transforms.io.dask_runner.DaskRunner`; needs dask and distributed).
+- storage.py: the file systems and runner a command line needs, checked at launch (one
+  line naming the extra to install), and the run's options handed to `FileSystems`.
+- s3_fixes.py: Beam's S3 client corrected (empty files; a boto3 session per thread),
+  in the launcher and, through `--beam_plugins`, in a run's worker processes.
 """

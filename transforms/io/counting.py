@@ -16,7 +16,12 @@ from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
-from transforms.io import progress
+# s3_fixes: Beam's S3 client corrected wherever the project's DoFns run, also in worker
+# processes that get no --beam_plugins (Dask's); Beam has imported what it patches.
+from transforms.io import (
+    progress,
+    s3_fixes,  # noqa: F401 - applied on import
+)
 from transforms.io.worker_gc import tune_gc
 
 STATS_TAG = "stats"
