@@ -40,8 +40,7 @@ from transforms.wes.negatives import (
     CLUSTERS_TAG,
     CorpusTitle,
     RequestDonorsFn,
-    build_pool,
-    offer_texts,
+    donor_offers,
     row,
 )
 from transforms.wes.redirects import redirect_pair
@@ -198,17 +197,8 @@ class SampleMixedNegatives(beam.PTransform):
 
     def expand(self, inputs):
         titles, seed, wanted = inputs["titles"], self._seed, self._wanted
-        pools = (titles
-                 | "SizesBySplit" >> beam.Map(size_by_split, wanted)
-                 | "GroupSplitTitles" >> beam.GroupByKey()
-                 | "BuildDonorPools" >> beam.MapTuple(build_pool))
-        requests = titles | "RequestDonors" >> beam.ParDo(
-            self._request, pools=beam.pvalue.AsDict(pools)).with_outputs(STATS_TAG, main="requests")
-        keyed = titles | "KeyByTitle" >> beam.Map(lambda t: (t.title, t))
-        offers = (
-            {"request": requests.requests, "cluster": keyed}
-            | "JoinDonors" >> beam.CoGroupByKey()
-            | "OfferTexts" >> beam.FlatMap(lambda e: offer_texts(seed, e)))
+        pools, requests, keyed, offers = donor_offers(
+            titles, lambda t: size_by_split(t, wanted), self._request, seed)
         stats = [requests[STATS_TAG]]
         candidates = []
         if self._f1 is not None:

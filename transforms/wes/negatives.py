@@ -153,6 +153,25 @@ class EmitRowsFn(CountingDoFn):
         self.count(f"{title.split}:negatives", n)
 
 
+def donor_offers(titles, size_of, request: RequestDonorsFn, seed: int):
+    """The random donors' steps, applied inside the caller's transform: titles -> (the
+    donor pools by split, requests with their stats output, titles keyed by title, the
+    donors' offered texts).
+    `size_of`: a title -> (split, (title, negatives it wants))."""
+    pools = (titles
+             | "SizesBySplit" >> beam.Map(size_of)
+             | "GroupSplitTitles" >> beam.GroupByKey()
+             | "BuildDonorPools" >> beam.MapTuple(build_pool))
+    requests = titles | "RequestDonors" >> beam.ParDo(
+        request, pools=beam.pvalue.AsDict(pools)).with_outputs(STATS_TAG, main="requests")
+    keyed = titles | "KeyByTitle" >> beam.Map(lambda t: (t.title, t))
+    offers = (
+        {"request": requests.requests, "cluster": keyed}
+        | "JoinDonors" >> beam.CoGroupByKey()
+        | "OfferTexts" >> beam.FlatMap(lambda e: offer_texts(seed, e)))
+    return pools, requests, keyed, offers
+
+
 class SampleNegatives(beam.PTransform):
     """CorpusTitles -> {"rows": positive and negative row dicts, "clusters": one dict per
     written title, "stats"}."""
@@ -167,19 +186,9 @@ class SampleNegatives(beam.PTransform):
         return self._request.stat_keys() + self._emit.stat_keys()
 
     def expand(self, titles):
-        seed = self._seed
-        pools = (
-            titles
-            | "SizesBySplit" >> beam.Map(lambda t: (t.split, (t.title, len(t.positives))))
-            | "GroupSplitTitles" >> beam.GroupByKey()
-            | "BuildDonorPools" >> beam.MapTuple(build_pool))
-        requests = titles | "RequestDonors" >> beam.ParDo(
-            self._request, pools=beam.pvalue.AsDict(pools)).with_outputs(STATS_TAG, main="requests")
-        keyed = titles | "KeyByTitle" >> beam.Map(lambda t: (t.title, t))
-        offers = (
-            {"request": requests.requests, "cluster": keyed}
-            | "JoinDonors" >> beam.CoGroupByKey()
-            | "OfferTexts" >> beam.FlatMap(lambda e: offer_texts(seed, e)))
+        pools, requests, keyed, offers = donor_offers(
+            titles, lambda t: (t.split, (t.title, len(t.positives))), self._request,
+            self._seed)
         rows = (
             {"title": keyed, "offers": offers}
             | "JoinOffers" >> beam.CoGroupByKey()
