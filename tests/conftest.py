@@ -18,6 +18,40 @@ WIKI_SAMPLE = SHARED_DATA / "wiki" / "enwiki-20160501-p10p30302-sample.xml.bz2"
 WIKI_TABLES = SHARED_DATA / "wiki" / "enwiki-table-markup-sample.xml.bz2"
 
 
+# The files that take minutes, heaviest first (seconds on 2 shared cores, `--durations`).
+# `--dist loadfile` hands files to the workers in the order of its queue; xdist's own
+# order (most tests first) put test_demo.py, 2 tests and the longest file, near the end,
+# where one worker ran it alone while the other had finished.
+HEAVY_FILES = (
+    "tests/pipelines/test_demo.py",  # 517
+    "tests/scoring/test_score_model_metrics.py",  # 339
+    "tests/pipelines/test_engines.py",  # 314
+    "tests/pipelines/test_mine_wes.py",  # 295
+    "tests/scoring/test_incremental.py",  # 283
+    "tests/pipelines/test_corpus_statistics.py",  # 250
+    "tests/pipelines/test_score_predictions.py",  # 222
+    "tests/metrics/test_bertscore.py",  # 196
+)
+
+
+def pytest_configure(config):
+    """The queue of `--dist loadfile` keeps the order `pytest_collection_modifyitems`
+    gives (xdist would sort it again by number of tests per file)."""
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
+def pytest_collection_modifyitems(config, items):
+    """The files of `HEAVY_FILES` first, in its order; then the others, most tests first
+    (xdist's own order), each file's tests in their order."""
+    rank = {name: i for i, name in enumerate(HEAVY_FILES)}
+    files = [item.nodeid.split("::")[0] for item in items]
+    counts = {name: files.count(name) for name in set(files)}
+    order = {id(item): (rank.get(name, len(rank)), -counts[name] if name not in rank else 0)
+             for item, name in zip(items, files, strict=True)}
+    items.sort(key=lambda item: order[id(item)])
+
+
 @pytest.fixture(scope="session")
 def wiki_sample() -> Path:
     if not WIKI_SAMPLE.exists():
