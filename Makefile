@@ -18,7 +18,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup test test-fast docs data demo bench lint breaks mutate clean
+.PHONY: setup test test-data test-fast docs data demo bench lint breaks mutate clean
 
 setup: $(STAMP) $(LEXICON_STAMP)
 
@@ -40,8 +40,16 @@ $(LEXICON_STAMP): $(STAMP) transforms/wes/lexicon.py transforms/wes/lexicon_asse
 	$(PY) -m transforms.wes.lexicon --ensure
 	touch $@
 
-test: setup
-	$(PY) -m pytest -q $(XDIST) tests
+# The tests read the public data the way a user gets it: `qa-data fetch tests` fills the
+# data cache (from the mirror: ../shared/data where it exists, else the original hosts),
+# and the tests read it there (QA_EVAL_SHARED_DATA names another folder to read instead).
+TEST_DATA = QA_EVAL_SHARED_DATA=$${QA_EVAL_SHARED_DATA:-$$($(PY) -m pipelines.fetch_data dir)}
+
+test-data: setup
+	$(PY) -m pipelines.fetch_data fetch tests
+
+test: setup test-data
+	$(TEST_DATA) $(PY) -m pytest -q $(XDIST) tests
 
 # The documentation site (mkdocs.yml: --strict fails on a broken link or anchor, an
 # unrecognised link and a page left out of the nav) into site/. `make test` builds it too
@@ -50,8 +58,8 @@ docs: setup
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
 
 # The suite without the tests marked slow (pipelines, models, JVMs): 1 to 3 minutes on 2 cores.
-test-fast: setup
-	$(PY) -m pytest -q $(XDIST) -m "not slow" tests
+test-fast: setup test-data
+	$(TEST_DATA) $(PY) -m pytest -q $(XDIST) -m "not slow" tests
 
 # The data the demo, the tests and the benchmarks read (transforms/data/registry.json),
 # fetched into the data cache (QA_EVAL_DATA_DIR, else $XDG_CACHE_HOME/qa-eval or
