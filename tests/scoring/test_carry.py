@@ -139,7 +139,7 @@ def test_the_combine_compacts_and_merges_parts():
         acc = fn.add_input(acc, (_keys(p), np.array([[ord(p)]], dtype=float)))
     assert len(acc) <= 2
     merged = fn.merge_accumulators([acc, [(_keys("d"), np.array([[1.0]]))]])
-    table = fn.extract_output(fn.compact(merged))
+    table = fn.extract_output(merged)
     assert sorted(table.keys.tolist()) == sorted(_keys("a", "b", "c", "d").tolist())
 
 

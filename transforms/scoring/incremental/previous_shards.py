@@ -117,10 +117,6 @@ class TablesCombineFn(beam.CombineFn):
     def merge_accumulators(self, accumulators: Iterable[list]) -> list:
         return [part for accumulator in accumulators for part in accumulator]
 
-    def compact(self, accumulator: list) -> list:
-        table = PreviousTable.build(accumulator, self._width)
-        return [(table.keys, table.values)]
-
     def extract_output(self, accumulator: list) -> PreviousTable:
         return PreviousTable.build(accumulator, self._width)
 

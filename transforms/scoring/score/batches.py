@@ -228,10 +228,11 @@ class ScoreRowsFn(CountingDoFn):
         by_row = dict(zip(unique, computed, strict=True))
         new_by_row = dict(zip(fresh, carried, strict=True))
         if self._metrics:  # the distinct contents the in-process metrics scored
-            self._count_scored([ScoreResult(None) if (
-                self._computed and by_row[i].scores is None) or (
-                i in new_by_row and new_by_row[i].scores is None) else ScoreResult({})
-                for i in unique if self._computed or i in new_by_row])
+            scored = [i for i in unique if self._computed or i in new_by_row]
+            failed = sum(by_row[i].scores is None or (
+                i in new_by_row and new_by_row[i].scores is None) for i in scored)
+            self.count("passed", len(scored) - failed)
+            self.count("filtered:metric_input_error", failed)
         given = []
         for i, first in enumerate(carry.first.tolist()):
             branches = {IN_PROCESS: [by_row[first]]}  # no scores when nothing is computed
