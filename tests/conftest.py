@@ -1,4 +1,9 @@
-"""Shared fixtures: paths of the real data in ../shared/data and variants built from it."""
+"""Shared fixtures: paths of the real data and variants built from it.
+
+The data folder is $QA_EVAL_SHARED_DATA, else the data cache that `qa-data fetch tests`
+fills (`make test` fetches it first and names it in $QA_EVAL_SHARED_DATA);
+tests/bench/bench_data.py resolves it for the tests and the benchmarks alike.
+"""
 
 from __future__ import annotations
 
@@ -9,13 +14,15 @@ from pathlib import Path
 
 import pytest
 
+from tests.bench import bench_data
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = Path(os.environ.get("QA_EVAL_SHARED_DATA", REPO.parent / "shared" / "data"))
-WIKI_SAMPLE = SHARED_DATA / "wiki" / "enwiki-20160501-p10p30302-sample.xml.bz2"
-WIKI_TABLES = SHARED_DATA / "wiki" / "enwiki-table-markup-sample.xml.bz2"
+SHARED_DATA = bench_data.data_dir()
+WIKI_SAMPLE = SHARED_DATA / bench_data.WIKI_SAMPLE
+WIKI_TABLES = SHARED_DATA / bench_data.WIKI_TABLES
 
 
 # The files that take minutes, heaviest first (seconds on 2 shared cores, `--durations`).
@@ -55,7 +62,8 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(scope="session")
 def wiki_sample() -> Path:
     if not WIKI_SAMPLE.exists():
-        pytest.fail(f"real data missing: {WIKI_SAMPLE} (set QA_EVAL_SHARED_DATA)")
+        pytest.fail(f"real data missing: {WIKI_SAMPLE} (qa-data fetch tests, or set "
+                    "QA_EVAL_SHARED_DATA)")
     return WIKI_SAMPLE
 
 

@@ -1,6 +1,6 @@
 """Baselines for the mining benchmark, without Beam: what reading and a full parse cost.
 
-    python -m tests.bench.baselines ../shared/data/wiki/enwiki-20160501-p10p30302-sample.xml.bz2
+    python -m tests.bench.baselines "$(qa-data dir)/wiki/enwiki-20160501-p10p30302-sample.xml.bz2"
 
 (a) `time_xml_reading`: decompression + XML parsing alone (pages with title, ns, latest
     revision text), in MB/s of uncompressed XML and pages/s.

@@ -42,25 +42,30 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from tests.bench.bench_data import JUDGMENTS, data_dir, require
 from transforms.metrics import lexical
 from transforms.metrics.base import QAExample
 from transforms.metrics.registry import build_metrics
 from transforms.text import ptb
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "judgments"
 NAMES = ("em", "f1", "bleu1", "bleu2", "bleu3", "bleu4", "rougeL", "cider", "meteor")
 KPQA_FILES = {"avsd_all": 5, "nrqa_mhpgm": 2, "semeval_mhpgm": 1}
 
 
-def load_rows(data: Path = DATA) -> list[QAExample]:
-    """Every judged row of the real files, with the references the KPQA release used."""
+def load_rows(data: Path | None = None) -> list[QAExample]:
+    """Every judged row of the real files (under `data`, default the benchmarks' data
+    folder), with the references the KPQA release used."""
+    data = data_dir() if data is None else data
+    require(*(data / p for p in JUDGMENTS))
     rows = []
     for name, n_refs in KPQA_FILES.items():
-        with open(data / "kpqa" / f"{name}.csv", newline="", encoding="utf-8") as f:
+        with open(data / "judgments" / "kpqa" / f"{name}.csv", newline="",
+                  encoding="utf-8") as f:
             for r in csv.DictReader(f):
                 refs = tuple(r[f"reference{j}"] for j in range(1, n_refs + 1))
                 rows.append(QAExample(r["answer"], refs, r["question"]))
-    with open(data / "sas" / "SQuAD_SAS.csv", newline="", encoding="utf-8") as f:
+    with open(data / "judgments" / "sas" / "SQuAD_SAS.csv", newline="",
+              encoding="utf-8") as f:
         rows += [QAExample(r["answer1"], (r["answer2"],)) for r in csv.DictReader(f)]
     return rows
 

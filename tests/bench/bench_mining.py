@@ -30,7 +30,8 @@ import time
 from pathlib import Path
 
 from tests.bench.baselines import time_full_parse, time_xml_reading
-from tests.bench.make_dump import build_dump
+from tests.bench.bench_data import WIKI_SAMPLE, data_path, require
+from tests.bench.make_dump import DEFAULT_SOURCES, build_dump
 from transforms.wiki.dump import iter_dump_file
 from transforms.wiki.links import extract_links, extract_links_full
 
@@ -39,7 +40,7 @@ REPO = Path(__file__).resolve().parents[2]
 # The adversarial mix the training recipe mines with: each kind of negative, link pairs.
 MIX = ["--negatives", "random=1,f1=1,substring=1,article_cooccurrence=1,word_cooccurrence=1",
        "--link_pairs", "2"]
-SAMPLE = REPO.parent / "shared" / "data" / "wiki" / "enwiki-20160501-p10p30302-sample.xml.bz2"
+SAMPLE = data_path(WIKI_SAMPLE)
 
 
 def build_parts(out: Path, min_mb: float) -> tuple[list[Path], int]:
@@ -124,6 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3,
                         help="rounds of (a) and (d); each reports its fastest run")
     args = parser.parse_args(argv)
+    require(SAMPLE, *DEFAULT_SOURCES)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     parts, xml_bytes = build_parts(out, args.min_mb)

@@ -254,7 +254,8 @@ def million(judge: str, tmp: str) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from tests.bench.judge_rows import REPEATED_HELP
+    from tests.bench.bench_data import require
+    from tests.bench.judge_rows import EVOUNA_TQ, REPEATED_HELP
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=20_000)
@@ -269,6 +270,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeated", action="store_true", help=REPEATED_HELP)
     parser.add_argument("--out", default=str(REPO / "bench_out"))
     args = parser.parse_args(argv)
+    require(EVOUNA_TQ)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     import torch
 

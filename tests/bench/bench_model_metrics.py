@@ -52,21 +52,23 @@ from apache_beam.ml.inference.base import KeyedModelHandler, RunInference
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.util import assert_that
 
+from tests.bench.bench_data import JUDGMENTS, SAS_SQUAD, data_dir, require
 from tests.models.checkpoints import save_cross_encoder
 from transforms.inference import handlers
 from transforms.models import loading, predictors, torch_models
 
 REPO = Path(__file__).resolve().parents[2]
-JUDGMENTS = REPO.parent / "shared" / "data" / "judgments"
 NAMESPACE = "bench_model_metrics"
 TOLERANCE = 1e-4
 
 
 def judgment_pairs() -> list[tuple[str, str]]:
     """Distinct (a, b) text pairs from the real judgment files, in first-seen order."""
+    data = data_dir()
+    require(*(data / p for p in JUDGMENTS))
     pairs: list[tuple[str, str]] = []
     for name, refs in (("avsd_all.csv", 6), ("nrqa_mhpgm.csv", 2), ("semeval_mhpgm.csv", 1)):
-        frame = pd.read_csv(JUDGMENTS / "kpqa" / name)
+        frame = pd.read_csv(data / "judgments" / "kpqa" / name)
         columns = ["answer"] + [f"reference{j}" for j in range(1, refs + 1)]
         if name.startswith("semeval"):  # its human score sits in reference2
             columns = ["answer", "reference1"]
@@ -75,7 +77,7 @@ def judgment_pairs() -> list[tuple[str, str]]:
             pairs += itertools.combinations(texts, 2)
             if not name.startswith("semeval"):
                 pairs += [(texts[0], ref) for ref in rows[(i + 1) % len(rows)][1:]]
-    sas = pd.read_csv(JUDGMENTS / "sas" / "SQuAD_SAS.csv")
+    sas = pd.read_csv(data / SAS_SQUAD)
     pairs += [(str(a), str(b)) for a, b in zip(sas["answer1"], sas["answer2"])]
     return list(dict.fromkeys(p for p in pairs if p[0] != p[1]))
 

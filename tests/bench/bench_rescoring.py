@@ -41,20 +41,22 @@ from pathlib import Path
 
 import pandas as pd
 
+from tests.bench.bench_data import JUDGMENTS, SAS_SQUAD, data_dir, require
+
 REPO = Path(__file__).resolve().parents[2]
-JUDGMENTS = Path(os.environ.get("QA_EVAL_SHARED_DATA", REPO.parent / "shared" / "data")
-                 ) / "judgments"
 TARGETS = {"lexical": 0.5, "judge": 0.15}
 
 
 def real_rows() -> list[dict]:
     """Every judged row of the bundled files in the scoring pipeline's default columns:
     SQuAD-SAS, AVSD, NarrativeQA, SemEval (2,742 rows of short answers)."""
-    with open(JUDGMENTS / "sas" / "SQuAD_SAS.csv", encoding="utf-8") as f:
+    data = data_dir()
+    require(*(data / p for p in JUDGMENTS))
+    with open(data / SAS_SQUAD, encoding="utf-8") as f:
         rows = [{"system": "sas", "prediction": r["answer1"], "references": [r["answer2"]]}
                 for r in csv.DictReader(f) if r["answer1"].strip() and r["answer2"].strip()]
     for name in ("avsd_all", "nrqa_mhpgm", "semeval_mhpgm"):
-        with open(JUDGMENTS / "kpqa" / f"{name}.csv", encoding="utf-8") as f:
+        with open(data / "judgments" / "kpqa" / f"{name}.csv", encoding="utf-8") as f:
             for r in csv.DictReader(f):
                 refs = [v for k, v in sorted(r.items()) if k.startswith("reference") and
                         v and v.strip()]

@@ -8,14 +8,17 @@
 # transformers, safetensors, numpy; not apache-beam. Writes "${OUT:-/tmp/out}/decisions/gpu_decisions.json".
 # Exit status: bench_gpu decisions' (0: >= 99.5% of decisions equal, or no CUDA; 1: fewer).
 # Overrides: PY (python3), JUDGE_DIR (/tmp/judge), EVOUNA (.gpu/data/evouna/TQ.json).
-# Prepared beforehand on a CPU machine (about 15 + 2 minutes on 2 cores), into the git-ignored .gpu/:
+# Prepared beforehand on a CPU machine (about 15 + 2 minutes on 2 cores), into the git-ignored .gpu/,
+# from EVOUNA-TQ in the data cache:
+#   .venv/bin/python -m pipelines.fetch_data fetch evouna-tq
+#   TQ=$(.venv/bin/python -m pipelines.fetch_data dir)/judgments/evouna/TQ.json
 #   .venv/bin/python -m pipelines.train_cross_encoder --format evouna \
-#       --input ../shared/data/judgments/evouna/TQ.json --output /tmp/judge --epochs 1
+#       --input "$TQ" --output /tmp/judge --epochs 1
 #   .venv/bin/python -m tests.bench.pack_checkpoint pack /tmp/judge .gpu/judge_packed embeddings
 #   .venv/bin/python -m tests.bench.pack_checkpoint unpack .gpu/judge_packed /tmp/judge_unpacked
 #   .venv/bin/python -m tests.bench.bench_gpu cpu_scores --judge /tmp/judge_unpacked \
-#       --evouna ../shared/data/judgments/evouna/TQ.json --out .gpu/judge_packed/cpu_scores.npy
-#   sha256sum ../shared/data/judgments/evouna/TQ.json | cut -d' ' -f1 > .gpu/judge_packed/TQ.json.sha256
+#       --evouna "$TQ" --out .gpu/judge_packed/cpu_scores.npy
+#   sha256sum "$TQ" | cut -d' ' -f1 > .gpu/judge_packed/TQ.json.sha256
 # (and .gpu/data/evouna/TQ.json, a copy of the EVOUNA-TQ file). The device call carries
 # [".gpu/judge_packed", ".gpu/data"] (38 MB; no Beam needed), 26 s on an H200.
 set -uo pipefail

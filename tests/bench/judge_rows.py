@@ -16,15 +16,13 @@ nothing; its cost per token is a trained judge's).
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
+from tests.bench import bench_data
 from transforms.metrics.judge import LAYOUT_KEY
 from transforms.training import evouna
 
-REPO = Path(__file__).resolve().parents[2]
-SHARED = Path(os.environ.get("QA_EVAL_SHARED_DATA", REPO.parent / "shared" / "data"))
-EVOUNA_TQ = SHARED / "judgments" / "evouna" / "TQ.json"
+EVOUNA_TQ = bench_data.data_path(bench_data.EVOUNA_TQ)
 # the benchmarks' `--repeated` flag (evouna_rows' `unique=False`)
 REPEATED_HELP = ("EVOUNA-TQ's 9,690 answers repeated as they are (rows past the first 9,690 "
                  "then come from the predictor's cache and the judge's memo: an upper bound for "
@@ -33,7 +31,9 @@ REPEATED_HELP = ("EVOUNA-TQ's 9,690 answers repeated as they are (rows past the 
 
 
 def evouna_rows(n: int, path: str | Path = EVOUNA_TQ, unique: bool = False) -> list[dict]:
-    """n scoring rows from EVOUNA-TQ (see the module docstring)."""
+    """n scoring rows from EVOUNA-TQ (see the module docstring); exits naming the file
+    when it is missing."""
+    bench_data.require(path)
     answers = list(evouna.judged_answers(evouna.read_questions(str(path))))
     rows = []
     while len(rows) < n:

@@ -4,9 +4,10 @@
     python -m tests.bench.make_dump --out bench_out/dump100-multistream.xml.bz2 \\
         --min_mb 100 --multistream
 
-The pages of `../shared/data/wiki/*.xml.bz2` are written as they are (copy 0), then again
-and again under new titles (`Anarchism copy17`), page ids and revision ids until the
-uncompressed XML reaches `--min_mb` MiB. Real wikitext, any size: the link structure stays
+The pages of the Wikipedia samples in the data cache (`bench_data.WIKI_SOURCES`: the
+registry's `wiki-sample` and `wiki-tables`, which `qa-data fetch bench` fetches) are
+written as they are (copy 0), then again and again under new titles (`Anarchism copy17`),
+page ids and revision ids until the uncompressed XML reaches `--min_mb` MiB. Real wikitext, any size: the link structure stays
 realistic because, in copy c, each wikilink whose target can be renamed (no `#`, `:`,
 `(`, brackets or braces in it) points at the same copy c of its target with probability
 `--same_copy_share`, and otherwise at a uniformly drawn earlier copy (0 = the original).
@@ -25,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import bz2
-import glob
 import gzip
 import html
 import json
@@ -40,11 +40,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO
 
+from tests.bench.bench_data import WIKI_SOURCES, data_path, require
+
 logger = logging.getLogger(__name__)
 
-REPO = Path(__file__).resolve().parents[2]
-SHARED_DATA = Path(os.environ.get("QA_EVAL_SHARED_DATA", REPO.parent / "shared" / "data"))
-DEFAULT_SOURCES = tuple(sorted(glob.glob(str(SHARED_DATA / "wiki" / "*.xml.bz2"))))
+DEFAULT_SOURCES = tuple(str(data_path(p)) for p in WIKI_SOURCES)
 MIB = 1 << 20
 COMPRESSIONS = (None, "gz", "bz2", "multistream")
 
@@ -90,7 +90,7 @@ def load_sources(paths: tuple[str, ...] = DEFAULT_SOURCES) -> tuple[str, list[So
         ValueError: no source dump, or one without a `<page>`.
     """
     if not paths:
-        raise ValueError("no source dumps: expected ../shared/data/wiki/*.xml.bz2")
+        raise ValueError("no source dumps")
     header, pages = "", []
     seen_ids: set[int] = set()
     seen_titles: set[str] = set()
@@ -294,8 +294,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--same_copy_share", type=float, default=0.9)
     parser.add_argument("--pages_per_stream", type=int, default=100)
     parser.add_argument("--sources", nargs="+", default=list(DEFAULT_SOURCES),
-                        help="source dumps (default: ../shared/data/wiki/*.xml.bz2)")
+                        help="source dumps (default: the Wikipedia samples of the data "
+                             "cache, `qa-data fetch bench`)")
     args = parser.parse_args(argv)
+    require(*args.sources)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     compression = ("multistream" if args.multistream else "bz2" if args.bz2
                    else "gz" if args.gz else None)

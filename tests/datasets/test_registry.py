@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.bench.bench_data import BENCH_READS
 from transforms.data import registry
 from transforms.data.registry import RegistryError, default_data_dir, parse_registry, select
 
@@ -64,6 +65,10 @@ def test_every_entry_says_where_it_comes_from(entry):
 
 def test_the_demo_set_holds_what_the_demo_reads():
     assert DEMO_READS <= {e.path for e in select(["demo"])}
+
+
+def test_the_bench_set_holds_what_the_benchmarks_read():
+    assert set(BENCH_READS) <= {e.path for e in select(["bench"])}
 
 
 def test_select_by_name_set_and_all():
