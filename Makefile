@@ -95,7 +95,7 @@ lint: setup
 # per break: 5-10 s each on 2 cores, about 40 s for one whose test starts a Dask cluster.
 # `make breaks BREAK_NAMES='name ...'` runs some of them.
 BREAK_NAMES ?=
-breaks: setup
+breaks: setup test-data
 	$(PY) -m tests.breaks.run $(BREAK_NAMES)
 
 # Mutation testing of the modules where a wrong answer would be silent (setup.cfg's
@@ -120,11 +120,10 @@ $(MUTMUT_STAMP): $(STAMP) requirements-mutate.txt
 
 # mutants/ is made before mutmut starts: it must exist when Python starts, or the
 # PYTHONPATH entry (which Beam's worker processes inherit) is cached as missing. The tests
-# run from mutants/, where tests/conftest.py would look for the real data one folder too
-# deep: QA_EVAL_SHARED_DATA names ../shared/data, as `make breaks` does.
-mutate: $(MUTMUT_STAMP) $(LEXICON_STAMP)
+# run from mutants/ and read the data cache that `qa-data fetch tests` fills, as `make test` does.
+mutate: $(MUTMUT_STAMP) $(LEXICON_STAMP) test-data
 	rm -rf mutants && mkdir mutants
-	QA_EVAL_SHARED_DATA=$${QA_EVAL_SHARED_DATA:-$(abspath $(CURDIR)/../shared/data)} \
+	$(TEST_DATA) \
 	PYTHONPATH=$(CURDIR)/mutants nice -n 10 $(MUTMUT_VENV)/bin/mutmut run --max-children $(MUTATE_JOBS) $(MUTANTS)
 	$(MUTMUT_VENV)/bin/python -m tests.mutation_summary --mutmut $(MUTMUT_VENV)/bin/mutmut --survivors
 

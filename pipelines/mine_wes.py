@@ -3,7 +3,7 @@
 Locally (DirectRunner, in-process or with worker processes):
 
     python -m pipelines.mine_wes \\
-        --input '../shared/data/wiki/*.xml.bz2' --output out/wes \\
+        --input "$(qa-data dir)"/'wiki/*.xml.bz2' --output out/wes \\
         --min_incoming_links 5,10,20 --seed 13 \\
         [--direct_running_mode=multi_processing --direct_num_workers=2: see
          docs/repro/multiprocess_cogroupbykey.py before relying on it]

@@ -24,7 +24,7 @@ and every output path.
 Locally (DirectRunner)::
 
     python -m pipelines.score_predictions \
-        --input '../shared/data/judgments/kpqa/avsd_all.csv' --output out/avsd \
+        --input "$(qa-data dir)"/'judgments/kpqa/avsd_all.csv' --output out/avsd \
         --metrics em,f1,bleu1,bleu4,rougeL,meteor,cider \
         --prediction_column answer --reference_prefix reference --max_references 5 \
         --human_column scores

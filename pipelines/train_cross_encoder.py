@@ -8,15 +8,15 @@ WES shards from `pipelines.mine_wes` (binary; the paper's basic cross-encoder):
 STS-B (score / 5, the SAS recipe), here continuing from the WES model (the curriculum
 that gave docs/design.md's best model), test Pearson/Spearman reported at the end:
 
-    python -m pipelines.train_cross_encoder --format stsb --input ../shared/data/stsb \\
+    python -m pipelines.train_cross_encoder --format stsb --input "$(qa-data dir)"/stsb \\
         --init_checkpoint models/wes --output models/sas --epochs 3
 
 The judge on short answers (SQuAD and WES pairs, EVOUNA-TQ mixed into train 1:1 with
 the short answers; the converter splits by article and title, `--format judge` lays out
 every row as the `judge` metric does, marked layout by default):
 
-    python -m transforms.training.short_answers --squad ../shared/data/squad/dev-v1.1.json.gz \
-        --wes out/wes/wes-k2 --evouna ../shared/data/judgments/evouna/TQ.json \
+    python -m transforms.training.short_answers --squad "$(qa-data dir)"/squad/dev-v1.1.json.gz \
+        --wes out/wes/wes-k2 --evouna "$(qa-data dir)"/judgments/evouna/TQ.json \
         --train_mix squad=1,wes=1,evouna=2 --output data/short
     python -m pipelines.train_cross_encoder --format judge --input data/short \
         --init_checkpoint models/sas --output models/judge

@@ -1,7 +1,7 @@
 """Train the KPQA keyphrase predictor (the weights of the kpqa_* metrics) on SQuAD.
 
     python -m pipelines.train_keyphrase \\
-        --squad ../shared/data/squad/dev-v1.1.json.gz --output models/keyphrase \\
+        --squad "$(qa-data dir)"/squad/dev-v1.1.json.gz --output models/keyphrase \\
         --train_articles 40 --eval_articles 8 --epochs 2 --batch_size 32 --lr 1e-4
 
 Examples are (question, answer sentence, answer span); the answer words are labelled K on
@@ -14,20 +14,19 @@ An interrupted run continues with `--resume`. The output folder is a Hugging Fac
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from transforms.data.registry import default_data_dir
 from transforms.io import cli
 from transforms.io.storage import check_local_paths
 from transforms.training.keyphrase import BEST_METRICS, KeyphraseData, train_keyphrase
 from transforms.training.options import add_train_args, cli_main, train_config
 
-_REPO = Path(__file__).resolve().parents[1]
-DEFAULT_SQUAD = str(Path(os.environ.get("QA_EVAL_SHARED_DATA", _REPO.parent / "shared" / "data"))
-                    / "squad" / "dev-v1.1.json.gz")
+# SQuAD v1.1 dev where `qa-data fetch squad-dev` keeps it, under the data cache folder.
+SQUAD_IN_CACHE = Path("squad") / "dev-v1.1.json.gz"
 
 
 def build_parser() -> cli.ArgumentParser:
@@ -35,8 +34,9 @@ def build_parser() -> cli.ArgumentParser:
     parser = cli.ArgumentParser(prog="python -m pipelines.train_keyphrase",
                                 description=__doc__.splitlines()[0])
     g = parser.add_argument_group("data")
-    g.add_argument("--squad", default=DEFAULT_SQUAD,
-                   help=f"SQuAD-format JSON, plain or .gz (default {DEFAULT_SQUAD})")
+    g.add_argument("--squad", default=None,
+                   help=f"SQuAD-format JSON, plain or .gz (default: {SQUAD_IN_CACHE} in the data "
+                        "cache that `qa-data fetch squad-dev` fills, `qa-data dir`)")
     g.add_argument("--train_articles", type=int, default=40, help="articles to train on")
     g.add_argument("--eval_articles", type=int, default=8, help="held-out articles (dev)")
     g.add_argument("--max_train_examples", type=int, default=None,
@@ -65,6 +65,8 @@ def run(argv: Sequence[str] | None = None,
         ValueError: bad flags or bad training input, before training starts.
     """
     args = cli.parse_flags(build_parser(), argv, beam=False)
+    if args.squad is None:
+        args.squad = str(default_data_dir() / SQUAD_IN_CACHE)
     check_local_paths({"--squad": args.squad, "--output": args.output}, "the trainers")
     data = KeyphraseData(
         squad=args.squad, model=args.model, max_length=args.max_length,

@@ -30,6 +30,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from transforms.data.registry import default_data_dir
+
 REPO = Path(__file__).resolve().parents[2]
 BREAKS = Path(__file__).resolve().parent
 # A break whose tests have not finished in this time counts as not caught.
@@ -118,7 +120,7 @@ def check_break(item: Break, keep_output: int = 3000) -> tuple[bool, str, str]:
             return False, "NOT caught: the patch does not apply", why
         env = {**os.environ, "PYTHONPATH": str(tree),
                "QA_EVAL_SHARED_DATA": os.environ.get(
-                   "QA_EVAL_SHARED_DATA", str(REPO.parent / "shared" / "data"))}
+                   "QA_EVAL_SHARED_DATA", str(default_data_dir()))}
         command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                    "-p", "no:xdist", *item.tests]
         try:
