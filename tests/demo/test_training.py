@@ -22,6 +22,19 @@ def test_training_plan_lanes_and_given_checkpoints(tmp_path):
                                {**none, "wes": "/my/wes", "kpqa": "/my/kp"})
     assert [[name for name, _ in lane] for lane in given] == [["sas"]]
     assert "--init_checkpoint" not in given[0][0][1]
+    assert not any(a.startswith(("--max_dev_rows", "--max_eval_examples"))
+                   for lane in lanes for _, args in lane for a in args)
+
+
+def test_a_quick_plan_samples_every_held_out_split(tmp_path):
+    none = {m: None for m in (*demo.TRAINED, *demo.GIVEN_ONLY)}
+    (wes, sas), (kpqa,) = demo.training_plan(SHARED_DATA, tmp_path, tmp_path / "m", 5.5, none,
+                                             max_steps=2)
+    rows = demo.QUICK_DEV_ROWS
+    for _, args in (wes, sas):
+        assert {"--max_steps=2", f"--max_dev_rows={rows}", f"--max_test_rows={rows}"} <= set(args)
+    assert {"--max_steps=2", f"--max_eval_examples={rows}"} <= set(kpqa[1])
+    assert [a for a in kpqa[1] if a.startswith("--max_steps")][-1] == "--max_steps=2"
 
 
 def test_rest_of_the_budget_goes_to_the_next_run_of_a_lane(tmp_path):

@@ -33,7 +33,8 @@ def training_plan(data: Path, wes_corpus: Path, models: Path, minutes: float,
         models: where the checkpoints go (models/<metric>).
         minutes: the wall-clock budget of the whole training phase.
         given: metric -> a checkpoint the user gave (not trained), or None.
-        max_steps: cap every run at this many steps (quick runs and tests).
+        max_steps: cap every run at this many steps (quick runs and tests); the held-out
+            splits are then sampled too (`QUICK_DEV_ROWS` rows or examples each).
 
     Returns:
         Lanes of (metric, command-line arguments of `python -m ...`).
@@ -42,22 +43,27 @@ def training_plan(data: Path, wes_corpus: Path, models: Path, minutes: float,
     # batch 32); larger budgets follow the README recipe (STS 3 epochs, keyphrase 2).
     long = minutes >= 12
     common = ["--num_threads=1", "--no_progress", "--overwrite", "--seed=13"]
+    # A quick run evaluates on seeded samples of the held-out splits too (`QUICK_DEV_ROWS`).
+    quick_pairs: list[str] = []
+    quick_spans: list[str] = []
     if max_steps is not None:
         common.append(f"--max_steps={max_steps}")
+        quick_pairs = [f"--max_dev_rows={QUICK_DEV_ROWS}", f"--max_test_rows={QUICK_DEV_ROWS}"]
+        quick_spans = [f"--max_eval_examples={QUICK_DEV_ROWS}"]
     wes_minutes = 0.45 * minutes if not given["sas"] else minutes
     lane_a: list[tuple[str, list[str]]] = []
     if not given["wes"]:
         lane_a.append(("wes", [
             "pipelines.train_cross_encoder", "--format=wes", f"--input={wes_corpus}",
             f"--output={models / 'wes'}", "--epochs=1", f"--max_minutes={wes_minutes:.2f}",
-            *common]))
+            *common, *quick_pairs]))
     if not given["sas"]:
         # The rest of the lane's budget: `run_lanes` fills in what WES left over.
         init = (["--init_checkpoint", str(models / "wes")] if not given["wes"] else [])
         lane_a.append(("sas", [
             "pipelines.train_cross_encoder", "--format=stsb", f"--input={data / 'stsb'}",
             f"--output={models / 'sas'}", f"--epochs={3 if long else 1}",
-            f"--max_minutes={REST}", *init, *common]))
+            f"--max_minutes={REST}", *init, *common, *quick_pairs]))
     lane_b: list[tuple[str, list[str]]] = []
     if not given["kpqa"]:
         # Batches of 16 at lr 2e-4 learn much faster per minute than 32 at 1e-4 (held-out
@@ -67,7 +73,7 @@ def training_plan(data: Path, wes_corpus: Path, models: Path, minutes: float,
         lane_b.append(("kpqa", [
             "pipelines.train_keyphrase", f"--squad={data / 'squad' / 'dev-v1.1.json.gz'}",
             f"--output={models / 'keyphrase'}", "--batch_size=16", "--lr=2e-4", *size,
-            f"--max_minutes={minutes:.2f}", *common]))
+            f"--max_minutes={minutes:.2f}", *common, *quick_spans]))
     return [lane for lane in (lane_a, lane_b) if lane]
 
 
@@ -84,8 +90,8 @@ JUDGE_ARGS = ("--gold_layout=marked", "--max_length=192", "--lr=1e-4")
 # The short-answer pairs: SQuAD and WES in the train split beside EVOUNA-TQ,
 # mixed in this proportion (docs/benchmarks.md, "Short answers").
 SHORT_TRAIN_MIX = "squad=1,wes=1,evouna=2"
-# Dev pairs a quick run (`--max_steps`) evaluates and calibrates on (the mixed dev split
-# has 4,606: about two minutes on one thread).
+# Held-out rows a quick run (`--max_steps`) evaluates and calibrates on, per split and
+# trainer (the judge's mixed dev split has 4,606: about two minutes on one thread).
 QUICK_DEV_ROWS = 400
 
 

@@ -17,8 +17,10 @@ from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
 # s3_fixes: Beam's S3 client corrected wherever the project's DoFns run, also in worker
-# processes that get no --beam_plugins (Dask's); Beam has imported what it patches.
+# processes that get no --beam_plugins (Dask's); beam_signatures: each function's
+# signature worked out once. Beam has imported what they patch.
 from transforms.io import (
+    beam_signatures,  # noqa: F401 - applied on import
     progress,
     s3_fixes,  # noqa: F401 - applied on import
 )
