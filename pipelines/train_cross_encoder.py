@@ -95,7 +95,8 @@ def build_parser() -> cli.ArgumentParser:
     g.add_argument("--hard_test_file", default=None,
                    help="wes: the WES-hard test split (a path or glob) the best checkpoint "
                         "is also scored on, per pair kind too; default: the one wes-mine "
-                        "writes beside --input, <input>-hard/test-*.parquet, when it exists")
+                        "writes beside --input, <input>-hard/test-*.parquet, when it exists "
+                        "(capped by --max_test_rows too)")
     g = parser.add_argument_group("model")
     g.add_argument("--model", default=None,
                    help="encoder to start from: path or Hub id (default: the packaged "
