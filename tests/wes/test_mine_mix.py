@@ -164,6 +164,24 @@ def test_the_hard_test_split_is_the_test_titles_near_misses(mixed, k):
 
 
 @pytest.mark.slow
+def test_the_hard_test_split_loads_as_its_own_config(mixed, tmp_path):
+    import datasets
+    import yaml
+
+    meta = yaml.safe_load((mixed["out"] / "README.md").read_text().split("---\n")[1])
+    assert [c["config_name"] for c in meta["configs"]] == ["k2", "k2-hard", "k5", "k5-hard"]
+    info = {c["config_name"]: c for c in meta["dataset_info"]}
+    block = mixed["stats"]["corpora"]["wes-k5"]["hard_test"]
+    assert info["k5-hard"]["splits"] == [
+        {"name": "test", "num_examples": block["positives"] + block["negatives"]}]
+    assert info["k5-hard"]["features"][-1] == {"name": "pair_kind", "dtype": "string"}
+    hard = datasets.load_dataset(str(mixed["out"]), name="k5-hard",
+                                 cache_dir=str(tmp_path / "hf_cache"))
+    assert list(hard) == ["test"]
+    assert hard["test"].num_rows == block["positives"] + block["negatives"]
+
+
+@pytest.mark.slow
 def test_the_same_shards_from_another_runner_and_worker_count(mixed, tmp_path, wiki_sample):
     out = tmp_path / "multi"
     _mine(wiki_sample, out, *RUNNER_ARGS["direct_multi_processing"], "--min_incoming_links=5",
