@@ -33,10 +33,14 @@ Harder negatives and more positives (Huang 2022's future work), e.g.
 `--negatives random=1,f1=1,substring=1,word_cooccurrence=1,article_cooccurrence=1
 --link_pairs 3`: each title still gets as many negatives as positives, the kinds in
 those shares, and every row gets a `pair_kind` column (docs/decisions.md, "Adversarial
-negatives and link-to-link pairs"). With the default flags the output is as before.
+negatives and link-to-link pairs"). A mix with a kind other than `random` also writes the
+WES-hard test split, `<output>/wes-k<k>-hard/`: the test titles that got an adversarial
+negative, their positives and those negatives (transforms/wes/hard_test.py). With the
+default flags the output is as before.
 
 Outputs: `<output>/wes-k<k>/{train,dev,test}-SSSSS-of-NNNNN.parquet`,
-`<output>/wes-k<k>-clusters/`, `<output>/redirects-*.parquet`, and last, once every shard
+`<output>/wes-k<k>-clusters/`, `<output>/wes-k<k>-hard/` (adversarial mixes only),
+`<output>/redirects-*.parquet`, and last, once every shard
 is written, `<output>/stats.json` and `<output>/dataset_card.md`.
 
 Everything is written to `<output>/.temp-<uuid>/` first and moved into place by the last
@@ -101,7 +105,9 @@ def add_mining_arguments(parser, with_io: bool = True) -> None:
     g = parser.add_argument_group("output")
     if with_io:
         add_output_argument(g, "output directory: wes-k<k>/, wes-k<k>-clusters/, "
-                               "redirects-*.parquet, stats.json, dataset_card.md (required)")
+                               "wes-k<k>-hard/ (the WES-hard test split, with an adversarial "
+                               "--negatives mix), redirects-*.parquet, stats.json, "
+                               "dataset_card.md (required)")
         add_overwrite_argument(g, "replace the outputs of an earlier run in --output (kept "
                                   "as they were until this run has written all of its own)")
     g = parser.add_argument_group("mining")
@@ -116,7 +122,8 @@ def add_mining_arguments(parser, with_io: bool = True) -> None:
     g.add_argument("--negatives", default=DEFAULT_NEGATIVES,
                    help="the negatives' mix of kinds, kind=weight comma-separated, from "
                         f"{', '.join(NEGATIVE_KINDS)} (e.g. random=1,f1=1,substring=1); "
-                        "each title keeps as many negatives as positives")
+                        "each title keeps as many negatives as positives; a kind other "
+                        "than random also writes the WES-hard test split, wes-k<k>-hard/")
     g.add_argument("--link_pairs", type=int, default=0,
                    help="also pair two link texts of one cluster as positives, at most "
                         "this many pairs per cluster (0: none)")

@@ -5,6 +5,16 @@ WES shards from `pipelines.mine_wes` (binary; the paper's basic cross-encoder):
     python -m pipelines.train_cross_encoder --format wes --input out/wes/wes-k2 \\
         --output models/wes --epochs 1 --batch_size 32 --lr 5e-5
 
+A corpus mined with a negative mix (`wes-mine --negatives random=1,f1=1,...`) has a
+`pair_kind` per row: `--negative_kinds random,f1` trains and picks the checkpoint on the
+positives and those negatives only. The test split is scored whole, and so is the
+WES-hard test split that the mining writes beside the corpus (`wes-k<k>-hard/`, found
+by itself; `--hard_test_file` names another), each with its accuracy per pair kind in
+metrics.json and the model card:
+
+    python -m pipelines.train_cross_encoder --format wes --input out/wes/wes-k2 \\
+        --negative_kinds random --output models/wes-random
+
 STS-B (score / 5, the SAS recipe), here continuing from the WES model (the curriculum
 that gave docs/design.md's best model), test Pearson/Spearman reported at the end:
 
@@ -53,6 +63,7 @@ from transforms.training.cross_encoder import (
 )
 from transforms.training.options import add_train_args, cli_main, train_config
 from transforms.training.pair_data import FORMATS
+from transforms.training.pair_kinds import NEGATIVE_KINDS, parse_negative_kinds
 
 
 def build_parser() -> cli.ArgumentParser:
@@ -74,7 +85,18 @@ def build_parser() -> cli.ArgumentParser:
         g.add_argument(f"--max_{split}_rows", type=int, default=None,
                        help=f"use at most this many {split} rows (seeded sample)")
     g.add_argument("--skip_test", action="store_true",
-                   help="do not evaluate the best checkpoint on the test split")
+                   help="do not evaluate the best checkpoint on the test split (nor on the "
+                        "WES-hard one)")
+    g.add_argument("--negative_kinds", default=None, metavar="KIND[,KIND]",
+                   help="wes: keep the positives and only the negatives of these pair_kind "
+                        f"values ({', '.join(NEGATIVE_KINDS)}) in train and dev; test is "
+                        "scored whole, with accuracy per pair kind in metrics.json; needs "
+                        "shards mined with a negative mix (a pair_kind column)")
+    g.add_argument("--hard_test_file", default=None,
+                   help="wes: the WES-hard test split (a path or glob) the best checkpoint "
+                        "is also scored on, per pair kind too; default: the one wes-mine "
+                        "writes beside --input, <input>-hard/test-*.parquet, when it exists "
+                        "(capped by --max_test_rows too)")
     g = parser.add_argument_group("model")
     g.add_argument("--model", default=None,
                    help="encoder to start from: path or Hub id (default: the packaged "
@@ -118,7 +140,8 @@ def run(argv: Sequence[str] | None = None,
     """
     args = cli.parse_flags(build_parser(), argv, beam=False)
     check_local_paths({f"--{flag}": getattr(args, flag) for flag in (
-        "input", "train_file", "dev_file", "test_file", "init_checkpoint", "output")},
+        "input", "train_file", "dev_file", "test_file", "hard_test_file", "init_checkpoint",
+        "output")},
         "the trainers")
     data = CrossEncoderData(
         format=args.format, input=args.input, train_file=args.train_file,
@@ -128,7 +151,9 @@ def run(argv: Sequence[str] | None = None,
         max_test_rows=args.max_test_rows, skip_test=args.skip_test,
         best_metric=args.best_metric, threshold_objective=args.threshold_objective,
         gold_layout=args.gold_layout, max_gold_chars=args.max_gold_chars,
-        class_weight=args.class_weight)
+        class_weight=args.class_weight,
+        negative_kinds=parse_negative_kinds(args.negative_kinds),
+        hard_test_file=args.hard_test_file)
     return train_cross_encoder(data, train_config(args), on_step=on_step)
 
 

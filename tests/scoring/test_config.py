@@ -90,7 +90,7 @@ def _judge_checkpoint(folder, threshold):
     config.json with the calibrated threshold (no real weights needed to build a config)."""
     import json
 
-    from transforms.training.cross_encoder import THRESHOLD_KEY
+    from transforms.training.best_checkpoint import THRESHOLD_KEY
 
     folder.mkdir()
     config = {"architectures": ["BertForSequenceClassification"], "num_labels": 1,

@@ -346,7 +346,7 @@ def test_a_judges_saved_threshold_is_in_the_signature_and_used_by_the_report(
     import numpy as np
 
     from transforms.scoring.outputs.write import read_signatures
-    from transforms.training.cross_encoder import THRESHOLD_KEY
+    from transforms.training.best_checkpoint import THRESHOLD_KEY
 
     plain, judge = tmp_path / "plain_judge", tmp_path / "judge"
     shutil.copytree(cross_encoder_path, plain)

@@ -1,6 +1,7 @@
 """Session fixtures of the training tests: real data, shaped small.
 
 - `wes_corpus`: a WES corpus mined once from the real Wikipedia sample (k = 2).
+- `wes_mixed_corpus`: the same with every negative kind (`pair_kind`, `wes-k2-hard/`).
 - `stsb_small`: the first rows of the real STS-B train and dev files.
 - `squad_two_articles`: two real SQuAD dev articles (a few paragraphs each).
 - `bem_square_rows`: BEM and SQuArE JSONL rows built from real SQuAD questions/answers.
@@ -21,6 +22,7 @@ STSB = SHARED_DATA / "stsb"
 SQUAD = SHARED_DATA / "squad" / "dev-v1.1.json.gz"
 # Tiny and fast: one torch thread (other suites share the two cores), short inputs.
 FAST = ["--num_threads=1", "--no_progress", "--eval_batch_size=64", "--log_every=1"]
+WES_MIX = "random=1,f1=1,substring=1,article_cooccurrence=1,word_cooccurrence=1"
 
 
 @pytest.fixture(scope="session")
@@ -29,6 +31,18 @@ def wes_corpus(tmp_path_factory, wiki_sample) -> Path:
     out = tmp_path_factory.mktemp("wes")
     mine_wes.run([f"--input={wiki_sample}", f"--output={out}", "--min_incoming_links=2",
                   "--seed=13", *RUNNER_ARGS["direct_in_process"]], save_main_session=False)
+    return out / "wes-k2"
+
+
+@pytest.fixture(scope="session")
+def wes_mixed_corpus(tmp_path_factory, wiki_sample) -> Path:
+    """A corpus mined with every negative kind (k = 2): `pair_kind` on every row, and
+    its WES-hard test split beside it (`wes-k2-hard/`)."""
+    from pipelines import mine_wes
+    out = tmp_path_factory.mktemp("wes-mixed")
+    mine_wes.run([f"--input={wiki_sample}", f"--output={out}", "--min_incoming_links=2",
+                  "--seed=13", f"--negatives={WES_MIX}", *RUNNER_ARGS["direct_in_process"]],
+                 save_main_session=False)
     return out / "wes-k2"
 
 

@@ -238,3 +238,50 @@ def test_evouna_all_golds_and_balanced_classes_reach_the_card(tmp_path):
     with pytest.raises(ValueError, match="was trained with gold_layout='all'"):
         JudgeMetric(model=str(out), gold_layout="marked")
     assert 'JudgeMetric(model="' in info["usage"] and 'gold_layout="all")' in info["usage"]
+
+
+@pytest.mark.slow
+def test_wes_negative_kinds_and_the_hard_split_per_pair_kind(wes_mixed_corpus, tmp_path):
+    import collections
+
+    import pyarrow.dataset as ds
+
+    out = tmp_path / "wes-random"
+    info = train_cross_encoder.run([
+        "--format=wes", f"--input={wes_mixed_corpus}", f"--output={out}", *FAST,
+        "--max_length=24", "--batch_size=16", "--max_steps=2", "--negative_kinds=random"])
+    mined = ds.dataset(str(wes_mixed_corpus), format="parquet").to_table().to_pylist()
+    kinds = collections.Counter((r["split"], r["pair_kind"]) for r in mined)
+    # train and dev: the positives and the random negatives only; test: every row
+    for split in ("train", "dev"):
+        assert info["data"]["rows"][split] == sum(
+            n for (s, kind), n in kinds.items()
+            if s == split and kind in ("title_link", "link_link", "random"))
+    assert info["data"]["rows"]["test"] == sum(n for (s, _), n in kinds.items() if s == "test")
+    assert info["data"]["negative_kinds"] == ["random"]
+    by_kind = info["test_by_pair_kind"]
+    assert {"title_link", "random", "f1", "word_cooccurrence"} <= set(by_kind)
+    assert by_kind["f1"]["rows"] == kinds[("test", "f1")]
+    assert all(0 <= v["accuracy"] <= 1 and 0 <= v["accuracy_at_threshold"] <= 1
+               for v in by_kind.values())
+    # the WES-hard split beside the corpus is found and scored, per kind too
+    hard = ds.dataset(str(wes_mixed_corpus) + "-hard", format="parquet").to_table().to_pylist()
+    assert info["data"]["rows"]["hard_test"] == len(hard) > 0
+    assert info["data"]["files"]["hard_test"][0].endswith(
+        "wes-k2-hard/test-00000-of-00001.parquet")
+    assert 0 <= info["hard_test"]["auroc"] <= 1 and "accuracy_at_threshold" in info["hard_test"]
+    assert "random" not in info["hard_test_by_pair_kind"]
+    assert sum(v["rows"] for v in info["hard_test_by_pair_kind"].values()) == len(hard)
+    saved = json.loads((out / "metrics.json").read_text())
+    assert saved["hard_test_by_pair_kind"] == info["hard_test_by_pair_kind"]
+    card = (out / "model_card.md").read_text()
+    for section in ("## Test results per pair kind", "## WES-hard test results (best checkpoint)",
+                    "## WES-hard test results per pair kind", "- negative_kinds: `random`",
+                    "| hard_test | "):
+        assert section in card
+    # skip_test skips both held-out splits
+    info = train_cross_encoder.run([
+        "--format=wes", f"--input={wes_mixed_corpus}", f"--output={tmp_path / 'skip'}",
+        *FAST, "--max_length=24", "--batch_size=16", "--max_steps=1", "--max_train_rows=32",
+        "--max_dev_rows=32", "--skip_test"])
+    assert info["test"] is None and "hard_test" not in info and "hard_test" not in info["data"]["rows"]

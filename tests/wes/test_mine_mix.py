@@ -130,6 +130,57 @@ def test_balance_sources_and_disjoint_splits(mixed, k):
         len(clusters[t]["link_texts"]) - 1) // 2) for t, n in links.items())
 
 
+def _hard_rows(out, k):
+    return ds.dataset(str(out / f"wes-k{k}-hard"), format="parquet").to_table().to_pylist()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("k", [2, 5])
+def test_the_hard_test_split_is_the_test_titles_near_misses(mixed, k):
+    rows, hard = mixed["rows"][k], _hard_rows(mixed["out"], k)
+    test = [r for r in rows if r["split"] == "test"]
+
+    def article(r):
+        return r["source_title"] if r["pair_kind"] == "link_link" else r["title"]
+
+    adversarial = {article(r) for r in test if r["label"] == 0 and r["pair_kind"] != "random"}
+    expected = [r for r in test if article(r) in adversarial
+                and (r["label"] == 1 or r["pair_kind"] != "random")]
+    assert hard and {json.dumps(r, sort_keys=True) for r in hard} == {
+        json.dumps(r, sort_keys=True) for r in expected}
+    assert len(hard) == len(expected)
+    kinds = collections.Counter(r["pair_kind"] for r in hard)
+    assert "random" not in kinds and kinds["title_link"] > 0
+    block = mixed["stats"]["corpora"][f"wes-k{k}"]["hard_test"]
+    assert block == {"path": f"wes-k{k}-hard/test-*.parquet", "titles": len(adversarial),
+                     "positives": kinds["title_link"] + kinds["link_link"],
+                     "negatives": sum(kinds.values()) - kinds["title_link"] - kinds["link_link"],
+                     "pair_kinds": {kind: kinds[kind] for kind in block["pair_kinds"]}}
+    assert any(f.endswith(f"wes-k{k}-hard/test-00000-of-00001.parquet")
+               for f in mixed["stats"]["files"])
+    card = (mixed["out"] / "README.md").read_text()
+    assert f"WES-hard test split (`wes-k{k}-hard/test-*.parquet`): {len(adversarial):,}" in card
+    assert f'- config_name: k{k}-hard\n  data_files:\n  - split: test\n' in card
+
+
+@pytest.mark.slow
+def test_the_hard_test_split_loads_as_its_own_config(mixed, tmp_path):
+    import datasets
+    import yaml
+
+    meta = yaml.safe_load((mixed["out"] / "README.md").read_text().split("---\n")[1])
+    assert [c["config_name"] for c in meta["configs"]] == ["k2", "k2-hard", "k5", "k5-hard"]
+    info = {c["config_name"]: c for c in meta["dataset_info"]}
+    block = mixed["stats"]["corpora"]["wes-k5"]["hard_test"]
+    assert info["k5-hard"]["splits"] == [
+        {"name": "test", "num_examples": block["positives"] + block["negatives"]}]
+    assert info["k5-hard"]["features"][-1] == {"name": "pair_kind", "dtype": "string"}
+    hard = datasets.load_dataset(str(mixed["out"]), name="k5-hard",
+                                 cache_dir=str(tmp_path / "hf_cache"))
+    assert list(hard) == ["test"]
+    assert hard["test"].num_rows == block["positives"] + block["negatives"]
+
+
 @pytest.mark.slow
 def test_the_same_shards_from_another_runner_and_worker_count(mixed, tmp_path, wiki_sample):
     out = tmp_path / "multi"
@@ -140,6 +191,7 @@ def test_the_same_shards_from_another_runner_and_worker_count(mixed, tmp_path, w
         return sorted(json.dumps(r, sort_keys=True, ensure_ascii=False) for r in rows)
 
     assert ordered(_rows(out, 5)) == ordered(mixed["rows"][5])
+    assert ordered(_hard_rows(out, 5)) == ordered(_hard_rows(mixed["out"], 5))
     stats = json.loads((out / "stats.json").read_text())
     assert stats["corpora"]["wes-k5"] == mixed["stats"]["corpora"]["wes-k5"]
 
@@ -165,4 +217,5 @@ def test_link_pairs_alone_keep_random_negatives_and_balance(tmp_path, wiki_sampl
     assert kinds[("random", 0)] == kinds[("title_link", 1)] + kinds[("link_link", 1)]
     corpus = json.loads((out / "stats.json").read_text())["corpora"]["wes-k5"]
     assert corpus["pair_kinds"]["link_link"] == kinds[("link_link", 1)] > 0
+    assert "hard_test" not in corpus and not (out / "wes-k5-hard").exists()  # no near misses
     assert corpus["negatives_shortfall"] == dict.fromkeys(corpus["negatives_shortfall"], 0)

@@ -22,8 +22,10 @@ def run_info(*, title: str, task: str, model: str, init_checkpoint: str | None,
              data: Mapping[str, Any], layout: str, config: TrainConfig,
              extra_hparams: Mapping[str, Any], result: TrainResult,
              test: Mapping[str, float] | None, usage: str,
-             calibration: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """Everything the card and metrics.json report, as one JSON-ready dict."""
+             calibration: Mapping[str, Any] | None = None,
+             held_out: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Everything the card and metrics.json report, as one JSON-ready dict; `held_out`:
+    results beside `test`, each a key of its own (`HELD_OUT`)."""
     hparams = {k: v for k, v in vars(config).items()
                if k not in ("output_dir", "progress", "resume", "overwrite")}
     return {
@@ -46,7 +48,16 @@ def run_info(*, title: str, task: str, model: str, init_checkpoint: str | None,
         "calibration": dict(calibration) if calibration else None,
         "loss_curve": [list(p) for p in result.loss_curve],
         "usage": usage,
+        **{key: held_out[key] for key, _ in HELD_OUT if (held_out or {}).get(key)},
     }
+
+
+# Held-out results beside `test` (cross_encoder.py): key -> the card's section title.
+HELD_OUT = (
+    ("test_by_pair_kind", "Test results per pair kind"),
+    ("hard_test", "WES-hard test results (best checkpoint)"),
+    ("hard_test_by_pair_kind", "WES-hard test results per pair kind"),
+)
 
 
 def _fmt(value: Any) -> str:
@@ -101,6 +112,13 @@ def render_card(info: Mapping[str, Any]) -> str:
                   "metric's signature names it.", ""]
     if info["test"]:
         lines += ["## Test results (best checkpoint)", ""] + _pairs(info["test"]) + [""]
+    for key, title in HELD_OUT:
+        if key.endswith("_by_pair_kind") and info.get(key):
+            lines += [f"## {title}", "", "Accuracy: the share of a kind's rows on the right "
+                      "side of 0.5 (and of the decision threshold).", ""]
+            lines += _table([{"pair_kind": k, **v} for k, v in info[key].items()]) + [""]
+        elif info.get(key):
+            lines += [f"## {title}", ""] + _pairs(info[key]) + [""]
     lines += ["## Use", "", info["usage"], "",
               "`last/` holds the latest state (optimizer, scheduler, RNG, data position) "
               "for `--resume`; delete it to keep only the best checkpoint.", ""]

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -23,21 +22,19 @@ import numpy as np
 
 from transforms.metrics import judge
 from transforms.models import layouts, loading, torch_models
-from transforms.models.uses import DECISION_THRESHOLD_KEY as THRESHOLD_KEY
-from transforms.training import card, checkpoint, pair_data
+from transforms.training import card, pair_data
 from transforms.training.batching import Features
+from transforms.training.best_checkpoint import calibrate, evaluate_split, update_config
 from transforms.training.config import TrainConfig
-from transforms.training.data_files import read_json
 from transforms.training.evaluation import (
     THRESHOLD_OBJECTIVES,
-    accuracy_at,
     binary_metrics,
-    choose_threshold,
     graded_metrics,
     is_binary,
-    value_at,
 )
 from transforms.training.loop import Trainer
+from transforms.training.pair_kinds import NEGATIVE_KINDS, hard_test_files
+from transforms.training.start_model import base_model_name, start_checkpoint
 
 logger = logging.getLogger(__name__)
 
@@ -79,6 +76,10 @@ class CrossEncoderData:
             length cap.
         class_weight: "none", or "balanced" (0/1 targets: each class carries half the
             loss; `class_weights`).
+        negative_kinds: wes: train and dev keep their positives and the negatives of
+            these `pair_kind`s only (pair_kinds.py; None: every row).
+        hard_test_file: wes: the WES-hard test split's shards (a path or glob; None: the
+            folder beside `input`, `<input>-hard/`, when there is one).
     """
 
     format: str
@@ -98,6 +99,8 @@ class CrossEncoderData:
     gold_layout: str | None = None
     max_gold_chars: int = judge.DEFAULT_MAX_GOLD_CHARS
     class_weight: str = "none"
+    negative_kinds: tuple[str, ...] | None = None
+    hard_test_file: str | None = None
 
     def __post_init__(self) -> None:
         if self.gold_layout is None:
@@ -132,6 +135,12 @@ class CrossEncoderData:
         if self.best_metric not in known:
             raise ValueError(f"best_metric must be one of {sorted(set(known))}, got "
                              f"{self.best_metric!r}")
+        unknown = set(self.negative_kinds or ()) - set(NEGATIVE_KINDS)
+        if unknown or self.negative_kinds == ():
+            raise ValueError(f"negative_kinds must be kinds of {NEGATIVE_KINDS}, got "
+                             f"{self.negative_kinds!r}")
+        if self.format != "wes" and (self.negative_kinds or self.hard_test_file):
+            raise ValueError("negative_kinds and hard_test_file apply to format wes only")
         if self.init_checkpoint and self.model:
             raise ValueError("give model (an encoder) or init_checkpoint (a cross-encoder to "
                              "continue), not both")
@@ -208,85 +217,12 @@ def class_weights(labels: Sequence[float], mode: str) -> tuple[float, float]:
     return (len(labels) / (2 * negatives), len(labels) / (2 * positives))
 
 
-def _sigmoid(logits: Sequence[Any]) -> np.ndarray:
-    return 1 / (1 + np.exp(-np.asarray(logits, dtype=np.float64)))
-
-
-def calibrate(trainer: Trainer, checkpoint_dir: str, dev: Sequence[Features],
-              objective: str) -> dict[str, Any]:
-    """Chooses the best checkpoint's decision threshold on the dev rows and saves it in
-    the checkpoint's config.json (`THRESHOLD_KEY`), where the scorer reads it.
-
-    Returns:
-        What the model card reports: threshold, objective, its dev value and at 0.5.
-    """
-    labels = [r.label for r in dev]
-    scores = _sigmoid(trainer.predict_checkpoint(checkpoint_dir, dev))
-    choice = choose_threshold(labels, scores, objective)
-    at_half = value_at(objective, labels, scores, 0.5)
-    info = {"threshold": round(choice.threshold, 6), "objective": objective,
-            "split": "dev", "split_rows": len(dev), "value": choice.value,
-            "value_at_0.5": at_half, "config_key": THRESHOLD_KEY}
-    path = update_config(checkpoint_dir, {
-        THRESHOLD_KEY: info["threshold"],
-        f"{THRESHOLD_KEY}_source": {k: v for k, v in info.items() if k != "config_key"}})
-    logger.info("decision threshold %.4f (dev %s %.4f; %.4f at 0.5), saved in %s",
-                choice.threshold, objective, choice.value, at_half, path)
-    return info
-
-
-def update_config(checkpoint_dir: str, entries: Mapping[str, Any]) -> str:
-    """Adds `entries` to a checkpoint's config.json (written to a temp file, then renamed);
-    returns the file's path."""
-    path = os.path.join(checkpoint_dir, "config.json")
-    with open(path, encoding="utf-8") as f:
-        config = json.load(f)
-    config.update(entries)
-    tmp = f"{path}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(config, f, indent=2, sort_keys=True)
-    os.replace(tmp, path)
-    return path
-
-
 def rows_digest(rows: Sequence[Features]) -> str:
     """A short hash of encoded rows (a resumed run must see the same data)."""
     digest = hashlib.sha256()
     for r in rows:
         digest.update(repr((r.input_ids, r.token_type_ids, r.label)).encode())
     return digest.hexdigest()[:16]
-
-
-def _start_checkpoint(data: CrossEncoderData) -> str:
-    """The resolved checkpoint a fresh run loads, checked for a compatible head."""
-    if data.init_checkpoint:
-        path = loading.resolve_model(data.init_checkpoint)
-        config = loading.read_config(path)
-        archs = (config or {}).get("architectures") or []
-        n = len((config or {}).get("id2label") or {}) or (config or {}).get("num_labels")
-        if not any(a.endswith("ForSequenceClassification") for a in archs) or n != 1:
-            raise ValueError(f"init_checkpoint {data.init_checkpoint} is not a one-logit "
-                             f"cross-encoder (architectures {archs}, {n} labels); pass an "
-                             "output folder of train_cross_encoder, or use model")
-        return path
-    path = loading.resolve_model(data.model)
-    config = loading.read_config(path) or {}
-    archs = config.get("architectures") or []
-    n = len(config.get("id2label") or {}) or config.get("num_labels")
-    if any(a.endswith("ForSequenceClassification") for a in archs) and n != 1:
-        raise ValueError(f"model {data.model} has a {n}-label classification head; start "
-                         "from an encoder or a one-logit cross-encoder")
-    return path
-
-
-def base_model_name(data: CrossEncoderData) -> str:
-    """The encoder the weights descend from (read from an init checkpoint's metrics.json)."""
-    if data.init_checkpoint:
-        path = os.path.join(loading.resolve_model(data.init_checkpoint), checkpoint.METRICS_FILE)
-        if os.path.isfile(path):
-            return str(read_json("checkpoint metrics", path).get("model", data.init_checkpoint))
-        return data.init_checkpoint
-    return loading.ModelSpec(loading.resolve_model(data.model)).display_name()
 
 
 def encode_rows(tokenizer: Any, rows: Sequence[pair_data.PairRow], max_length: int
@@ -321,7 +257,11 @@ def train_cross_encoder(data: CrossEncoderData, config: TrainConfig,
         files["test"] = []
     limits = {"train": data.max_train_rows, "dev": data.max_dev_rows, "test": data.max_test_rows}
     splits = pair_data.load_pairs(data.format, files, config.seed, limits,
-                                  data.gold_layout, data.max_gold_chars)
+                                  data.gold_layout, data.max_gold_chars, data.negative_kinds)
+    hard_files = ([] if data.format != "wes" or data.skip_test
+                  else hard_test_files(data.hard_test_file, data.input))
+    hard = pair_data.subsample(pair_data.read_split("wes", hard_files, "test"),
+                               data.max_test_rows, config.seed)
     binary = is_binary([r.label for s in ("train", "dev") for r in splits[s]])
     allowed = BINARY_METRICS if binary else GRADED_METRICS
     best = allowed[0] if data.best_metric == "auto" else data.best_metric
@@ -329,17 +269,20 @@ def train_cross_encoder(data: CrossEncoderData, config: TrainConfig,
         raise ValueError(f"best_metric {best} does not suit {'binary' if binary else 'graded'} "
                          f"targets; choose one of {allowed}")
     weights = class_weights([r.label for r in splits["train"]], data.class_weight)
-    source = _start_checkpoint(data)
+    source = start_checkpoint(data.init_checkpoint, data.model)
     tokenizer = loading.load_tokenizer(loading.ModelSpec(source))
     max_length = data.max_length or DEFAULT_MAX_LENGTH[data.format]
     encoded = {s: encode_rows(tokenizer, rows, max_length) for s, rows in splits.items()}
+    encoded_hard = encode_rows(tokenizer, hard, max_length)
     fingerprint = {"format": data.format, "files": {s: f for s, f in files.items()},
                    "rows": {s: len(r) for s, r in encoded.items()},
                    "digest": rows_digest(encoded["train"] + encoded["dev"]),
                    "start": source, "max_length": max_length, "best_metric": best,
                    **({"gold_layout": data.gold_layout, "max_gold_chars": data.max_gold_chars}
                       if data.format in pair_data.JUDGE_FORMATS else {}),
-                   **({"class_weights": list(weights)} if data.class_weight != "none" else {})}
+                   **({"class_weights": list(weights)} if data.class_weight != "none" else {}),
+                   **({"negative_kinds": list(data.negative_kinds)} if data.negative_kinds
+                      else {})}
     task = CrossEncoderTask(binary, pair_data.SEGMENTS[data.format], best, weights)
     trainer = Trainer(task, config, encoded["train"], encoded["dev"], tokenizer=tokenizer,
                       model_source=source, fingerprint=fingerprint)
@@ -353,15 +296,14 @@ def train_cross_encoder(data: CrossEncoderData, config: TrainConfig,
     if data.format in pair_data.JUDGE_FORMATS and result.best_step is not None:
         update_config(config.output_dir, {judge.LAYOUT_KEY: {
             "gold_layout": data.gold_layout, "max_gold_chars": data.max_gold_chars}})
-    test = None
-    if encoded["test"] and not data.skip_test and result.best_step is not None:
-        outputs = trainer.predict_checkpoint(config.output_dir, encoded["test"])
-        test = task.metrics(encoded["test"], outputs)
-        if calibration is not None:
-            test["accuracy_at_threshold"] = accuracy_at(
-                [r.label for r in encoded["test"]], _sigmoid(outputs),
-                calibration["threshold"])
-        logger.info("test (best checkpoint): %s", test)
+    held_out = {}  # split -> (metrics, accuracy per pair kind)
+    for split, rows, kinds in (("test", encoded["test"], [r.kind for r in splits["test"]]),
+                               ("hard_test", encoded_hard, [r.kind for r in hard])):
+        if rows and not data.skip_test and result.best_step is not None:
+            held_out[split] = evaluate_split(trainer, task, config.output_dir, rows, kinds,
+                                             calibration)
+            logger.info("%s (best checkpoint): %s", split, held_out[split][0])
+    test = held_out.get("test", (None, None))[0]
     family = {"wes": "wes", "stsb": "sas", "square": "square", "bem": "bem",
               "evouna": "judge", "judge": "judge"}[data.format]
     module = _METRIC_MODULE.get(data.format, "transforms/metrics/model_metrics.py")
@@ -371,12 +313,15 @@ def train_cross_encoder(data: CrossEncoderData, config: TrainConfig,
                               "dataset_card.md")
     info = card.run_info(
         title=f"{data.format.upper()} cross-encoder ({family} metric)", task=task.name,
-        model=base_model_name(data),
+        model=base_model_name(data.init_checkpoint, data.model),
         init_checkpoint=data.init_checkpoint,
         data={"format": data.format, "input": data.input,
-              "files": {s: f for s, f in files.items() if f}, "rows": fingerprint["rows"],
+              "files": {s: f for s, f in {**files, "hard_test": hard_files}.items() if f},
+              "rows": {**fingerprint["rows"], **({"hard_test": len(hard)} if hard else {})},
               "targets": "binary 0/1" if binary else "graded in [0, 1]",
               "row_caps": {k: v for k, v in limits.items() if v},
+              **({"negative_kinds": list(data.negative_kinds)} if data.negative_kinds
+                 else {}),
               **({"dataset_card": mined_card}
                  if data.format == "wes" and os.path.isfile(mined_card) else {})},
         layout=f"`transforms.models.layouts.{_layout(data)}`, truncated to "
@@ -386,7 +331,10 @@ def train_cross_encoder(data: CrossEncoderData, config: TrainConfig,
                                           f", class weights {weights[0]:.3f} (0) / "
                                           f"{weights[1]:.3f} (1)" if weights != (1.0, 1.0)
                                           else "")},
-        result=result, test=test, calibration=calibration,
+        result=result, test=test, calibration=calibration, held_out={
+            **({"hard_test": held_out["hard_test"][0]} if "hard_test" in held_out else {}),
+            **{f"{split}_by_pair_kind": by_kind for split, (_, by_kind) in held_out.items()
+               if by_kind}},
         usage=(f"Score with it: the `model` option of the `{family}` metric of "
                f"`python -m pipelines.score_predictions` (`{_METRIC_CLASS[data.format]}"
                f"(model=\"{config.output_dir}\"{layout_option})` in {module}); "

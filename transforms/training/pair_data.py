@@ -2,7 +2,7 @@
 
 | format | files per split | model input (layouts.py) | target |
 |---|---|---|---|
-| `wes` | `<input>/<split>-*.parquet` (mining output `wes-k<k>`; columns title, link_text, label, split) | `pair_input(link_text, title)` | label 0/1 |
+| `wes` | `<input>/<split>-*.parquet` (mining output `wes-k<k>`; columns title, link_text, label, split, and pair_kind where mined with a negative mix) | `pair_input(link_text, title)` | label 0/1 |
 | `stsb` | `<input>/sts-<split>.csv` (TAB-separated; first 7 fields: genre, filename, year, sid, score, sentence1, sentence2) | `pair_input(sentence1, sentence2)` | score / 5 |
 | `square` | `<input>/<split>.jsonl`: question, target, positive_references (list), negative_references (list, optional), label | `square_input(question, target, positives, negatives)` | label in [0, 1] |
 | `bem` | `<input>/<split>.jsonl`: question, reference, candidate, label | `bem_input(candidate, reference, question)` | label in [0, 1] |
@@ -27,7 +27,7 @@ import glob
 import json
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -38,6 +38,7 @@ from transforms.metrics.judge import DEFAULT_MAX_GOLD_CHARS, judge_reference
 from transforms.models import layouts
 from transforms.training import evouna
 from transforms.training.data_files import open_text, reading
+from transforms.training.pair_kinds import KIND_COLUMN, check_kind_column, keep_negative_kinds
 
 FORMATS = ("wes", "stsb", "square", "bem", "evouna", "judge")
 # The formats whose reference segment the judge's own function lays out from the golds.
@@ -74,10 +75,12 @@ LAYOUT_ALL_GOLDS = ("bem_input(answer, distinct golds best match first joined by
 
 
 class PairRow(NamedTuple):
-    """One cross-encoder example: the layout's segments and a target in [0, 1]."""
+    """One cross-encoder example: the layout's segments, a target in [0, 1] and, for WES
+    shards that have the column, its `pair_kind` (pair_kinds.py)."""
 
     segments: layouts.Segments
     label: float
+    kind: str | None = None
 
 
 def split_files(fmt: str, input_dir: str | None,
@@ -161,14 +164,16 @@ def read_wes(path: str) -> list[PairRow]:
         if missing:
             raise ValueError(f"{path}: missing column(s) {missing}; a WES shard has "
                              f"{list(WES_COLUMNS)} (found {dataset.schema.names})")
-        table = dataset.to_table(columns=list(WES_COLUMNS))
+        kinded = KIND_COLUMN in dataset.schema.names
+        table = dataset.to_table(columns=[*WES_COLUMNS, *([KIND_COLUMN] if kinded else [])])
     cols = {c: table.column(c).to_pylist() for c in WES_COLUMNS}
+    kinds = table.column(KIND_COLUMN).to_pylist() if kinded else [None] * table.num_rows
     # A shard named `<split>-SSSSS-of-NNNNN.parquet` holds that split only (any file may
     # serve as any role through the explicit file flags).
     named = os.path.basename(path).split("-")[0]
     named = named if named in SPLITS else None
     rows = []
-    for i, (title, text, label, row_split) in enumerate(zip(*cols.values())):
+    for i, (title, text, label, row_split, kind) in enumerate(zip(*cols.values(), kinds)):
         where = f"{path} row {i}"
         if not isinstance(title, str) or not isinstance(text, str) or not title or not text:
             raise ValueError(f"{where}: title and link_text must be non-empty strings")
@@ -176,7 +181,7 @@ def read_wes(path: str) -> list[PairRow]:
             raise ValueError(f"{where}: column label must be 0 or 1, got {label!r}")
         if named is not None and row_split != named:
             raise ValueError(f"{where}: column split says {row_split!r} in a {named} shard")
-        rows.append(PairRow(layouts.pair_input(text, title), float(label)))
+        rows.append(PairRow(layouts.pair_input(text, title), float(label), kind))
     return rows
 
 
@@ -297,13 +302,17 @@ def _expected(fmt: str, split: str) -> str:
 
 def load_pairs(fmt: str, files: Mapping[str, list[str]], seed: int,
                limits: Mapping[str, int | None] | None = None, gold_layout: str = "best",
-               max_gold_chars: int = DEFAULT_MAX_GOLD_CHARS) -> dict[str, list[PairRow]]:
+               max_gold_chars: int = DEFAULT_MAX_GOLD_CHARS,
+               negative_kinds: Sequence[str] | None = None) -> dict[str, list[PairRow]]:
     """Reads and validates every split; `limits[split]` caps its rows (seeded sample);
-    `gold_layout` and `max_gold_chars` apply to EVOUNA and judge rows (`judge_reference`).
+    `gold_layout` and `max_gold_chars` apply to EVOUNA and judge rows (`judge_reference`);
+    `negative_kinds` (WES): train and dev keep their positives and the negatives of
+    these kinds only, before the caps (`pair_kinds.keep_negative_kinds`).
 
     Raises:
         ValueError: no train or dev files, an empty train or dev split, a dev split with
-            a single target value, or any bad row (see the module docstring).
+            a single target value, shards without `pair_kind` or no negative of
+            `negative_kinds` left, or any bad row (see the module docstring).
     """
     limits = limits or {}
     out = {}
@@ -314,7 +323,11 @@ def load_pairs(fmt: str, files: Mapping[str, list[str]], seed: int,
                 continue
             raise ValueError(f"no {split} files for format {fmt} (expected {_expected(fmt, split)}"
                              " or an explicit file)")
+        if negative_kinds is not None and split != "test":
+            check_kind_column(files[split])
         rows = read_split(fmt, files[split], split, gold_layout, max_gold_chars)
+        if negative_kinds is not None and split != "test" and rows:
+            rows = keep_negative_kinds(rows, negative_kinds, split)
         if not rows and split != "test":
             raise ValueError(f"the {split} split is empty ({', '.join(files[split])})")
         out[split] = subsample(rows, limits.get(split), seed)

@@ -28,7 +28,8 @@ With `--negatives` other than random only, or `--link_pairs`, `BuildCorpus` runs
 donors as before, plus candidates from `F1Candidates` and `SubstringCandidates`
 (candidates.py, per corpus) and `LinkCooccurrence` (cooccurrence.py, once per run, from
 ExtractLinks' pages), checked against the synonym rules (synonyms.py) and mixed by
-kind (negative_mix.py); rows then carry `pair_kind` (write.PAIR_KIND_SCHEMA).
+kind (negative_mix.py); rows then carry `pair_kind` (write.PAIR_KIND_SCHEMA). A mix with
+an adversarial kind also writes each corpus's WES-hard test split (hard_test.py).
 
 - Every counting stage is a `CountingDoFn` (transforms/io/counting.py): its counts go to
   Beam counters and, as data, to `stats.json` (`SumStats`), zero-filled from each stage's

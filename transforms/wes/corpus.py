@@ -111,7 +111,8 @@ class DropBelowAllThresholds(CountedParDo):
 
 
 class BuildCorpus(beam.PTransform):
-    """TitleLinks -> {"rows", "clusters", "stats"} of the corpus with threshold k.
+    """TitleLinks -> {"rows", "clusters", "stats"} of the corpus with threshold k (when
+    `mixed`, also "hard": the rows of its WES-hard test split, hard_test.py).
 
     With the default negatives (random only, no link pairs) the input is the clusters'
     PCollection; otherwise (`mixed`) a dict: {"clusters", "redirects": redirect pages,
@@ -149,4 +150,5 @@ class BuildCorpus(beam.PTransform):
         else:
             sampled = selected.titles | "SampleNegatives" >> self._sample
         stats = (selected[STATS_TAG], sampled["stats"]) | "FlattenCorpusStats" >> beam.Flatten()
-        return {"rows": sampled["rows"], "clusters": sampled["clusters"], "stats": stats}
+        hard = {"hard": sampled["hard"]} if self.mixed else {}
+        return {"rows": sampled["rows"], "clusters": sampled["clusters"], "stats": stats, **hard}

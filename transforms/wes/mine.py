@@ -16,6 +16,7 @@ from transforms.wes.clusters import BuildClusters
 from transforms.wes.cooccurrence import ARTICLE, WORD, LinkCooccurrence
 from transforms.wes.corpus import BuildCorpus, DropBelowAllThresholds, corpus_name, is_mixed
 from transforms.wes.filters import FilterLinks
+from transforms.wes.hard_test import has_hard_test
 from transforms.wes.redirects import REDIRECTS_DESTINATION, keyed_redirect_rows
 from transforms.wes.stats import STATS_FILE, WriteStats
 from transforms.wes.write import REDIRECT_SCHEMA, WriteParquetShards, corpus_outputs, run_files
@@ -78,6 +79,7 @@ class MineWes(beam.PTransform):
         self._corpora = {k: BuildCorpus(k, seed, fractions, negatives, link_pairs)
                          for k in self._thresholds}
         self._mixed = is_mixed(negatives, link_pairs)
+        self._hard = has_hard_test(negatives)
         self._cooccurrence = (LinkCooccurrence() if any(
             kind in (negatives or {}) for kind in (ARTICLE, WORD)) else None)
 
@@ -109,7 +111,7 @@ class MineWes(beam.PTransform):
         for k in self._thresholds:
             name = corpus_name(k)
             corpus = corpus_input | f"BuildCorpus[{name}]" >> self._corpora[k]
-            keyed, corpus_schemas = corpus_outputs(name, corpus, self._mixed)
+            keyed, corpus_schemas = corpus_outputs(name, corpus, self._mixed, self._hard)
             outputs += keyed
             schemas.update(corpus_schemas)
             stats.append(corpus["stats"])

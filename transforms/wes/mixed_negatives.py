@@ -27,6 +27,7 @@ import apache_beam as beam
 
 from transforms.io.counting import STATS_TAG, CountingDoFn, StatKey
 from transforms.wes.candidates import F1Candidates, SubstringCandidates
+from transforms.wes.hard_test import HARD_PREFIX, HARD_TAG, hard_rows, hard_stat_keys, has_hard_test
 from transforms.wes.negative_mix import (
     ADVERSARIAL_KINDS,
     LINK_LINK,
@@ -102,7 +103,9 @@ class EmitMixedRowsFn(CountingDoFn):
               for what, ks in (("positives", (TITLE_LINK, LINK_LINK)),
                                ("negatives", NEGATIVE_KINDS)) for k in ks),
             *(f"negatives:rejected:{r}" for r in (*SYNONYM_REASONS, *SOURCE_REASONS)),
-            *(f"negatives:shortfall:{k}" for k in ADVERSARIAL_KINDS)])
+            *(f"negatives:shortfall:{k}" for k in ADVERSARIAL_KINDS),
+            *(hard_stat_keys() if has_hard_test(mix) else ())])
+        self._hard = has_hard_test(mix)
         self._seed = seed
         self._mix = dict(mix)
         self._cap = link_pairs_cap
@@ -134,15 +137,21 @@ class EmitMixedRowsFn(CountingDoFn):
                 self.count("filtered:negatives_unavailable")
             return
         split = title.split
-        for text in title.positives:
-            yield kinded(row(title, text, 1, None), TITLE_LINK)
-        for a, b in pairs:
-            yield kinded({**row(title, b, 1, (title.title, title.cluster_id)), "title": a},
-                         LINK_LINK)
-        for kind, source, text in chosen:
-            yield kinded(row(title, text, 0, (source, cluster_id(source))), kind)
+        rows = [kinded(row(title, text, 1, None), TITLE_LINK) for text in title.positives]
+        rows += [kinded({**row(title, b, 1, (title.title, title.cluster_id)), "title": a},
+                        LINK_LINK) for a, b in pairs]
+        rows += [kinded(row(title, text, 0, (source, cluster_id(source))), kind)
+                 for kind, source, text in chosen]
+        yield from rows
+        for kind, _, _ in chosen:
             self.count(f"negatives:{kind}")
             self.count(f"{split}:negatives:{kind}")
+        hard = hard_rows(split, rows) if self._hard else []
+        for r in hard:
+            yield beam.pvalue.TaggedOutput(HARD_TAG, r)
+            self.count(f"{HARD_PREFIX}{r['pair_kind']}")
+        if hard:
+            self.count(f"{HARD_PREFIX}titles")
         yield beam.pvalue.TaggedOutput(CLUSTERS_TAG, {
             "title": title.title, "cluster_id": title.cluster_id, "split": split,
             "incoming_links": title.incoming, "link_texts": list(title.positives)})
@@ -169,7 +178,9 @@ def redirect_edges(page):
 class SampleMixedNegatives(beam.PTransform):
     """{"titles": CorpusTitles, "redirects": redirect pages, "cooccurrence": co-occurrence
     candidates (cooccurrence.py; needed when the mix has a co-occurrence kind)} ->
-    {"rows", "clusters", "stats"}, like `SampleNegatives` with a `pair_kind` per row.
+    {"rows", "clusters", "stats", "hard"}, like `SampleNegatives` with a `pair_kind` per
+    row; "hard": the rows of the WES-hard test split (hard_test.py; none unless the mix
+    has an adversarial kind).
 
     Args:
         namespace: the corpus's stats namespace.
@@ -223,7 +234,7 @@ class SampleMixedNegatives(beam.PTransform):
         } | "JoinTitleInputs" >> beam.CoGroupByKey()
         rows = joined | "EmitRows" >> beam.ParDo(
             self._emit, pools=beam.pvalue.AsDict(pools)).with_outputs(
-                STATS_TAG, CLUSTERS_TAG, main="rows")
+                STATS_TAG, CLUSTERS_TAG, HARD_TAG, main="rows")
         stats.append(rows[STATS_TAG])
-        return {"rows": rows.rows, "clusters": rows[CLUSTERS_TAG],
+        return {"rows": rows.rows, "clusters": rows[CLUSTERS_TAG], "hard": rows[HARD_TAG],
                 "stats": stats | "FlattenNegativeStats" >> beam.Flatten()}

@@ -22,6 +22,13 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
 from transforms.wes.corpus import corpus_name
+from transforms.wes.hard_test import (
+    hard_card_lines,
+    hard_config_lines,
+    hard_info_lines,
+    hard_summary,
+    has_hard_test,
+)
 from transforms.wes.negative_mix import LINK_LINK, PAIR_KINDS, TITLE_LINK
 from transforms.wes.sampling import SPLIT_NAMES
 
@@ -94,10 +101,12 @@ def _kind_counts(counts: Mapping[str, int], prefix: str) -> dict[str, int]:
                              f":{kind}", 0) for kind in PAIR_KINDS}
 
 
-def corpus_summary(counts: Mapping[str, int], k: int, kinds: bool = False) -> dict[str, Any]:
+def corpus_summary(counts: Mapping[str, int], k: int, kinds: bool = False,
+                   hard: bool = False) -> dict[str, Any]:
     """The per-corpus block of stats.json, read from the flat counts; `kinds` (a run with
     a negative mix or link pairs): the counts per pair kind, per split too, and the
-    negatives' rejections and shortfalls."""
+    negatives' rejections and shortfalls; `hard` (an adversarial mix): its WES-hard test
+    split (`hard_test.hard_summary`)."""
     ns = corpus_name(k)
     summary = {key: counts.get(f"{ns}/{key}", 0) for _, key in CORPUS_STAGES}
     summary["splits"] = {
@@ -113,18 +122,21 @@ def corpus_summary(counts: Mapping[str, int], k: int, kinds: bool = False) -> di
             summary[f"negatives_{what}"] = {
                 key[len(prefix):]: n for key, n in sorted(counts.items())
                 if key.startswith(prefix)}
+    if hard:
+        summary["hard_test"] = hard_summary(counts, ns)
     return summary
 
 
 def build_stats(counts: Mapping[str, int], config: Mapping[str, Any],
                 files: Sequence[str], bad_files: Sequence[str]) -> dict[str, Any]:
     kinds = "negatives" in config
+    hard = has_hard_test(config.get("negatives"))
     return {
         "config": dict(config),
         "complete": not bad_files,
         "bad_files": sorted(bad_files),
         "stages": {label: counts.get(key, 0) for label, key in STAGES},
-        "corpora": {corpus_name(k): corpus_summary(counts, k, kinds)
+        "corpora": {corpus_name(k): corpus_summary(counts, k, kinds, hard)
                     for k in config["min_incoming_links"]},
         "counts": dict(sorted(counts.items())),
         "files": sorted(files),
@@ -194,6 +206,8 @@ def front_matter(stats: Mapping[str, Any]) -> list[str]:
             lines += [f"  - split: {split}", f"    path: {_q(f'{name}/{split}-*.parquet')}"]
         if i == 0:
             lines.append("  default: true")
+        if "hard_test" in corpora[name]:
+            lines += hard_config_lines(name, config_name(name))
     lines.append("dataset_info:")
     for name, corpus in corpora.items():
         lines += [f"- config_name: {config_name(name)}", "  features:"]
@@ -203,6 +217,8 @@ def front_matter(stats: Mapping[str, Any]) -> list[str]:
         lines.append("  splits:")
         for split, c in corpus["splits"].items():
             lines += [f"  - name: {split}", f"    num_examples: {c['positives'] + c['negatives']}"]
+        if "hard_test" in corpus:
+            lines += hard_info_lines(config_name(name), features, corpus["hard_test"])
     return [*lines, "---", ""]
 
 
@@ -306,6 +322,8 @@ def render_dataset_card(stats: Mapping[str, Any]) -> str:
                   for split, c in corpus["splits"].items()]
         if "pair_kinds" in corpus:
             lines += kind_table(corpus)
+        if "hard_test" in corpus:
+            lines += hard_card_lines(corpus["hard_test"])
     lines += [
         "", "## Files and schema", "",
         "`wes-k<k>/{train,dev,test}-SSSSS-of-NNNNN.parquet`: `title`, `link_text`, "
@@ -313,7 +331,11 @@ def render_dataset_card(stats: Mapping[str, Any]) -> str:
         "`source_title` and `source_cluster_id` (the title a negative's text came from)"
         + (PAIR_KIND_DOC if "negatives" in config else "."),
         "`wes-k<k>-clusters/clusters-*.parquet`: `title`, `cluster_id`, `split`, `incoming_links`, "
-        "`link_texts` (the synonym cluster). `redirects-*.parquet`: `title`, `target`.",
+        "`link_texts` (the synonym cluster). `redirects-*.parquet`: `title`, `target`."
+        + (" `wes-k<k>-hard/test-*.parquet`: the WES-hard test split, the test titles with "
+           "an adversarial negative, their positives and adversarial negatives, in the "
+           "columns of `wes-k<k>/` (config `k<k>-hard`)."
+           if has_hard_test(config.get("negatives")) else ""),
         "", "## Loading", "",
         f"Configs: {', '.join(f'`{config_name(n)}`' for n in stats['corpora'])} (one per k; "
         f"`{config_name(first)}` is the default). Splits keep the files' names: `train`, "

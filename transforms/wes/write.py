@@ -4,7 +4,8 @@ schemas, all outputs of a run in one write; `run_files`: what a mining run's fil
 
 Layout per corpus: `<dir>/wes-k<k>/{train,dev,test}-SSSSS-of-NNNNN.parquet` and, beside
 it, `<dir>/wes-k<k>-clusters/clusters-SSSSS-of-NNNNN.parquet` (a sibling folder, so that
-`pyarrow.dataset("<dir>/wes-k<k>")` sees one schema). Every split gets at least one
+`pyarrow.dataset("<dir>/wes-k<k>")` sees one schema) and, with an adversarial negative
+mix, `<dir>/wes-k<k>-hard/test-SSSSS-of-NNNNN.parquet` (hard_test.py). Every split gets at least one
 (possibly empty) shard, so a reader always finds the schema.
 
 Everything a run writes goes first to its own temporary folder, `<dir>/.temp-<uuid>/`;
@@ -29,6 +30,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from transforms.io.counting import in_global_window
 from transforms.io.publish import new_temp_dir
+from transforms.wes.hard_test import hard_destination
 from transforms.wes.sampling import SPLIT_NAMES
 
 logger = logging.getLogger(__name__)
@@ -195,10 +197,11 @@ class WriteParquetShards(beam.PTransform):
                     written=beam.pvalue.AsList(written)))
 
 
-def corpus_outputs(name: str, corpus, with_kind: bool = False
+def corpus_outputs(name: str, corpus, with_kind: bool = False, with_hard: bool = False
                    ) -> tuple[list, dict[str, pa.Schema]]:
     """The keyed rows and destination schemas of one corpus: its splits in `<name>/`,
-    its clusters in `<name>-clusters/`; `with_kind`: rows carry `pair_kind`."""
+    its clusters in `<name>-clusters/`; `with_kind`: rows carry `pair_kind`; `with_hard`:
+    its WES-hard test split in `<name>-hard/` (hard_test.py)."""
     keyed = [
         corpus["rows"] | f"KeyRows[{name}]" >> beam.Map(
             lambda r, name=name: (f"{name}/{r['split']}", r)),
@@ -208,4 +211,9 @@ def corpus_outputs(name: str, corpus, with_kind: bool = False
     schemas = {f"{name}/{split}": PAIR_KIND_SCHEMA if with_kind else PAIR_SCHEMA
                for split in SPLIT_NAMES}
     schemas[f"{name}-clusters/clusters"] = CLUSTER_SCHEMA
+    if with_hard:
+        destination = hard_destination(name)
+        keyed.append(corpus["hard"] | f"KeyHardTest[{name}]" >> beam.Map(
+            lambda r, destination=destination: (destination, r)))
+        schemas[destination] = PAIR_KIND_SCHEMA
     return keyed, schemas
