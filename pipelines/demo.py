@@ -12,7 +12,8 @@
    the repository when there is one, else the original hosts). A file that cannot be
    fetched ends the demo in one line naming it and its address (exit status 2).
 1. Mines WES from the real Wikipedia slice at k = 2 and 5 (the 106-article sample leaves
-   773 positive pairs at the paper's k = 5; k = 2 leaves 5,627, enough to train on).
+   773 positive pairs at the paper's k = 5; k = 2 leaves 5,627, enough to train on),
+   with random and adversarial negatives (`WES_NEGATIVES`) and the WES-hard test split.
 2. Trains the learned metrics on CPU within a wall-clock budget (`--train_minutes`, or
    the environment variable QA_EVAL_DEMO_TRAIN_MINUTES; default 5.5), in two lanes that
    share the two cores, one torch thread each:
@@ -74,6 +75,7 @@ from transforms.demo.training import (
     GIVEN_ONLY,
     REPO,
     SHORT_TRAIN_MIX,
+    WES_NEGATIVES,
     TRAINED,
     describe_training,
     judge_plan,
@@ -198,7 +200,8 @@ def _demo(argv: list[str]) -> None:
     wes_dir = out / "wes"
     print(f"[1/3] mining WES from {data / 'wiki'} (k = 2 and 5) ...", flush=True)
     mine_wes.run([f"--input={data / 'wiki/enwiki-20160501-p10p30302-sample.xml.bz2'}",
-                  f"--output={wes_dir}", "--min_incoming_links=2,5", "--seed=13", *RUNNER],
+                  f"--output={wes_dir}", "--min_incoming_links=2,5", "--seed=13",
+                  f"--negatives={WES_NEGATIVES}", *RUNNER],
                  save_main_session=False)
     stats = json.loads((wes_dir / "stats.json").read_text())
     for name, corpus in stats["corpora"].items():
@@ -268,7 +271,7 @@ def _demo(argv: list[str]) -> None:
               "add them.)")
 
     print(f"\nDone in {(time.monotonic() - started) / 60:.1f} min. Outputs:")
-    print(f"  WES corpora:        {wes_dir}/wes-k2, {wes_dir}/wes-k5 (+ -clusters)")
+    print(f"  WES corpora:        {wes_dir}/wes-k2, {wes_dir}/wes-k5 (+ -clusters, -hard)")
     print(f"  WES dataset card:   {wes_dir / 'dataset_card.md'}")
     for name in trained:
         print(f"  {name} checkpoint:  {folders[name]} (model_card.md inside)")
