@@ -71,6 +71,8 @@ def test_a_function_changed_after_its_first_use_gets_its_new_signature():
     assert list(remembered(changing).parameters) == ["a", "b"]
     changing.__defaults__ = (5,)
     assert remembered(changing).parameters["b"].default == 5
+    changing.__annotations__ = {"a": int}
+    assert remembered(changing).parameters["a"].annotation is int
     changing.__signature__ = inspect.Signature([inspect.Parameter(
         "z", inspect.Parameter.POSITIONAL_OR_KEYWORD)])
     assert list(remembered(changing).parameters) == ["z"]

@@ -111,3 +111,16 @@ def bem_square_rows(tmp_path_factory, squad_articles) -> dict[str, Path]:
             (d / f"{split}.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
         out[fmt] = d
     return out
+
+
+def main_exit_code(argv: list[str]) -> int:
+    """`train_cross_encoder.main(argv)`'s exit status, with transformers' logging set back
+    to its defaults afterwards (the command line quiets it)."""
+    from transformers.utils import logging as hf_logging
+
+    from pipelines import train_cross_encoder
+    try:
+        return train_cross_encoder.main(argv)
+    finally:
+        hf_logging.set_verbosity_warning()
+        hf_logging.enable_progress_bar()

@@ -8,7 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipelines import train_cross_encoder
-from tests.training.conftest import FAST
+from tests.training.conftest import FAST, main_exit_code
 from transforms.training.pair_data import load_pairs, split_files
 from transforms.training.pair_kinds import (
     NEGATIVE_KINDS,
@@ -118,14 +118,9 @@ def test_the_hard_split_is_found_beside_the_corpus_or_named(tmp_path):
     (False, "--negative_kinds=random", "needs shards with a pair_kind column"),
 ])
 def test_bad_kinds_end_in_one_usage_line(tmp_path, capsys, kinded, flag, message):
-    from transformers.utils import logging as hf_logging
     corpus = _shards(tmp_path / "wes-k2", kinded=kinded)
-    try:
-        code = train_cross_encoder.main(["--format=wes", f"--input={corpus}", flag,
-                                         f"--output={tmp_path / 'out'}", *FAST])
-    finally:
-        hf_logging.set_verbosity_warning()
-        hf_logging.enable_progress_bar()
+    code = main_exit_code(["--format=wes", f"--input={corpus}", flag,
+                           f"--output={tmp_path / 'out'}", *FAST])
     assert code == 2
     err = capsys.readouterr().err
     assert err.startswith("python -m pipelines.train_cross_encoder: error: ")

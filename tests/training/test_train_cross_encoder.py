@@ -11,7 +11,7 @@ from safetensors.torch import load_file
 
 from pipelines import train_cross_encoder
 from tests.models.checkpoints import write_malicious_pickle
-from tests.training.conftest import FAST
+from tests.training.conftest import FAST, main_exit_code
 from transforms.metrics.base import QAExample
 from transforms.metrics.corpus import score_corpus
 from transforms.metrics.model_metrics import BEMMetric, SASMetric, SQuArEMetric, WESMetric
@@ -185,13 +185,8 @@ def test_bad_input_fails_before_training(stsb_small, tmp_path, extra, message):
 
 
 def test_main_reports_bad_input_with_exit_status_2(tmp_path, capsys):
-    from transformers.utils import logging as hf_logging
-    try:
-        code = train_cross_encoder.main(["--format=stsb", f"--input={tmp_path / 'nope'}",
-                                         f"--output={tmp_path / 'out'}"])
-    finally:
-        hf_logging.set_verbosity_warning()
-        hf_logging.enable_progress_bar()
+    code = main_exit_code(["--format=stsb", f"--input={tmp_path / 'nope'}",
+                           f"--output={tmp_path / 'out'}"])
     assert code == 2
     err = capsys.readouterr().err
     assert err.startswith("python -m pipelines.train_cross_encoder: error: ")
