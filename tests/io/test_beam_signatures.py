@@ -1,5 +1,5 @@
-"""transforms/io/beam_signatures.py: the remembered signatures equal Beam's own, and a
-function changed after its first use gets its new signature."""
+"""transforms/io/beam_signatures.py: the remembered signatures and DoFn specs equal Beam's
+own, and a function or DoFn changed after its first use gets its new answer."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import functools
 import inspect
 
 import apache_beam as beam
-from apache_beam.transforms import core, ptransform
+from apache_beam.transforms import core, ptransform, userstate
 from apache_beam.typehints import decorators
 
 from transforms.io import beam_signatures
-from transforms.io.beam_signatures import RememberedSignatures
+from transforms.io.beam_signatures import RememberedSignatures, RememberedSpecs
 
 
 def _plain(a, b=1, *rest, c, d=2, **more) -> int:
@@ -79,3 +79,41 @@ def test_a_function_changed_after_its_first_use_gets_its_new_signature():
     changing.__code__ = (lambda p, q, r: p).__code__
     del changing.__signature__
     assert list(remembered(changing).parameters) == ["p", "q", "r"]
+
+
+class _Stateful(beam.DoFn):
+    COUNT = userstate.ReadModifyWriteStateSpec("count", beam.coders.VarIntCoder())
+    ALARM = userstate.TimerSpec("alarm", userstate.TimeDomain.WATERMARK)
+
+    def process(self, element, count=beam.DoFn.StateParam(COUNT),  # noqa: B008 (Beam's way)
+                alarm=beam.DoFn.TimerParam(ALARM)):  # noqa: B008
+        yield element
+
+    @userstate.on_timer(ALARM)
+    def ring(self):
+        pass
+
+
+def test_dofn_specs_equal_beams_and_follow_a_changed_dofn():
+    compute = userstate.get_dofn_specs.compute
+    assert isinstance(userstate.get_dofn_specs, RememberedSpecs)
+    remembered = RememberedSpecs(compute)
+    stateful, plain = _Stateful(), _Fn()
+    for fn in (stateful, plain, stateful, plain):
+        assert remembered(fn) == compute(fn)
+    assert remembered(stateful)[0] == {_Stateful.COUNT}
+    remembered(stateful)[0].clear()  # the caller gets a copy
+    assert remembered(stateful)[0] == {_Stateful.COUNT}
+    assert userstate.is_stateful_dofn(stateful) and not userstate.is_stateful_dofn(plain)
+    # A bound method set on the object, or a method added to its class, is noticed.
+    plain.extra = stateful.process
+    assert remembered(plain)[0] == {_Stateful.COUNT}
+
+    class Growing(beam.DoFn):
+        def process(self, element):
+            yield element
+
+    growing = Growing()
+    assert remembered(growing) == (set(), set())
+    Growing.later = _Stateful.process
+    assert remembered(growing)[0] == {_Stateful.COUNT}

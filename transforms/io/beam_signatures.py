@@ -12,6 +12,14 @@ attributes on every use, and gives a bound method its function's signature witho
 bound first parameter, as `inspect.signature` does. Anything else (builtins, partials,
 callable objects, classes) goes to Beam's own function unchanged.
 
+Beam also works out a DoFn's state and timer parameters (`userstate.get_dofn_specs`: every
+method of the DoFn wrapped and its defaults read) eight times per ParDo of a run, about a
+millisecond each. `RememberedSpecs` keeps the answer per DoFn object while its class, the
+number of attributes of each class in its method resolution order, and the bound methods
+it holds itself are the ones it was worked out from (a class whose method is replaced in
+place by another after one of its objects was checked is not noticed: state and timer
+parameters are declared in `def` lines).
+
 `remember_signatures` patches Beam's modules once per process, and importing this module
 calls it; `transforms.io.counting`, which every DoFn module of the project imports, imports
 it, so the launcher and every worker process use it.
@@ -71,12 +79,51 @@ class RememberedSignatures:
         return self.compute(func)
 
 
+def _dofn_state(dofn: Any) -> tuple:
+    """What a DoFn object's state and timer specs depend on (see the module docstring)."""
+    cls = type(dofn)
+    return (cls, tuple(len(c.__dict__) for c in cls.__mro__),
+            tuple(v for v in vars(dofn).values() if type(v) is types.MethodType))
+
+
+class RememberedSpecs:
+    """`get_dofn_specs` with each DoFn object's answer kept (weakly, by object).
+
+    Args:
+        compute: the function that works the specs out (Beam's `get_dofn_specs`).
+    """
+
+    def __init__(self, compute: Any) -> None:
+        self.compute = compute
+        self._kept: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+    def __call__(self, dofn: Any) -> tuple[set, set]:
+        try:
+            state = _dofn_state(dofn)
+            kept = self._kept.get(dofn)
+        except TypeError:  # no __dict__, or unhashable: worked out every time
+            return self.compute(dofn)
+        if kept is None or kept[0][0] is not state[0] or kept[0][1] != state[1] or len(
+                kept[0][2]) != len(state[2]) or not all(
+                a is b for a, b in zip(kept[0][2], state[2], strict=True)):
+            kept = (state, self.compute(dofn))
+            self._kept[dofn] = kept
+        states, timers = kept[1]
+        return set(states), set(timers)
+
+
 def remember_signatures() -> None:
-    """Patches Beam's `get_signature` where it is called (once per process)."""
+    """Patches Beam's `get_signature` where it is called, and `userstate.get_dofn_specs`
+    (once per process)."""
     import importlib
 
+    from apache_beam.transforms import userstate
     from apache_beam.typehints import decorators
 
+    if not getattr(userstate.get_dofn_specs, _APPLIED, False):
+        specs = RememberedSpecs(userstate.get_dofn_specs)
+        setattr(specs, _APPLIED, True)
+        userstate.get_dofn_specs = specs
     if getattr(decorators.get_signature, _APPLIED, False):
         return
     remembered = RememberedSignatures(decorators.get_signature)

@@ -18,8 +18,10 @@ from apache_beam.utils.windowed_value import WindowedValue
 
 # s3_fixes: Beam's S3 client corrected wherever the project's DoFns run, also in worker
 # processes that get no --beam_plugins (Dask's); beam_signatures: each function's
-# signature worked out once. Beam has imported what they patch.
+# signature worked out once; beam_option_views: each pipeline-option view made once.
+# Beam has imported what they patch.
 from transforms.io import (
+    beam_option_views,  # noqa: F401 - applied on import
     beam_signatures,  # noqa: F401 - applied on import
     progress,
     s3_fixes,  # noqa: F401 - applied on import

@@ -1,8 +1,9 @@
 """METEOR 1.5 through the jar shipped in pycocoevalcap, with coco-caption's protocol.
 
 One METEOR JVM per metric instance (transforms/text/meteor_jvm.py: the process and its
--stdio protocol), started in `setup()` (or on first use) and stopped in `teardown()`;
-identical pairs of a batch are scored once.
+-stdio protocol), taken in `setup()` (or on first use) and given back in `teardown()` to the
+process's idle JVMs, which the next METEOR metric of the process reuses; identical pairs of
+a batch are scored once.
 
 Several references: each pair is scored with a single reference and the maximum taken
 (KPQA's one-corpus-per-reference-column protocol; coco's own SCORE line with several
@@ -16,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from transforms.metrics.lexical import LexicalMetric, TokenizedExample
+from transforms.text import meteor_jvm
 from transforms.text.meteor_jvm import DEFAULT_JVM_OPTIONS, MeteorProcess
 
 logger = logging.getLogger(__name__)
@@ -67,11 +69,11 @@ class MeteorMetric(LexicalMetric):
 
     def setup(self) -> None:
         if self._process is None or not self._process.alive:
-            self._process = MeteorProcess(self.java, self.max_heap, self.jvm_options)
+            self._process = meteor_jvm.take(self.java, self.max_heap, self.jvm_options)
 
     def teardown(self) -> None:
         if self._process is not None:
-            self._process.close()
+            meteor_jvm.give_back(self._process)
             self._process = None
 
     def score_tokenized(

@@ -7,10 +7,18 @@ yields one score per pair (and the corpus aggregate, which is ignored). The pred
 cleaned as coco does (`|||` removed, double spaces collapsed once). Unlike coco, which
 waits for each reply before sending the next line, a whole batch is written by a feeder
 thread while the replies are read, so the JVM never idles on a round trip.
+
+Starting the JVM costs about 13 CPU-seconds (METEOR loads its paraphrase and synonym
+tables), so a process keeps the JVMs its metrics have finished with (`take` and `give_back`:
+at most `MAX_IDLE` idle per command line, each used by one metric at a time) for the next
+metric that needs one: the next pipeline run in the same process, or another scoring step
+of the same run. They stop when the process exits (or when their stdin closes, if the
+process is killed).
 """
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import subprocess
@@ -24,6 +32,8 @@ logger = logging.getLogger(__name__)
 # pairs on a 2-core machine; C1-only compilation (-XX:TieredStopAtLevel=1) warms up faster
 # but was 25% slower over that many pairs.
 DEFAULT_JVM_OPTIONS = ("-XX:+UseSerialGC",)
+# Idle JVMs a process keeps per command line (each holds up to its -Xmx of memory).
+MAX_IDLE = 2
 
 
 def meteor_dir() -> str:
@@ -38,6 +48,12 @@ def clean_hypothesis(text: str) -> str:
     return text.replace("|||", "").replace("  ", " ")
 
 
+def command(java: str, max_heap: str, jvm_options: Sequence[str]) -> list[str]:
+    """The command line of a METEOR 1.5 JVM (run in `meteor_dir()`)."""
+    return [java, *jvm_options, "-jar", f"-Xmx{max_heap}", "meteor-1.5.jar", "-", "-",
+            "-stdio", "-l", "en", "-norm"]
+
+
 class MeteorProcess:
     """A running METEOR 1.5 JVM speaking the -stdio protocol.
 
@@ -49,14 +65,18 @@ class MeteorProcess:
 
     def __init__(self, java: str = "java", max_heap: str = "2G",
                  jvm_options: Sequence[str] = DEFAULT_JVM_OPTIONS) -> None:
-        cmd = [java, *jvm_options, "-jar", f"-Xmx{max_heap}", "meteor-1.5.jar", "-", "-",
-               "-stdio", "-l", "en", "-norm"]
+        cmd = command(java, max_heap, jvm_options)
         self._proc = subprocess.Popen(
             cmd, cwd=meteor_dir(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
         )
         self._lock = threading.Lock()
         logger.info("started METEOR 1.5 (pid %d)", self._proc.pid)
+
+    @property
+    def args(self) -> list[str]:
+        """The JVM's command line."""
+        return list(self._proc.args)
 
     @property
     def alive(self) -> bool:
@@ -117,3 +137,41 @@ class MeteorProcess:
             self._proc.kill()
             self._proc.wait()
         logger.info("stopped METEOR 1.5 (pid %d)", self._proc.pid)
+
+
+_idle: dict[tuple[str, ...], list[MeteorProcess]] = {}
+_idle_lock = threading.Lock()
+
+
+def take(java: str = "java", max_heap: str = "2G",
+         jvm_options: Sequence[str] = DEFAULT_JVM_OPTIONS) -> MeteorProcess:
+    """A running JVM for one user: an idle one of this command line, else a new one."""
+    key = tuple(command(java, max_heap, jvm_options))
+    with _idle_lock:
+        idle = _idle.get(key, [])
+        while idle:
+            process = idle.pop()
+            if process.alive:
+                return process
+    return MeteorProcess(java, max_heap, jvm_options)
+
+
+def give_back(process: MeteorProcess) -> None:
+    """Keeps a JVM its user has finished with for the next `take` (stopped instead when
+    it has died or `MAX_IDLE` of its command line are idle already)."""
+    with _idle_lock:
+        idle = _idle.setdefault(tuple(process.args), [])
+        if process.alive and len(idle) < MAX_IDLE and process not in idle:
+            idle.append(process)
+            return
+    process.close()
+
+
+@atexit.register
+def close_idle() -> None:
+    """Stops every idle JVM of this process."""
+    with _idle_lock:
+        processes = [p for idle in _idle.values() for p in idle]
+        _idle.clear()
+    for process in processes:
+        process.close()
