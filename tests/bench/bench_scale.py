@@ -2,9 +2,11 @@
 Python loop over the same metric functions, same rows, same run.
 
     python -m tests.bench.bench_scale [--rows 1000000] [--modes in_memory,multi_processing]
+        [--shape short|long]
 
-Rows: tests/bench/scale_data.py (fixed seed, web2 words drawn Zipf, two references, five
-systems), written as one JSONL file. Every measurement runs in its own process under the
+Rows: tests/bench/scale_data.py (fixed seed, web2 words drawn Zipf, five systems; `short`:
+two references of 6-14 words, `long`: one to four of 2-59 words, longer answers), written
+as one JSONL file. Every measurement runs in its own process under the
 memory watchdog (tests/bench/watchdog.py, killed above --max_gb):
 
 - `loop`: reads the JSONL with json.loads, computes the corpus statistics the metrics
@@ -22,7 +24,7 @@ same rows (`element_sizes`): the reader's row batches, `CiderBatchFn`'s requests
 partial frequencies, each n-gram shard's table once summed (`SumDocumentFrequencies`),
 encoded with Beam's coder; the single table of the old design (one `AsSingleton` dict of
 every n-gram with df >= 2) is shown encoded next to them.
-Prints a table and writes bench_out/scale.json.
+Prints a table and writes bench_out/scale-SHAPE.json.
 """
 
 from __future__ import annotations
@@ -154,6 +156,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--metrics", default=METRICS)
     parser.add_argument("--modes", default=",".join(MODES))
+    parser.add_argument("--shape", default="short", choices=("short", "long"),
+                        help="the generated rows' shape (tests/bench/scale_data.py)")
     parser.add_argument("--max_gb", type=float, default=6.0,
                         help="kill a measurement above this resident memory")
     parser.add_argument("--max_peak_gb", type=float, default=4.0,
@@ -172,14 +176,14 @@ def main(argv: list[str] | None = None) -> int:
     from transforms.scoring.statistics.corpus_stats import shards_for_input
 
     os.makedirs(BENCH_OUT, exist_ok=True)
-    results: dict = {"rows": args.rows, "metrics": args.metrics,
+    results: dict = {"rows": args.rows, "metrics": args.metrics, "shape": args.shape,
                      "machine": "2-core CPU dev machine, shared with other jobs"}
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
            "TOKENIZERS_PARALLELISM": "false"}
     with tempfile.TemporaryDirectory() as tmp:
         data = os.path.join(tmp, "rows.jsonl")
         t = time.perf_counter()
-        size = write_jsonl(data, args.rows)
+        size = write_jsonl(data, args.rows, shape=args.shape)
         results["input_mb"] = size / 1e6
         print(f"generated {args.rows:,} rows ({size / 1e6:.0f} MB) in "
               f"{time.perf_counter() - t:.0f} s", flush=True)
@@ -202,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
             results["largest_elements_mb"] = element_sizes(data, shards)
             print(f"element sizes measured in {time.perf_counter() - t:.0f} s", flush=True)
     loop = results["loop"]["rows_per_cpu_s"]
-    print(f"\n{args.rows:,} rows, metrics {args.metrics}")
+    print(f"\n{args.rows:,} rows ({args.shape}), metrics {args.metrics}")
     print(f"{'run':<22}{'wall s':>9}{'CPU s':>9}{'rows/CPU-s':>12}{'vs loop':>9}{'peak GB':>9}")
     failed = False
     for name in runs:
@@ -226,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
               + ", ".join(f"{k} {v:.2f}" for k, v in sizes.items()
                           if k != "ngrams_with_df_2")
               + f"; {sizes['ngrams_with_df_2']:,} n-grams with df >= 2")
-    with open(os.path.join(BENCH_OUT, "scale.json"), "w") as f:
+    with open(os.path.join(BENCH_OUT, f"scale-{args.shape}.json"), "w") as f:
         json.dump(results, f, indent=2)
     return 1 if failed else 0
 
