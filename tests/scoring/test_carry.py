@@ -27,7 +27,9 @@ from transforms.scoring.incremental.carry import (
     CarrySpec,
     TableCache,
     batch_keys,
+    changed_columns,
     first_of_each,
+    unique_rows,
 )
 from transforms.scoring.incremental.previous_run import PreviousRunError, load_previous_run
 from transforms.scoring.incremental.previous_shards import (
@@ -157,6 +159,24 @@ def test_the_cache_drops_the_least_recently_used_table_past_its_budget():
     assert len(cache.get(7, _Side(), 1)) == 0  # a shard no previous row fell in
 
 
+def test_the_cache_keeps_one_table_past_any_budget_and_counts_its_bytes():
+    tables = {s: [PreviousTable(_keys(str(s), f"{s}x"), np.zeros((2, 1)))] for s in range(3)}
+    one = tables[0][0].nbytes
+    cache = TableCache(budget=1)  # smaller than any table: the last one fetched stays
+    cache.get(0, tables, 1)
+    cache.get(0, tables, 1)
+    assert cache.fetches == 1 and cache._bytes == one
+    cache = TableCache(budget=one)  # room for one table
+    for s in (0, 1, 0):
+        cache.get(s, tables, 1)
+    assert cache.fetches == 3 and cache._bytes == one
+    small = {1: [PreviousTable(_keys("s"), np.zeros((1, 1)))]}
+    cache.get(1, small, 1)  # the larger table dropped: the smaller one's bytes are left
+    assert cache._bytes == small[1][0].nbytes < one
+    empty = cache.get(7, _Side(), 3)  # a shard no previous row fell in: the run's width
+    assert empty.values.shape == (0, 3)
+
+
 def _attach(rows, previous: dict[str, list[float]], spec: CarrySpec, shards: int = 2):
     keys = _keys(*previous)
     values = np.array(list(previous.values()), dtype=float).reshape(len(previous), -1)
@@ -224,6 +244,37 @@ def test_carried_metrics_score_new_contents_once_and_old_rows_get_previous_value
     assert [(d["row_key"], d["reason"], d["detail"]) for d in dead] == [
         ("f:5", "metric_input_error", "fake: fake metric rejects 'REJECT'; "
                                       "fake: fake metric rejects 'REJECT'")]
+
+
+def test_changed_columns_compare_each_column_with_its_own_previous_value():
+    spec = CarrySpec(("em",), ("f1", "rougeL", "bleu1"))
+    previous = np.array([1.0, 0.5, math.nan, 0.25])  # em carried, then the compared ones
+    record = {"f1": 0.5, "rougeL": math.nan, "bleu1": 0.3}
+    assert changed_columns(spec, record, previous) == ("bleu1",)
+    assert changed_columns(spec, {**record, "rougeL": 0.0, "bleu1": 0.25}, previous) == (
+        "rougeL",)
+    assert list(unique_rows(None, 3)) == [0, 1, 2]  # no carry: every row
+
+
+def test_attach_counts_new_and_duplicate_rows_and_fetches_per_batch():
+    spec = CarrySpec(("em",), ())
+    rows = [_row(1, "a"), _row(2, "n1"), _row(3, "n2"), _row(4, "a"), _row(5, "n1"),
+            _row(6, "a")]
+    keys = _keys("a")
+    side = _Side()
+    side[0] = [PreviousTable.build([(keys, np.ones((1, 1)))], 1)]
+    fn = AttachPreviousFn(spec, 1)
+    fn.setup()
+    batches = [RowBatch("f", rows), RowBatch("g", rows[:2])]
+    out, _, counts = run_dofn(fn, batches, tables=side)
+    assert [b.carry.values.dtype for b in out] == [np.float64, np.float64]
+    assert out[0].carry.first.tolist() == [0, 1, 2, 0, 1, 0]
+    assert counts == {("incremental", "old_rows"): 4, ("incremental", "new_rows"): 4,
+                      ("incremental", "duplicate_rows"): 3,
+                      ("incremental", "table_fetches"): 1}  # the second batch: cached
+    fn = AttachPreviousFn(CarrySpec(("em",), ("f1",)), 4)  # no previous row in any shard
+    [batch], _, _ = run_dofn(fn, [RowBatch("f", rows)], tables=_Side())
+    assert batch.carry.values.shape == (6, 2) and not batch.carry.old.any()
 
 
 def test_nan_against_nan_is_not_a_change_and_a_number_against_nan_is():
@@ -331,6 +382,7 @@ def test_every_run_is_one_row_flow_with_no_grouping_of_rows(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.mutation
 def test_an_incremental_run_shuffles_no_more_than_its_new_rows(tmp_path):
     """2,000 rows scored, then 1,900 of them again with 150 new ones: the elements that
     enter every grouping of the incremental run (Beam's element counts on the FnApiRunner)
@@ -356,8 +408,9 @@ def test_an_incremental_run_shuffles_no_more_than_its_new_rows(tmp_path):
     absolute_paths(args)
     pipeline = beam.Pipeline(runner=FnApiRunner())
     _ = pipeline | ScorePredictions(configure(args, "shuffles"))
-    groupings = {pc: t.unique_name
-                 for t in pipeline.to_runner_api().components.transforms.values()
+    transforms = pipeline.to_runner_api().components.transforms.values()
+    assert any(t.unique_name.endswith("/AttachPreviousValues") for t in transforms)  # stable
+    groupings = {pc: t.unique_name for t in transforms
                  if t.spec.urn == "beam:transform:group_by_key:v1" for pc in t.inputs.values()}
     result = pipeline.run()
     result.wait_until_finish()
