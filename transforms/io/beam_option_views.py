@@ -19,30 +19,20 @@ imports it, so the launcher and every worker process use it.
 
 from __future__ import annotations
 
-import weakref
 from typing import Any
 
-_APPLIED = "_qa_eval_remembered"
+from transforms.io.beam_signatures import _APPLIED, KeptWeakly
 
 
-class RememberedViews:
+class RememberedViews(KeptWeakly):
     """`view_as` with each (options object, class) view kept while the options' flags and
-    value dictionary are the ones it was made from.
-
-    Args:
-        compute: the function that makes a view (Beam's `PipelineOptions.view_as`).
-    """
-
-    def __init__(self, compute: Any) -> None:
-        self.compute = compute
-        self._kept: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+    value dictionary are the ones it was made from (`compute`: Beam's
+    `PipelineOptions.view_as`)."""
 
     def __call__(self, options: Any, cls: type) -> Any:
         flags = options.__dict__.get("_flags")
         values = options.__dict__.get("_all_options")
-        views = self._kept.get(options)
-        if views is None:
-            views = self._kept.setdefault(options, {})
+        views = self._kept.setdefault(options, {})
         kept = views.get(cls)
         if kept is not None:
             view, made_from, made_with = kept

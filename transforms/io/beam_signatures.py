@@ -45,21 +45,30 @@ def _state(function: types.FunctionType) -> tuple:
             function.__annotations__, own.get("__signature__"), own.get("__wrapped__"))
 
 
-class RememberedSignatures:
-    """`get_signature` with each plain function's signature kept (weakly, by function).
+def identical(kept: tuple, state: tuple) -> bool:
+    """Whether two states are the same objects, element by element."""
+    return len(kept) == len(state) and all(a is b for a, b in zip(kept, state, strict=True))
+
+
+class KeptWeakly:
+    """What `compute` gave, kept weakly by the object it was asked about (`_kept`).
 
     Args:
-        compute: the function that works a signature out (Beam's `get_signature`).
+        compute: Beam's function being remembered.
     """
 
     def __init__(self, compute: Any) -> None:
         self.compute = compute
         self._kept: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
+
+class RememberedSignatures(KeptWeakly):
+    """`get_signature` with each plain function's signature kept (weakly, by function)."""
+
     def of_function(self, function: types.FunctionType) -> inspect.Signature:
         state = _state(function)
         kept = self._kept.get(function)
-        if kept is not None and all(a is b for a, b in zip(kept[0], state, strict=True)):
+        if kept is not None and identical(kept[0], state):
             return kept[1]
         signature = self.compute(function)
         self._kept[function] = (state, signature)
@@ -86,16 +95,8 @@ def _dofn_state(dofn: Any) -> tuple:
             tuple(v for v in vars(dofn).values() if type(v) is types.MethodType))
 
 
-class RememberedSpecs:
-    """`get_dofn_specs` with each DoFn object's answer kept (weakly, by object).
-
-    Args:
-        compute: the function that works the specs out (Beam's `get_dofn_specs`).
-    """
-
-    def __init__(self, compute: Any) -> None:
-        self.compute = compute
-        self._kept: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+class RememberedSpecs(KeptWeakly):
+    """`get_dofn_specs` with each DoFn object's answer kept (weakly, by object)."""
 
     def __call__(self, dofn: Any) -> tuple[set, set]:
         try:
@@ -103,9 +104,8 @@ class RememberedSpecs:
             kept = self._kept.get(dofn)
         except TypeError:  # no __dict__, or unhashable: worked out every time
             return self.compute(dofn)
-        if kept is None or kept[0][0] is not state[0] or kept[0][1] != state[1] or len(
-                kept[0][2]) != len(state[2]) or not all(
-                a is b for a, b in zip(kept[0][2], state[2], strict=True)):
+        if kept is None or kept[0][1] != state[1] or not identical(
+                (kept[0][0], *kept[0][2]), (state[0], *state[2])):
             kept = (state, self.compute(dofn))
             self._kept[dofn] = kept
         states, timers = kept[1]
