@@ -1,6 +1,7 @@
-"""An incremental run's batches: the previous run's tables by shard (previous_shards.py),
-each batch meeting its rows' previous values (carry.py), and the scoring steps computing
-only what is not carried (score.py, run_model_metrics.py); the graph of every run."""
+"""An incremental run's batches: each batch meeting its rows' previous values (carry.py;
+the tables by shard: test_previous_shards.py), and the scoring steps computing
+only what is not carried (score/batches.py, score/run_model_metrics.py); the graph of
+every run."""
 
 from __future__ import annotations
 
@@ -10,15 +11,13 @@ import pickle
 
 import apache_beam as beam
 import numpy as np
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from apache_beam.testing import test_pipeline
-from apache_beam.testing.util import assert_that, equal_to
 
-from tests.dofns import run_dofn, step_labels
+from tests.dofns import run_dofn
 from tests.runners import RUNNER_ARGS
 from tests.scoring import fakes
+from tests.scoring.keys import keys_of
 from transforms.metrics.base import QAExample
 from transforms.scoring.incremental.carry import (
     CARRIED_FIELD,
@@ -31,118 +30,18 @@ from transforms.scoring.incremental.carry import (
     first_of_each,
     unique_rows,
 )
-from transforms.scoring.incremental.previous_run import PreviousRunError, load_previous_run
 from transforms.scoring.incremental.previous_shards import (
     PreviousTable,
-    ReadPreviousShards,
-    TablesCombineFn,
-    batch_parts,
     shard_of,
-    shard_parts,
-    shards_for,
 )
-from transforms.scoring.reading.parquet_parts import ParquetSource
 from transforms.scoring.reading.row_batch import RowBatch
-from transforms.scoring.reading.rows import CONTENT_KEY_VERSION, RowSource, ScoringRow, content_key
+from transforms.scoring.reading.rows import RowSource, ScoringRow, content_key
 from transforms.scoring.score.batches import ScoreRowsFn
-
-SOURCE = ParquetSource("p.parquet", "--previous_run p: scores file", PreviousRunError)
 
 
 def _row(i: int, prediction: str = "p") -> tuple[str, ScoringRow]:
     return f"f:{i}", ScoringRow(RowSource("f", i, i), QAExample(prediction, ("r",)),
                                 id=f"r{i}", system="s")
-
-
-def _key(prediction: str) -> bytes:
-    return bytes.fromhex(content_key(QAExample(prediction, ("r",))))
-
-
-def _keys(*predictions: str) -> np.ndarray:
-    return np.frombuffer(b"".join(_key(p) for p in predictions), dtype="S16")
-
-
-def test_a_table_finds_its_keys_and_keeps_a_duplicate_once():
-    keys = _keys("a", "b", "c")
-    values = np.array([[1.0], [2.0], [math.nan]])
-    table = PreviousTable.build([(keys[:2], values[:2]), (keys[1:], values[1:])], 1)
-    assert len(table) == 3 and list(table.keys) == sorted(keys.tolist())
-    found = table.find(_keys("c", "zzz", "a"))
-    assert found[1] == -1
-    assert math.isnan(table.values[found[0]][0]) and table.values[found[2]][0] == 1.0
-    empty = PreviousTable.build([], 2)
-    assert list(empty.find(keys)) == [-1, -1, -1] and empty.values.shape == (0, 2)
-    again = pickle.loads(pickle.dumps(table))
-    assert np.array_equal(again.keys, table.keys)
-
-
-def test_shards_split_keys_by_their_first_bytes_and_follow_the_previous_runs_size():
-    keys = _keys(*"abcdefgh")
-    assert list(shard_of(keys, 1)) == [0] * 8
-    heads = [int.from_bytes(k[:4], "little") % 3 for k in (_key(p) for p in "abcdefgh")]
-    assert list(shard_of(keys, 3)) == heads
-    summary = {"overall": {"scored": 200_000}}
-    run = type("Run", (), {})()
-    for scored, shards in ((None, 1), (0, 1), (10, 1), (65_536, 1), (65_537, 2),
-                           (200_000, 4), (10**12, 4096)):
-        run.summary = {"overall": {"scored": scored}} if scored is not None else {}
-        assert shards_for(run) == shards, scored
-    assert summary
-
-
-def test_shard_parts_read_values_and_name_a_bad_row():
-    a, b = content_key(QAExample("a", ("r",))), content_key(QAExample("b", ("r",)))
-    parts = dict(shard_parts([{"row_key": "f:1", "content_key": a, "em": 1.0, "f1": None},
-                              {"row_key": "f:2", "content_key": b, "em": 0, "f1": 0.5}],
-                             ["em", "f1"], 1, SOURCE))
-    keys, values = parts[0]
-    assert keys.tolist() == [bytes.fromhex(a), bytes.fromhex(b)]
-    assert values[0][0] == 1.0 and math.isnan(values[0][1]) and list(values[1]) == [0.0, 0.5]
-    with pytest.raises(PreviousRunError, match=r"^--previous_run p: scores file p.parquet: "
-                                               r".*a row without a content key "
-                                               r"\(row_key 'f:3'\)"):
-        list(shard_parts([{"row_key": "f:3", "em": 1.0}], ["em"], 1, SOURCE))
-    with pytest.raises(PreviousRunError, match=r"row_key 'f:4' has a malformed content key"):
-        list(shard_parts([{"row_key": "f:4", "content_key": "k" * 32, "em": 1.0}], ["em"],
-                         1, SOURCE))
-    with pytest.raises(PreviousRunError, match=r"row_key 'f:5' has no number for one of"):
-        list(shard_parts([{"row_key": "f:5", "content_key": a, "em": "high"}], ["em"], 1,
-                         SOURCE))
-    with pytest.raises(PreviousRunError, match=r"row_key 'f:6' has no number for one of"):
-        list(shard_parts([{"row_key": "f:6", "content_key": a, "em": True}], ["em"], 1,
-                         SOURCE))
-
-
-def test_a_parquet_batch_gives_the_parts_its_records_give():
-    a, b = content_key(QAExample("a", ("r",))), content_key(QAExample("b", ("r",)))
-    records = [{"row_key": "f:1", "content_key": a, "em": 1.0, "f1": None},
-               {"row_key": "f:2", "content_key": b, "em": 0.0, "f1": 0.5}]
-    table = pa.Table.from_pylist(records).to_batches()[0]
-    by_columns = dict(batch_parts(table, ["em", "f1"], 2, SOURCE))
-    by_records = dict(shard_parts(records, ["em", "f1"], 2, SOURCE))
-    assert by_columns.keys() == by_records.keys()
-    for shard, (keys, values) in by_columns.items():
-        assert keys.tolist() == by_records[shard][0].tolist()
-        assert np.array_equal(values, by_records[shard][1], equal_nan=True)
-    # a column that is not numbers goes record by record, which names the row
-    text = pa.Table.from_pylist([{**records[0], "em": "high"}]).to_batches()[0]
-    with pytest.raises(PreviousRunError, match=r"row_key 'f:1' has no number for one of"):
-        list(batch_parts(text, ["em"], 1, SOURCE))
-    keyless = pa.Table.from_pylist([{**records[0], "content_key": None}]).to_batches()[0]
-    with pytest.raises(PreviousRunError, match=r"a row without a content key"):
-        list(batch_parts(keyless, ["em"], 1, SOURCE))
-
-
-def test_the_combine_compacts_and_merges_parts():
-    fn = TablesCombineFn(1)
-    fn._COMPACT = 2
-    acc = fn.create_accumulator()
-    for p in "abca":
-        acc = fn.add_input(acc, (_keys(p), np.array([[ord(p)]], dtype=float)))
-    assert len(acc) <= 2
-    merged = fn.merge_accumulators([acc, [(_keys("d"), np.array([[1.0]]))]])
-    table = fn.extract_output(merged)
-    assert sorted(table.keys.tolist()) == sorted(_keys("a", "b", "c", "d").tolist())
 
 
 class _Side(dict):
@@ -151,7 +50,7 @@ class _Side(dict):
 
 
 def test_the_cache_drops_the_least_recently_used_table_past_its_budget():
-    tables = {s: [PreviousTable(_keys(str(s)), np.zeros((1, 1)))] for s in range(3)}
+    tables = {s: [PreviousTable(keys_of(str(s)), np.zeros((1, 1)))] for s in range(3)}
     cache = TableCache(budget=2 * (16 + 8))
     for s in (0, 1, 0, 2, 0, 1):
         cache.get(s, tables, 1)
@@ -160,7 +59,7 @@ def test_the_cache_drops_the_least_recently_used_table_past_its_budget():
 
 
 def test_the_cache_keeps_one_table_past_any_budget_and_counts_its_bytes():
-    tables = {s: [PreviousTable(_keys(str(s), f"{s}x"), np.zeros((2, 1)))] for s in range(3)}
+    tables = {s: [PreviousTable(keys_of(str(s), f"{s}x"), np.zeros((2, 1)))] for s in range(3)}
     one = tables[0][0].nbytes
     cache = TableCache(budget=1)  # smaller than any table: the last one fetched stays
     cache.get(0, tables, 1)
@@ -170,7 +69,7 @@ def test_the_cache_keeps_one_table_past_any_budget_and_counts_its_bytes():
     for s in (0, 1, 0):
         cache.get(s, tables, 1)
     assert cache.fetches == 3 and cache._bytes == one
-    small = {1: [PreviousTable(_keys("s"), np.zeros((1, 1)))]}
+    small = {1: [PreviousTable(keys_of("s"), np.zeros((1, 1)))]}
     cache.get(1, small, 1)  # the larger table dropped: the smaller one's bytes are left
     assert cache._bytes == small[1][0].nbytes < one
     empty = cache.get(7, _Side(), 3)  # a shard no previous row fell in: the run's width
@@ -178,7 +77,7 @@ def test_the_cache_keeps_one_table_past_any_budget_and_counts_its_bytes():
 
 
 def _attach(rows, previous: dict[str, list[float]], spec: CarrySpec, shards: int = 2):
-    keys = _keys(*previous)
+    keys = keys_of(*previous)
     values = np.array(list(previous.values()), dtype=float).reshape(len(previous), -1)
     side = _Side()
     for s in range(shards):
@@ -204,7 +103,7 @@ def test_attach_marks_old_rows_their_values_and_the_first_of_each_content():
     assert counts == {("incremental", "old_rows"): 3, ("incremental", "new_rows"): 1,
                       ("incremental", "duplicate_rows"): 1,
                       ("incremental", "table_fetches"): shards}
-    assert first_of_each(_keys("x", "y", "x", "x")).tolist() == [0, 1, 0, 0]
+    assert first_of_each(keys_of("x", "y", "x", "x")).tolist() == [0, 1, 0, 0]
 
 
 class _Counting(fakes.FakeMetric):
@@ -260,7 +159,7 @@ def test_attach_counts_new_and_duplicate_rows_and_fetches_per_batch():
     spec = CarrySpec(("em",), ())
     rows = [_row(1, "a"), _row(2, "n1"), _row(3, "n2"), _row(4, "a"), _row(5, "n1"),
             _row(6, "a")]
-    keys = _keys("a")
+    keys = keys_of("a")
     side = _Side()
     side[0] = [PreviousTable.build([(keys, np.ones((1, 1)))], 1)]
     fn = AttachPreviousFn(spec, 1)
@@ -298,46 +197,6 @@ def test_the_model_branch_asks_nothing_for_a_carried_metric_of_an_old_row():
     [element] = ExpandModelRequestsFn(metrics, roles, spec).process(batch)
     assert [sorted({i for i, *_ in r.requests}) for r in element.rows] == [[0], [0, 1]]
     assert [r.carried for r in element.rows] == [(1,), ()]
-
-
-def _previous_run(tmp_path, fmt: str) -> str:
-    prefix = str(tmp_path / "old")
-    key = content_key(QAExample("a", ("r",)))
-    records = [{"row_key": "f:1", "content_key": key, "em": 1.0},
-               {"row_key": "f:2", "content_key": key, "em": 1.0}]
-    summary = {"signatures": {"em": "em|v:1"}, "content_key_version": CONTENT_KEY_VERSION,
-               "overall": {"scored": 2}}
-    (tmp_path / "old.summary.json").write_text(json.dumps(summary))
-    if fmt == "parquet":
-        pq.write_table(pa.Table.from_pylist(records), prefix + ".scores.parquet")
-    else:
-        (tmp_path / "old.scores.jsonl").write_text("".join(json.dumps(r) + "\n"
-                                                           for r in records))
-    return prefix
-
-
-@pytest.mark.parametrize("fmt", ["parquet", "jsonl"])
-def test_read_previous_shards_has_stable_step_names(tmp_path, fmt):
-    previous = load_previous_run(_previous_run(tmp_path, fmt))
-    pipeline = test_pipeline.TestPipeline()
-    _ = pipeline | "Previous" >> ReadPreviousShards(previous, ["em"], 2)
-    read = (["ReadPreviousParquet"] if fmt == "parquet"
-            else ["ReadPreviousJsonLines", "LinesInParts", "ParsePreviousJson"])
-    expected = {"Previous", *(f"Previous/{s}" for s in (*read, "ShardByContentKey",
-                                                         "TablePerShard"))}
-    assert {label for label in step_labels(pipeline)
-            if label.startswith("Previous") and label.count("/") <= 1} == expected
-
-
-@pytest.mark.slow
-@pytest.mark.mutation
-@pytest.mark.parametrize("fmt", ["parquet", "jsonl"])
-def test_read_previous_shards_gives_one_table_per_shard(tmp_path, fmt):
-    previous = load_previous_run(_previous_run(tmp_path, fmt))
-    with test_pipeline.TestPipeline(argv=RUNNER_ARGS["direct_in_process"]) as pipeline:
-        tables = pipeline | ReadPreviousShards(previous, ["em"], 1)
-        assert_that(tables | beam.MapTuple(lambda s, t: (s, len(t), t.values.tolist())),
-                    equal_to([(0, 1, [[1.0]])]))
 
 
 GROUPINGS = ("beam:transform:group_by_key:v1",)

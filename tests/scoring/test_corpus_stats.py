@@ -34,7 +34,12 @@ from transforms.scoring.statistics.corpus_stats import (
     shards_for_input,
 )
 from transforms.scoring.statistics.global_statistics import ComputeCorpusStatistics
-from transforms.scoring.statistics.ngram_hashes import gram_hash, hashed_table, ngram_shard
+from transforms.scoring.statistics.ngram_hashes import (
+    found_frequencies,
+    gram_hash,
+    hashed_table,
+    ngram_shard,
+)
 
 WORDS = "a b c d e f g h i j k l m n o p".split()
 
@@ -117,10 +122,16 @@ def test_answer_requests_and_batch_corpora():
         group = {DF: [t for t in tables if len(t[1][0])], REQUESTS: [request]}
         answers += list(answer_requests(((index, shard), group)))
     assert {a[0] for a in answers} == {"f:1"}
-    # in the order of the request, 0 where not found, in the narrowest dtype
+    # one bit per requested n-gram (found or not), the dfs of those found in the order of
+    # the request, in the narrowest dtype
+    tables = {1: {"x": 3, "a": 7}, 0: {"a": 300}}
     for (_, request), (_, (_, _, by_corpus)) in zip(requests, answers, strict=True):
-        for key, dfs in by_corpus.items():
-            assert len(dfs) == len(request[1])
+        for key, (bits, dfs) in by_corpus.items():
+            assert len(bits) == (len(request[1]) + 7) // 8
+            found, got = found_frequencies((bits, dfs), len(request[1]))
+            expected = {gram_hash(g): d for g, d in tables[key].items()}
+            assert found.tolist() == [h in expected for h in request[1].tolist()]
+            assert got.tolist() == [expected[h] for h in request[1][found].tolist()]
             assert dfs.dtype == (np.uint16 if key == 0 else np.uint8)
     corpora = batch_corpora([stat], examples, [a for _, a in answers],
                             {(0, 1): 4, (0, 0): 2}, shards=3)
@@ -134,8 +145,20 @@ def test_answer_requests_and_batch_corpora():
     assert empty == [("b2", (0, 2, {}))]
     wide = list(answer_requests(((0, 2), {DF: [(1, _arrays({"x": 70_000}))],
                                           REQUESTS: [("b3", requested)]})))
-    dfs = wide[0][1][2][1]
-    assert dfs.dtype == np.uint32 and sorted(dfs.tolist()) == [0, 70_000]
+    found, dfs = found_frequencies(wide[0][1][2][1], 2)
+    assert dfs.dtype == np.uint32 and dfs.tolist() == [70_000]
+    assert found.tolist() == [h == gram_hash("x") for h in requested.tolist()]
+
+
+def test_found_frequencies_checks_the_answer_against_the_request():
+    found = np.array([True, False, False, True, False, False, False, False, True])
+    answer = (np.packbits(found), np.array([2, 5, 9], dtype=np.uint8))
+    got, dfs = found_frequencies(answer, 9)
+    assert got.tolist() == found.tolist() and dfs.tolist() == [2, 5, 9]
+    with pytest.raises(RuntimeError, match="for 16 n-grams came back for a request of 17"):
+        found_frequencies(answer, 17)
+    with pytest.raises(RuntimeError, match="names 3 n-grams and holds 2 frequencies"):
+        found_frequencies((answer[0], answer[1][:2]), 9)
 
 
 def test_batch_fn_splits_by_shard():

@@ -30,8 +30,10 @@ def test_batch_ngrams_hash_every_ngram_as_gram_hash_does():
             for gram, tf in order.items():
                 expected[(number, gram_hash(gram))] += tf
     assert Counter(zip(ngrams.texts.tolist(), ngrams.hashes.tolist())) == expected
-    grams, hashes = ngrams.grams()
+    hashes, first = ngrams.first_occurrences()
+    grams = ngrams.grams_at(first)
     assert [gram_hash(g) for g in grams] == hashes.tolist()
+    assert ngrams.grams_at(first[[2, 0]]) == [grams[2], grams[0]]
     assert sorted(grams, key=str) == sorted({g for t in texts for o in text_ngrams(t)
                                              for g in o}, key=str)
     # documents count a text once per n-gram; distinct() reads the texts asked for

@@ -20,15 +20,17 @@ for every batch `CiderBatchFn` emits
   partial frequencies keyed by the n-grams' text, for the file.
 
 `answer_requests` joins each shard's tables (one per corpus) with the shard's requests
-(`CoGroupByKey`) and answers each request with the frequency of each n-gram it names in
-each corpus, in its order (0: df < 2; a byte or two each); the scoring step regroups the answers with their batch
+(`CoGroupByKey`) and answers each request, per corpus, with which of its n-grams have
+df >= 2 (a bit each, in its order) and their frequencies (a byte or two each): most n-grams
+of a batch are rare, so an answer is a few bits per requested n-gram; the scoring step
+regroups the answers with their batch
 (`CoGroupByKey` by batch id), makes the batch's requests again to read them, and scores
 the batch against a `CiderCorpus` restricted to its n-grams (same values: see
 `cider.corpus_of`).
 
 N-grams travel as 64-bit hashes in numpy arrays, sharded and tabled as ngram_hashes.py
 makes them (`BatchNgrams`, `by_shard`, `fold_tables`; the chance of a hash collision is
-stated there). The largest element is one shard's table: 12 bytes per n-gram with
+stated there). The largest element is one shard's table: 9-12 bytes per n-gram with
 df >= 2, about the whole table / `shards`.
 
 `frozen` statistics (`--corpus_statistics`) replace the run's own `docs` and `df` with the
@@ -59,6 +61,7 @@ from transforms.scoring.statistics.ngram_hashes import (
     BatchNgrams,
     by_shard,
     fold_tables,
+    found_frequencies,
     lookup,
     ngram_shard,
     smallest_uint,
@@ -195,6 +198,7 @@ class CiderBatchFn(beam.DoFn):
                 if self._count_documents:
                     yield beam.pvalue.TaggedOutput(DOCS, ((index, key), documents))
                     hashes, counts = texts.ngrams.documents(document)
+                    counts = smallest_uint(counts)  # at most the batch's rows
                     for shard, part, (part_counts,) in by_shard(hashes, shards, counts):
                         yield beam.pvalue.TaggedOutput(DF, ((index, key, shard),
                                                             (part, part_counts)))
@@ -240,7 +244,7 @@ class SumDocumentFrequencies(beam.CombineFn):
 
     def extract_output(self, accumulator: list) -> tuple[np.ndarray, np.ndarray]:
         if not accumulator:
-            return np.empty(0, np.uint64), np.empty(0, np.int64)
+            return np.empty(0, np.uint64), np.empty(0, np.uint8)
         ((hashes, counts),) = fold_tables(accumulator)
         keep = counts >= 2
         return hashes[keep], counts[keep]
@@ -270,10 +274,11 @@ class SumTextFrequencies(beam.CombineFn):
 
 def answer_requests(element: tuple[Any, dict[str, Iterable[Any]]]) -> Iterator[Any]:
     """((statistic, shard), {df: [(corpus key, (hashes, dfs))], requests: [(batch id,
-    hashes)]}) -> (batch id, (statistic, shard, {corpus key: dfs})): each requested
-    n-gram's df in each corpus whose table holds any of them, 0 for one without (df < 2),
-    in the order of the request (the batch makes it again: `batch_corpora`), in the
-    narrowest unsigned dtype that holds them."""
+    hashes)]}) -> (batch id, (statistic, shard, {corpus key: (found, dfs)})), for each
+    corpus whose table holds any requested n-gram: `found`, which of the request's n-grams
+    it holds (df >= 2), one bit each in the order of the request (`np.packbits`; the batch
+    makes the request again: `batch_corpora`), and `dfs`, their frequencies in that order,
+    in the narrowest unsigned dtype that holds them."""
     (index, shard), grouped = element
     parts: dict[int, list] = {}
     for key, table in grouped[DF]:  # one table per corpus key (none without a reference)
@@ -284,7 +289,7 @@ def answer_requests(element: tuple[Any, dict[str, Iterable[Any]]]) -> Iterator[A
         for key, (table, dfs) in tables.items():
             found, at = lookup(table, hashes)
             if found.any():
-                answer[key] = smallest_uint(np.where(found, dfs[at], 0))
+                answer[key] = (np.packbits(found), smallest_uint(dfs[at[found]]))
         yield batch_id, (index, shard, answer)
 
 
@@ -300,7 +305,7 @@ def batch_corpora(statistics: Sequence[CiderDocumentFrequency], examples: Sequen
     out: dict[str, dict[int, Any]] = {}
     for index, stat in enumerate(statistics):
         texts = _BatchTexts(tokenized_batch(stat, examples))
-        grams, hashes = texts.ngrams.grams()
+        hashes, first = texts.ngrams.first_occurrences()
         read_any = np.zeros(texts.count, dtype=bool)
         for _, _, read, _ in texts.corpora(stat.df_mode):
             read_any |= read
@@ -310,17 +315,18 @@ def batch_corpora(statistics: Sequence[CiderDocumentFrequency], examples: Sequen
             if answer is None:
                 raise RuntimeError(f"no frequencies came back for the batch's n-grams of "
                                    f"statistic {index}, shard {shard}")
-            for key, dfs in answer.items():
-                if len(dfs) != len(part):
-                    raise RuntimeError(
-                        f"the frequencies of the batch's n-grams (statistic {index}, shard "
-                        f"{shard}) do not match its request")
-                found = dfs > 0
-                known.setdefault(key, []).append((part[found], dfs[found]))
+            for key, frequencies in answer.items():
+                try:
+                    found, dfs = found_frequencies(frequencies, len(part))
+                except RuntimeError as e:
+                    raise RuntimeError(f"the frequencies of the batch's n-grams (statistic "
+                                       f"{index}, shard {shard}) do not match its request: "
+                                       f"{e}") from e
+                known.setdefault(key, []).append((part[found], dfs))
         tables = {}
         for key, found in known.items():
             at = np.searchsorted(hashes, np.concatenate([h for h, _ in found]))
-            tables[key] = dict(zip([grams[i] for i in at.tolist()],
+            tables[key] = dict(zip(texts.ngrams.grams_at(first[at]),
                                    np.concatenate([d for _, d in found]).tolist(),
                                    strict=True))
         corpora = out.setdefault(stat.key, {})

@@ -13,14 +13,15 @@ file keeps n-grams as text (`gram_text`, `text_gram`), so no hash outlives a run
 
 An n-gram's shard is its hash modulo the number of shards (`ngram_shard`, `by_shard`). A
 table is two numpy arrays, the hashes sorted and distinct and their counts
-(`hashed_table`, `fold_tables`), read with `searchsorted` (`lookup`); answers are sent in
-the narrowest unsigned dtype that holds them (`smallest_uint`).
+(`hashed_table`, `fold_tables`), read with `searchsorted` (`lookup`); counts and answers
+are kept in the narrowest unsigned dtype that holds them (`smallest_uint`: a batch's
+partial counts take a byte or two, where int64 took eight), and an answer marks the
+n-grams it found with one bit each (`found_frequencies` reads it).
 """
 
 from __future__ import annotations
 
 import hashlib
-import itertools
 from collections.abc import Iterator, Sequence
 
 import numpy as np
@@ -109,8 +110,7 @@ class BatchNgrams:
         text_of = np.repeat(np.arange(len(split), dtype=np.int64), lengths)
         end_of = np.repeat(np.cumsum(lengths), lengths)  # where each word's text ends
         start = np.arange(len(words), dtype=np.int64)
-        self._valid: list[np.ndarray] = []
-        hashes, numbers = [], []
+        hashes, numbers, orders, starts = [], [], [], []
         fold = np.uint64(_FOLD)
         for k in range(1, MAX_N + 1):
             n = max(len(words) - k + 1, 0)
@@ -121,11 +121,14 @@ class BatchNgrams:
                 for i in range(k):
                     value = value * fold + words[i: i + n]
             valid = start[:n] + k <= end_of[:n]
-            self._valid.append(valid)
             hashes.append(value[valid])
             numbers.append(text_of[:n][valid])
+            starts.append(start[:n][valid])
+            orders.append(np.full(len(starts[-1]), k, dtype=np.int8))
         self.hashes = np.concatenate(hashes)
         self.texts = np.concatenate(numbers)
+        self._starts = np.concatenate(starts)  # each occurrence's first word
+        self._orders = np.concatenate(orders)  # and its order
 
     def documents(self, document_of_text: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(hashes, documents holding each), hashes sorted, for the documents that
@@ -144,16 +147,16 @@ class BatchNgrams:
         """The sorted distinct hashes of the texts where `in_text` (a mask) is True."""
         return np.unique(self.hashes[in_text[self.texts]])
 
-    def grams(self) -> tuple[list, np.ndarray]:
-        """(n-grams, their hashes): every distinct n-gram of the batch once, as
-        `lexical.text_ngrams` keys them (unigrams str, longer ones tuples), hashes sorted."""
+    def first_occurrences(self) -> tuple[np.ndarray, np.ndarray]:
+        """(the batch's distinct hashes, sorted; the first occurrence of each)."""
+        return np.unique(self.hashes, return_index=True)
+
+    def grams_at(self, occurrences: np.ndarray) -> list:
+        """The n-grams at these occurrences, as `lexical.text_ngrams` keys them (unigrams
+        str, longer ones tuples): made only for the n-grams asked for."""
         words = self._words
-        grams: list = []
-        for k, valid in enumerate(self._valid, start=1):
-            at_every_word = words if k == 1 else zip(*(words[i:] for i in range(k)))
-            grams.extend(itertools.compress(at_every_word, valid))
-        hashes, first = np.unique(self.hashes, return_index=True)
-        return [grams[i] for i in first.tolist()], hashes
+        return [words[p] if k == 1 else tuple(words[p:p + k]) for k, p in
+                zip(self._orders[occurrences].tolist(), self._starts[occurrences].tolist())]
 
 
 def hashed_table(table: dict) -> tuple[np.ndarray, np.ndarray]:
@@ -167,17 +170,17 @@ def hashed_table(table: dict) -> tuple[np.ndarray, np.ndarray]:
 def fold_tables(parts: list[tuple[np.ndarray, np.ndarray]]
                 ) -> list[tuple[np.ndarray, np.ndarray]]:
     """Partial (hashes, counts) arrays -> one pair, hashes sorted and distinct, counts
-    summed."""
+    summed (in the narrowest unsigned dtype that holds them)."""
     if len(parts) == 1:
         return parts
     hashes = np.concatenate([h for h, _ in parts])
     counts = np.concatenate([c for _, c in parts]).astype(np.int64, copy=False)
     if not len(hashes):
-        return [(hashes, counts)]
+        return [(hashes, counts.astype(np.uint8))]
     order = np.argsort(hashes, kind="stable")
     hashes, counts = hashes[order], counts[order]
     starts = np.flatnonzero(np.concatenate(([True], hashes[1:] != hashes[:-1])))
-    return [(hashes[starts], np.add.reduceat(counts, starts))]
+    return [(hashes[starts], smallest_uint(np.add.reduceat(counts, starts)))]
 
 
 def lookup(table: np.ndarray, hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -196,3 +199,17 @@ def smallest_uint(values: np.ndarray) -> np.ndarray:
             return values.astype(dtype)
     return values.astype(np.uint64)
 
+
+def found_frequencies(answer: tuple[np.ndarray, np.ndarray], requested: int
+                      ) -> tuple[np.ndarray, np.ndarray]:
+    """An answer of `answer_requests` to a request of `requested` n-grams -> (mask of the
+    request's n-grams found, their dfs); RuntimeError when the two do not match."""
+    bits, dfs = answer
+    if len(bits) != (requested + 7) // 8:
+        raise RuntimeError(f"an answer for {len(bits) * 8} n-grams came back for a request "
+                           f"of {requested}")
+    found = np.unpackbits(bits, count=requested).view(bool)
+    if int(np.count_nonzero(found)) != len(dfs):
+        raise RuntimeError(f"an answer names {np.count_nonzero(found)} n-grams and holds "
+                           f"{len(dfs)} frequencies")
+    return found, dfs
