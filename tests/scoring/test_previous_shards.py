@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import pickle
+import re
 
 import apache_beam as beam
 import numpy as np
@@ -25,6 +26,7 @@ from transforms.scoring.incremental.previous_shards import (
     PreviousTable,
     ReadPreviousShards,
     TablesCombineFn,
+    _parse_lines,
     batch_parts,
     shard_of,
     shard_parts,
@@ -55,6 +57,8 @@ def test_shards_split_keys_by_their_first_bytes_and_follow_the_previous_runs_siz
     assert list(shard_of(keys, 1)) == [0] * 8
     heads = [int.from_bytes(k[:4], "little") % 3 for k in (key_of(p) for p in "abcdefgh")]
     assert list(shard_of(keys, 3)) == heads
+    halves = [int.from_bytes(key_of(p)[:4], "little") % 2 for p in "abcdefgh"]
+    assert list(shard_of(keys, 2)) == halves and len(set(halves)) == 2
     summary = {"overall": {"scored": 200_000}}
     run = type("Run", (), {})()
     for scored, shards in ((None, 1), (0, 1), (10, 1), (65_536, 1), (65_537, 2),
@@ -119,11 +123,11 @@ def test_the_combine_compacts_and_merges_parts():
     assert sorted(table.keys.tolist()) == sorted(keys_of("a", "b", "c", "d").tolist())
 
 
-def _previous_run(tmp_path, fmt: str) -> str:
+def _previous_run(tmp_path, fmt: str, second_key: str | None = None) -> str:
     prefix = str(tmp_path / "old")
     key = content_key(QAExample("a", ("r",)))
     records = [{"row_key": "f:1", "content_key": key, "em": 1.0},
-               {"row_key": "f:2", "content_key": key, "em": 1.0}]
+               {"row_key": "f:2", "content_key": second_key or key, "em": 1.0}]
     summary = {"signatures": {"em": "em|v:1"}, "content_key_version": CONTENT_KEY_VERSION,
                "overall": {"scored": 2}}
     (tmp_path / "old.summary.json").write_text(json.dumps(summary))
@@ -157,3 +161,106 @@ def test_read_previous_shards_gives_one_table_per_shard(tmp_path, fmt):
         tables = pipeline | ReadPreviousShards(previous, ["em"], 1)
         assert_that(tables | beam.MapTuple(lambda s, t: (s, len(t), t.values.tolist())),
                     equal_to([(0, 1, [[1.0]])]))
+
+
+@pytest.mark.parametrize("bad", ["ab" * 15, "X" + "a" * 31, "AB" * 15 + "g" * 2, "a" * 33])
+def test_a_content_key_that_is_not_32_hex_digits_is_malformed(bad):
+    good = content_key(QAExample("a", ("r",)))
+    records = [{"row_key": "f:1", "content_key": good, "em": 1.0},
+               {"row_key": "f:2", "content_key": bad, "em": 1.0}]
+    message = (r"^--previous_run p: scores file p.parquet: row_key 'f:2' has a malformed "
+               rf"content key '{bad[:40]}'$")
+    with pytest.raises(PreviousRunError, match=message):
+        list(shard_parts(records, ["em"], 1, SOURCE))
+    batch = pa.Table.from_pylist(records).to_batches()[0]
+    with pytest.raises(PreviousRunError, match=message):  # the column path names it too
+        list(batch_parts(batch, ["em"], 2, SOURCE))
+
+
+def test_hex_digits_of_either_case_are_one_key():
+    key = content_key(QAExample("a", ("r",)))
+    records = [{"row_key": "f:1", "content_key": key.upper(), "em": 1.0},
+               {"row_key": "f:2", "content_key": "ZZ" + key[2:], "em": 1.0}]
+    ((_, (keys, _)),) = shard_parts(records[:1], ["em"], 1, SOURCE)
+    assert keys.tolist() == [bytes.fromhex(key)]
+    with pytest.raises(PreviousRunError, match="row_key 'f:2' has a malformed"):
+        list(shard_parts(records, ["em"], 1, SOURCE))  # the bad key is named, not the first
+
+
+def test_a_malformed_key_is_shown_to_40_characters():
+    records = [{"row_key": "f:9", "content_key": "z" * 50, "em": 1.0}]
+    with pytest.raises(PreviousRunError, match=r"malformed content key 'z{40}'$"):
+        list(shard_parts(records, ["em"], 1, SOURCE))
+
+
+def test_a_value_that_is_not_a_number_names_its_cause():
+    records = [{"row_key": "f:5", "content_key": content_key(QAExample("a", ("r",))),
+                "em": "high"}]
+    with pytest.raises(PreviousRunError, match=r"row_key 'f:5' has no number for one of "
+                                               r"\['em'\]: TypeError: 'high' is not a number$"):
+        list(shard_parts(records, ["em"], 1, SOURCE))
+
+
+def test_a_numeric_batch_is_read_column_by_column(monkeypatch):
+    """Numbers (floats, integers, nulls) with every content key go by column; a batch of
+    another type goes record by record, into the shards asked for."""
+    import transforms.scoring.incremental.previous_shards as previous_shards
+
+    keys = [content_key(QAExample(p, ("r",))) for p in "abcdefgh"]
+    records = [{"row_key": f"f:{i}", "content_key": k, "em": i, "f1": None if i % 2 else 0.5}
+               for i, k in enumerate(keys)]
+    batch = pa.Table.from_pylist(records).to_batches()[0]
+    seen = []
+    by_records = previous_shards.shard_parts
+    monkeypatch.setattr(previous_shards, "shard_parts",
+                        lambda *a: seen.append(a[2]) or by_records(*a))
+    parts = dict(batch_parts(batch, ["em", "f1"], 3, SOURCE))
+    assert seen == []
+    assert sorted(parts) == sorted({int(s) for s in shard_of(keys_of(*"abcdefgh"), 3)})
+    got = {k: v.tolist() for keys_, values in parts.values()
+           for k, v in zip(keys_.tolist(), values, strict=True)}
+    for i, k in enumerate(keys):
+        em, f1 = got[bytes.fromhex(k)]
+        assert em == i and (math.isnan(f1) if i % 2 else f1 == 0.5)
+    text = pa.Table.from_pylist([{**r, "em": str(r["em"])} for r in records]).to_batches()[0]
+    with pytest.raises(PreviousRunError, match="no number"):
+        list(batch_parts(text, ["em"], 3, SOURCE))
+    assert seen == [3]
+
+
+def test_a_broken_jsonl_line_is_named_to_60_characters_with_its_cause():
+    line = '{"row_key": "f:1", "content_key": ' + "x" * 80
+    with pytest.raises(PreviousRunError, match=(
+            r"^--previous_run p: scores file p.parquet: a line is not JSON "
+            + re.escape(f"({line[:60]!r}...)") + r": JSONDecodeError: ")):
+        _parse_lines([line], SOURCE)
+    array = "[" + ", ".join(["1"] * 40) + "]"
+    with pytest.raises(PreviousRunError, match=(
+            r"a line is not a JSON object " + re.escape(f"({array[:60]!r})") + "$")):
+        _parse_lines(['{"row_key": "f:0"}', array], SOURCE)
+    assert _parse_lines(['{"a": 1}', '{"b": null}'], SOURCE) == [{"a": 1}, {"b": None}]
+
+
+@pytest.mark.slow
+@pytest.mark.mutation
+@pytest.mark.parametrize("fmt", ["parquet", "jsonl"])
+def test_reading_a_malformed_previous_run_names_its_file_and_row(tmp_path, fmt):
+    previous = load_previous_run(_previous_run(tmp_path, fmt, second_key="k" * 32))
+    where = re.escape(f"--previous_run {tmp_path / 'old'}: scores file {tmp_path / 'old'}")
+    with pytest.raises(Exception, match=where + r".*row_key 'f:2' has a malformed content "
+                                                r"key 'k{32}'"):
+        with test_pipeline.TestPipeline(argv=RUNNER_ARGS["direct_in_process"]) as pipeline:
+            _ = pipeline | ReadPreviousShards(previous, ["em"], 1)
+
+
+@pytest.mark.slow
+@pytest.mark.mutation
+def test_a_previous_jsonl_line_that_is_not_json_is_named_by_the_pipeline(tmp_path):
+    prefix = _previous_run(tmp_path, "jsonl")
+    path = tmp_path / "old.scores.jsonl"
+    first, _ = path.read_text().splitlines()
+    path.write_text(first + '\n{"row_key": "f:2", "content_key": \n')
+    previous = load_previous_run(prefix)
+    with pytest.raises(Exception, match=re.escape(f"scores file {path}: a line is not JSON")):
+        with test_pipeline.TestPipeline(argv=RUNNER_ARGS["direct_in_process"]) as pipeline:
+            _ = pipeline | ReadPreviousShards(previous, ["em"], 1)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+import string
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -123,7 +124,8 @@ class TablesCombineFn(beam.CombineFn):
 
 def _decode_keys(keys: Sequence[Any], row_keys: Sequence[Any], source: ParquetSource
                  ) -> np.ndarray:
-    """Hex content keys -> an `S16` array; a missing or malformed one fails naming its row."""
+    """Hex content keys (either case, as `bytes.fromhex` reads them) -> an `S16` array; a
+    missing or malformed one fails naming its row."""
     if all(isinstance(key, str) and len(key) == 2 * KEY_BYTES for key in keys):
         try:
             return np.frombuffer(bytes.fromhex("".join(keys)), dtype=f"S{KEY_BYTES}")
@@ -132,7 +134,7 @@ def _decode_keys(keys: Sequence[Any], row_keys: Sequence[Any], source: ParquetSo
     for key, row_key in zip(keys, row_keys, strict=True):
         if not isinstance(key, str):
             raise source.fail(f"a row without a content key (row_key {row_key!r})")
-        if len(key) != 2 * KEY_BYTES or not all(c in "0123456789abcdef" for c in key):
+        if len(key) != 2 * KEY_BYTES or not all(c in string.hexdigits for c in key):
             raise source.fail(f"row_key {row_key!r} has a malformed content key {key[:40]!r}")
     raise source.fail("its content keys cannot be read")  # not reached: one is malformed
 
