@@ -176,7 +176,7 @@ def fold_tables(parts: list[tuple[np.ndarray, np.ndarray]]
     hashes = np.concatenate([h for h, _ in parts])
     counts = np.concatenate([c for _, c in parts]).astype(np.int64, copy=False)
     if not len(hashes):
-        return [(hashes, counts.astype(np.uint8))]
+        return [(hashes, smallest_uint(counts))]
     order = np.argsort(hashes, kind="stable")
     hashes, counts = hashes[order], counts[order]
     starts = np.flatnonzero(np.concatenate(([True], hashes[1:] != hashes[:-1])))
