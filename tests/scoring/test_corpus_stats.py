@@ -21,6 +21,7 @@ from transforms.metrics.registry import build_metrics
 from transforms.scoring.reading.row_batch import RowBatch
 from transforms.scoring.reading.rows import RowSource, ScoringRow
 from transforms.scoring.score.batches import ScoreBatches, ScoreResult
+from transforms.scoring.statistics.batch_texts import BatchTexts, ReadBits, tokenized_batch
 from transforms.scoring.statistics.corpus_stats import (
     DF,
     DOCS,
@@ -113,8 +114,15 @@ def test_answer_requests_and_batch_corpora():
     batch = RowBatch("f:1", [("f:1", ScoringRow(RowSource("f", 1), examples[0]))])
     requests = [o.value for o in CiderBatchFn([stat], 3, count_documents=False).process(batch)
                 if o.tag == REQUESTS]
-    # one request per shard for both corpora: "x", "q", "x q" (prediction), "a"
+    # one request per shard for both corpora: "x", "q", "x q" (prediction), "a"; corpus 0
+    # reads the prediction's n-grams and reference 0's ("a"), corpus 1 the prediction's
+    # (reference 1, "x", is one of them)
     assert sum(len(r[1][1]) for r in requests) == 4
+    asked = {key: sorted(h for (_, (_, hashes, reads)) in requests
+                         for h in hashes[reads.read_in(key, len(hashes))].tolist())
+             for key in (0, 1)}
+    prediction = {gram_hash(g) for g in ("x", "q", ("x", "q"))}
+    assert asked == {0: sorted(prediction | {gram_hash("a")}), 1: sorted(prediction)}
     answers = []
     for (index, shard), request in requests:
         tables = [(key, _arrays({g: d for g, d in table.items() if ngram_shard(g, 3) == shard}))
@@ -122,32 +130,59 @@ def test_answer_requests_and_batch_corpora():
         group = {DF: [t for t in tables if len(t[1][0])], REQUESTS: [request]}
         answers += list(answer_requests(((index, shard), group)))
     assert {a[0] for a in answers} == {"f:1"}
-    # one bit per requested n-gram (found or not), the dfs of those found in the order of
-    # the request, in the narrowest dtype
+    # one bit per n-gram the request reads in the corpus (found or not), the dfs of those
+    # found in the order of the request, in the narrowest dtype
     tables = {1: {"x": 3, "a": 7}, 0: {"a": 300}}
     for (_, request), (_, (_, _, by_corpus)) in zip(requests, answers, strict=True):
         for key, (bits, dfs) in by_corpus.items():
-            assert len(bits) == (len(request[1]) + 7) // 8
-            found, got = found_frequencies((bits, dfs), len(request[1]))
+            read = request[1][request[2].read_in(key, len(request[1]))]
+            assert len(bits) == (len(read) + 7) // 8
+            found, got = found_frequencies((bits, dfs), len(read))
             expected = {gram_hash(g): d for g, d in tables[key].items()}
-            assert found.tolist() == [h in expected for h in request[1].tolist()]
-            assert got.tolist() == [expected[h] for h in request[1][found].tolist()]
+            assert found.tolist() == [h in expected for h in read.tolist()]
+            assert got.tolist() == [expected[h] for h in read[found].tolist()]
             assert dfs.dtype == (np.uint16 if key == 0 else np.uint8)
     corpora = batch_corpora([stat], examples, [a for _, a in answers],
                             {(0, 1): 4, (0, 0): 2}, shards=3)
-    # corpus 1 reads "x" (df 3) and "a" (df 7: "a" is reference 0, read in corpus 0,
-    # and its true df in corpus 1 may stand there: extra true values change nothing)
-    assert corpora[stat.key][1] == corpus_of(4, {"x": 3, "a": 7})
+    # corpus 1 is asked for "x" (df 3), not for "a" (reference 0's, read in corpus 0)
+    assert corpora[stat.key][1] == corpus_of(4, {"x": 3})
     assert corpora[stat.key][0] == corpus_of(2, {"a": 300})
     # a shard without a table answers with nothing; wide dfs take a wider dtype
     requested = np.array(sorted([gram_hash("x"), gram_hash("q")]), dtype=np.uint64)
-    empty = list(answer_requests(((0, 2), {DF: [], REQUESTS: [("b2", requested)]})))
+    both = ReadBits((1,), np.packbits([[True], [True]], axis=0))
+    empty = list(answer_requests(((0, 2), {DF: [], REQUESTS: [("b2", requested, both)]})))
     assert empty == [("b2", (0, 2, {}))]
     wide = list(answer_requests(((0, 2), {DF: [(1, _arrays({"x": 70_000}))],
-                                          REQUESTS: [("b3", requested)]})))
+                                          REQUESTS: [("b3", requested, both)]})))
     found, dfs = found_frequencies(wide[0][1][2][1], 2)
     assert dfs.dtype == np.uint32 and dfs.tolist() == [70_000]
     assert found.tolist() == [h == gram_hash("x") for h in requested.tolist()]
+
+
+@pytest.mark.parametrize("df_mode", ["per_position", "pooled"])
+def test_requests_ask_each_corpus_for_what_cider_reads_in_it(df_mode):
+    """Independent of the hashing: per corpus, the n-grams a batch's requests read there are
+    the union of `cider.needed_ngrams` over its examples; every shard holds its own."""
+    rnd = random.Random(5)
+
+    def text() -> str:
+        return " ".join(rnd.choice(WORDS) for _ in range(rnd.randint(1, 6)))
+
+    examples = [QAExample(text(), tuple(text() for _ in range(rnd.randint(1, 4))))
+                for _ in range(40)]
+    (stat,) = CiderMetric(df_mode=df_mode).corpus_statistics()
+    expected: dict[int, set] = {}
+    for tokens in tokenize_examples(examples):
+        for key, grams in needed_ngrams(tokens.prediction, tokens.references, df_mode).items():
+            expected.setdefault(key, set()).update(gram_hash(g) for g in grams)
+    got: dict[int, set] = {}
+    texts = BatchTexts(tokenized_batch(stat, examples))
+    for shard, part, reads in texts.requests(df_mode, 5):
+        assert all(int(h) % 5 == shard for h in part) and list(part) == sorted(part)
+        assert reads.read_in(99, len(part)) is None
+        for key in reads.keys:
+            got.setdefault(key, set()).update(part[reads.read_in(key, len(part))].tolist())
+    assert got == expected and len(got) == (4 if df_mode == "per_position" else 1)
 
 
 def test_found_frequencies_checks_the_answer_against_the_request():

@@ -4,7 +4,8 @@
                 │   vocabulary (BERTScore idf), one CombineGlobally -> a side input
                 └─ corpus_stats.ShardedCiderStatistics: CIDEr-D document frequencies,
                     summed per n-gram shard (ngram_hashes.py); each batch joined with
-                    the frequencies of its own n-grams
+                    the frequencies of the n-grams it reads in each corpus
+                    (batch_texts.py)
 
 statistics_file.py writes and reads `--save_corpus_statistics` / `--corpus_statistics`
 (idf and document frequencies frozen from another corpus). Imports reading only.

@@ -15,14 +15,16 @@ for every batch `CiderBatchFn` emits
   give log(max(1, df)) = 0, the value CIDEr-D uses for an n-gram it does not find, so they
   change no value;
 - `requests`: (statistic, shard) -> (batch id, the sorted hashes of the n-grams of that
-  shard the batch's rows read, in any corpus: about 30 per row);
+  shard the batch's rows read, in any corpus: about 30 per row, and per corpus which of
+  them it reads there, a bit each: `BatchTexts.requests`);
 - `text_df` (only when the statistics are saved, `--save_corpus_statistics`): the same
   partial frequencies keyed by the n-grams' text, for the file.
 
 `answer_requests` joins each shard's tables (one per corpus) with the shard's requests
-(`CoGroupByKey`) and answers each request, per corpus, with which of its n-grams have
-df >= 2 (a bit each, in its order) and their frequencies (a byte or two each): most n-grams
-of a batch are rare, so an answer is a few bits per requested n-gram; the scoring step
+(`CoGroupByKey`) and answers each request, per corpus, with which of the n-grams it reads
+in that corpus have df >= 2 (a bit each, in its order) and their frequencies (a byte or
+two each): most n-grams of a batch are rare, so an answer is a few bits per requested
+n-gram, and a reference's n-grams are asked of its own corpus only; the scoring step
 regroups the answers with their batch
 (`CoGroupByKey` by batch id), makes the batch's requests again to read them, and scores
 the batch against a `CiderCorpus` restricted to its n-grams (same values: see
@@ -48,17 +50,15 @@ from typing import Any
 import apache_beam as beam
 import numpy as np
 
-from transforms.metrics.base import MetricInputError
 from transforms.metrics.cider import (
-    POOLED,
     CiderDocumentFrequency,
     corpus_of,
     document_ngrams,
 )
-from transforms.metrics.lexical import TokenizedExample, tokenize_examples
+from transforms.metrics.lexical import TokenizedExample
 from transforms.scoring.reading.row_batch import RowBatch
+from transforms.scoring.statistics.batch_texts import BatchTexts, tokenized_batch
 from transforms.scoring.statistics.ngram_hashes import (
-    BatchNgrams,
     by_shard,
     fold_tables,
     found_frequencies,
@@ -109,65 +109,6 @@ def shards_for_input(files: Sequence[str]) -> int:
     return max(MIN_SHARDS, min(MAX_SHARDS, math.ceil(total / BYTES_PER_SHARD)))
 
 
-def tokenized_batch(stat: CiderDocumentFrequency, examples: Sequence[Any]
-                    ) -> list[TokenizedExample | None]:
-    """The batch tokenised with the statistic's tokenizer; None for an example the
-    tokenizer rejects (it adds nothing here; the scoring step dead-letters it)."""
-    try:
-        return list(tokenize_examples(examples, stat.tokenizer, stat.java))
-    except MetricInputError:
-        out: list[TokenizedExample | None] = []
-        for ex in examples:
-            try:
-                out.extend(tokenize_examples([ex], stat.tokenizer, stat.java))
-            except MetricInputError:
-                out.append(None)
-        return out
-
-
-class _BatchTexts:
-    """A tokenised batch's texts numbered for `BatchNgrams`: per example its prediction,
-    then its references (examples the tokenizer rejected have none)."""
-
-    def __init__(self, tokenized: Sequence[TokenizedExample | None]) -> None:
-        texts: list[str] = []
-        self.predictions: list[int] = []
-        self.references: list[list[int]] = []
-        for tokens in tokenized:
-            if tokens is None:
-                continue
-            self.predictions.append(len(texts))
-            texts.append(tokens.prediction)
-            self.references.append(list(range(len(texts), len(texts) + len(tokens.references))))
-            texts.extend(tokens.references)
-        self.count = len(texts)
-        self.ngrams = BatchNgrams(texts)
-
-    def corpora(self, df_mode: str) -> Iterator[tuple[int, np.ndarray, np.ndarray, int]]:
-        """(corpus key, document of each text (-1: none), texts read in it, documents)
-        per corpus the batch adds to or reads (see `cider.document_ngrams` and
-        `cider.needed_ngrams`)."""
-        if df_mode == "pooled":
-            document = np.full(self.count, -1, dtype=np.int64)
-            for example, references in enumerate(self.references):
-                document[references] = example
-            read = np.ones(self.count, dtype=bool)
-            if self.references:
-                yield POOLED, document, read, len(self.references)
-            return
-        positions = max((len(r) for r in self.references), default=0)
-        for j in range(positions):
-            document = np.full(self.count, -1, dtype=np.int64)
-            read = np.zeros(self.count, dtype=bool)
-            documents = 0
-            for prediction, references in zip(self.predictions, self.references, strict=True):
-                if len(references) > j:
-                    document[references[j]] = documents
-                    documents += 1
-                    read[prediction] = read[references[j]] = True
-            yield j, document, read, documents
-
-
 class CiderBatchFn(beam.DoFn):
     """A `RowBatch` -> `rows`, `docs`, `df`, `requests` (and `text_df`): module doc.
 
@@ -191,10 +132,8 @@ class CiderBatchFn(beam.DoFn):
         shards = self._shards
         for index, stat in enumerate(self._statistics):
             tokenized = tokenized_batch(stat, examples)
-            texts = _BatchTexts(tokenized)
-            read_any = np.zeros(texts.count, dtype=bool)
-            for key, document, read, documents in texts.corpora(stat.df_mode):
-                read_any |= read
+            texts = BatchTexts(tokenized)
+            for key, document, _, documents in texts.corpora(stat.df_mode):
                 if self._count_documents:
                     yield beam.pvalue.TaggedOutput(DOCS, ((index, key), documents))
                     hashes, counts = texts.ngrams.documents(document)
@@ -202,10 +141,9 @@ class CiderBatchFn(beam.DoFn):
                     for shard, part, (part_counts,) in by_shard(hashes, shards, counts):
                         yield beam.pvalue.TaggedOutput(DF, ((index, key, shard),
                                                             (part, part_counts)))
-            # one request for every corpus: a prediction's n-grams are read in each
-            for shard, part, _ in by_shard(texts.ngrams.distinct(read_any), shards):
+            for shard, part, reads in texts.requests(stat.df_mode, shards):
                 yield beam.pvalue.TaggedOutput(REQUESTS, ((index, shard),
-                                                          (batch.batch_id, part)))
+                                                          (batch.batch_id, part, reads)))
             if self._text:
                 yield from self._text_frequencies(index, stat, tokenized)
 
@@ -274,20 +212,24 @@ class SumTextFrequencies(beam.CombineFn):
 
 def answer_requests(element: tuple[Any, dict[str, Iterable[Any]]]) -> Iterator[Any]:
     """((statistic, shard), {df: [(corpus key, (hashes, dfs))], requests: [(batch id,
-    hashes)]}) -> (batch id, (statistic, shard, {corpus key: (found, dfs)})), for each
-    corpus whose table holds any requested n-gram: `found`, which of the request's n-grams
-    it holds (df >= 2), one bit each in the order of the request (`np.packbits`; the batch
-    makes the request again: `batch_corpora`), and `dfs`, their frequencies in that order,
-    in the narrowest unsigned dtype that holds them."""
+    hashes, {corpus key: bits of the hashes read there})]}) -> (batch id, (statistic,
+    shard, {corpus key: (found, dfs)})), for each corpus whose table holds any n-gram the
+    request reads in it: `found`, which of those n-grams it holds (df >= 2), one bit each
+    in the order of the request (`np.packbits`; the batch makes the request again:
+    `batch_corpora`), and `dfs`, their frequencies in that order, in the narrowest
+    unsigned dtype that holds them."""
     (index, shard), grouped = element
     parts: dict[int, list] = {}
     for key, table in grouped[DF]:  # one table per corpus key (none without a reference)
         parts.setdefault(key, []).append(table)
     tables = {key: fold_tables(tables)[0] for key, tables in parts.items()}
-    for batch_id, hashes in grouped[REQUESTS]:
+    for batch_id, hashes, reads in grouped[REQUESTS]:
         answer = {}
-        for key, (table, dfs) in tables.items():
-            found, at = lookup(table, hashes)
+        for key in reads.keys:
+            if key not in tables:
+                continue
+            table, dfs = tables[key]
+            found, at = lookup(table, hashes[reads.read_in(key, len(hashes))])
             if found.any():
                 answer[key] = (np.packbits(found), smallest_uint(dfs[at[found]]))
         yield batch_id, (index, shard, answer)
@@ -304,25 +246,26 @@ def batch_corpora(statistics: Sequence[CiderDocumentFrequency], examples: Sequen
     answered = {(index, shard): answer for index, shard, answer in answers}
     out: dict[str, dict[int, Any]] = {}
     for index, stat in enumerate(statistics):
-        texts = _BatchTexts(tokenized_batch(stat, examples))
+        texts = BatchTexts(tokenized_batch(stat, examples))
         hashes, first = texts.ngrams.first_occurrences()
-        read_any = np.zeros(texts.count, dtype=bool)
-        for _, _, read, _ in texts.corpora(stat.df_mode):
-            read_any |= read
         known: dict[int, list] = {}
-        for shard, part, _ in by_shard(texts.ngrams.distinct(read_any), shards):
+        for shard, part, reads in texts.requests(stat.df_mode, shards):
             answer = answered.get((index, shard))
             if answer is None:
                 raise RuntimeError(f"no frequencies came back for the batch's n-grams of "
                                    f"statistic {index}, shard {shard}")
             for key, frequencies in answer.items():
                 try:
-                    found, dfs = found_frequencies(frequencies, len(part))
+                    read = reads.read_in(key, len(part))
+                    if read is None:
+                        raise RuntimeError(f"corpus {key} answered, which it reads nothing of")
+                    asked = part[read]
+                    found, dfs = found_frequencies(frequencies, len(asked))
                 except RuntimeError as e:
                     raise RuntimeError(f"the frequencies of the batch's n-grams (statistic "
                                        f"{index}, shard {shard}) do not match its request: "
                                        f"{e}") from e
-                known.setdefault(key, []).append((part[found], dfs))
+                known.setdefault(key, []).append((asked[found], dfs))
         tables = {}
         for key, found in known.items():
             at = np.searchsorted(hashes, np.concatenate([h for h, _ in found]))
