@@ -82,18 +82,21 @@ class BatchTexts:
         which of them it reads in each corpus: `ReadBits`) per shard. A prediction's
         n-grams are read in the corpus of each of its references, a reference's in its own
         (per_position); every one in the pooled corpus."""
-        keys, reads = [], []
+        return self.requests_of({key: read for key, _, read, _ in self.corpora(df_mode)}, shards)
+
+    def requests_of(self, reads: dict[int, np.ndarray], shards: int
+                    ) -> Iterator[tuple[int, np.ndarray, ReadBits]]:
+        """`requests`, from the texts read in each corpus as `corpora` gave them."""
+        keys = list(reads)
         read_any = np.zeros(self.count, dtype=bool)
-        for key, _, read, _ in self.corpora(df_mode):
-            keys.append(key)
-            reads.append(read)
+        for read in reads.values():
             read_any |= read
         occurrences = read_any[self.ngrams.texts]
         texts = self.ngrams.texts[occurrences]
         # the same hashes as `ngrams.distinct(read_any)`, and where each occurrence is
         wanted, at = np.unique(self.ngrams.hashes[occurrences], return_inverse=True)
         masks = np.zeros((len(wanted), len(keys)), dtype=bool)
-        for column, read in enumerate(reads):
+        for column, read in enumerate(reads.values()):
             masks[at[read[texts]], column] = True
         for shard, part, (rows,) in by_shard(wanted, shards, masks):
             yield shard, part, ReadBits(tuple(keys), np.packbits(rows, axis=0))

@@ -133,7 +133,8 @@ class CiderBatchFn(beam.DoFn):
         for index, stat in enumerate(self._statistics):
             tokenized = tokenized_batch(stat, examples)
             texts = BatchTexts(tokenized)
-            for key, document, _, documents in texts.corpora(stat.df_mode):
+            reads = {}
+            for key, document, reads[key], documents in texts.corpora(stat.df_mode):
                 if self._count_documents:
                     yield beam.pvalue.TaggedOutput(DOCS, ((index, key), documents))
                     hashes, counts = texts.ngrams.documents(document)
@@ -141,9 +142,9 @@ class CiderBatchFn(beam.DoFn):
                     for shard, part, (part_counts,) in by_shard(hashes, shards, counts):
                         yield beam.pvalue.TaggedOutput(DF, ((index, key, shard),
                                                             (part, part_counts)))
-            for shard, part, reads in texts.requests(stat.df_mode, shards):
+            for shard, part, bits in texts.requests_of(reads, shards):
                 yield beam.pvalue.TaggedOutput(REQUESTS, ((index, shard),
-                                                          (batch.batch_id, part, reads)))
+                                                          (batch.batch_id, part, bits)))
             if self._text:
                 yield from self._text_frequencies(index, stat, tokenized)
 
