@@ -1,5 +1,5 @@
-"""`LinkCooccurrence`: the links of each page -> per title, the articles and link texts
-most often linked next to it, the candidates of the `article_cooccurrence` and
+"""`LinkCooccurrence`: the passing links of each page -> per title, the articles and link
+texts most often linked next to it, the candidates of the `article_cooccurrence` and
 `word_cooccurrence` negatives.
 
 Co-occurrence here: two links that pass the filters (filters.classify_link) co-occur on
@@ -13,27 +13,31 @@ page. For a title A:
 - `word_cooccurrence`: a link text t of a link to B next to a link to A, on many pages;
   t must differ from B's title (that would be the article kind again).
 
-Counting is distributed, as the incoming-link tallies are (tally.py): each bundle
-counts its pages' pairs in a dict of at most `max_pending` keys and emits it as one dict
-per shard of the first title (`COOCCURRENCE_SHARDS`, crc32), so the shuffle moves a few
-thousand elements per bundle, not one per pair (one per pair made the sample's run five
-times slower). After the `GroupByKey`, `top_per_title` adds up one shard's counts and
-keeps the `per_title` best per (title, kind): a worker holds the pairs of one shard's
-titles at a time. Computed once per run, before the corpora; each corpus keeps the
-candidates of its own titles.
+Only the titles that a corpus can hold need candidates: those with at least the smallest
+k incoming links (`DropBelowAllThresholds`' clusters, about 3% of a dump's titles, and
+about 12% of its pair keys on the benchmark dump). Counting is distributed, as the
+incoming-link tallies are (tally.py): `FilterLinks` hands over each page's passing links
+(filters.py), each bundle counts its pages' pairs in a `Counter` of at most
+`max_pending` keys and emits the keys whose first title is in a Bloom filter of those
+titles (title_bloom.py, a side input of fixed size) as one dict per shard of the first
+title (`COOCCURRENCE_SHARDS`, crc32), so the shuffle moves a few thousand elements per
+bundle, not one per pair. After the shuffle each shard is joined with its titles, and
+`top_per_title` adds up the counts of those titles only and keeps the `per_title` best
+per (title, kind): a worker holds the pairs of one shard's titles at a time. Computed
+once per run, before the corpora; each corpus keeps the candidates of its own titles.
 """
 
 from __future__ import annotations
 
 import heapq
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 import apache_beam as beam
 
-from transforms.io.counting import CountedParDo, CountingDoFn, in_global_window
-from transforms.wes.filters import classify_link
+from transforms.io.counting import STATS_TAG, CountingDoFn, StatKey, in_global_window
 from transforms.wes.tally import tally_shard
-from transforms.wiki.links import RawLink
+from transforms.wes.title_bloom import BuildTitleBloom, TitleBloom
 
 WINDOW = 5                  # links on either side of a link that co-occur with it
 MAX_PENDING = 200_000       # distinct pair keys a bundle holds before it emits them
@@ -61,57 +65,57 @@ def page_pairs(links: Sequence[tuple[str, str]], window: int = WINDOW) -> set[tu
 
 
 class CountCooccurrenceFn(CountingDoFn):
-    """Pages' links -> (co-occurrence key, pages), counted per bundle.
+    """Pages' passing links, with the titles' Bloom filter as a side input ->
+    `(shard, {co-occurrence key: pages})`, counted per bundle.
+
+    `pair_keys_emitted` counts the distinct keys of each emitted batch, those the filter
+    leaves out included.
 
     Args:
         window: see `page_pairs`.
         max_pending: distinct keys held before they are emitted.
-        cache_size: bound on the memoised link classifications.
+        shards: number of title shards (keys of the shuffle).
     """
 
     def __init__(self, window: int = WINDOW, max_pending: int = MAX_PENDING,
-                 cache_size: int = 50_000, shards: int = COOCCURRENCE_SHARDS):
+                 shards: int = COOCCURRENCE_SHARDS):
         super().__init__("cooccurrence", ["pages", "pair_keys_emitted"])
-        if min(window, max_pending, cache_size) < 1:
-            raise ValueError("window, max_pending and cache_size must be positive")
+        if min(window, max_pending, shards) < 1:
+            raise ValueError("window, max_pending and shards must be positive")
         self._window = window
         self._max_pending = max_pending
-        self._cache_size = cache_size
         self._shards = shards
-        self._pending: dict[tuple, int] = {}
-        self._cache: dict[RawLink, tuple[str, str] | str] = {}
+        self._pending: Counter = Counter()
+        self._wanted = b""
 
     def start_bundle(self):
         super().start_bundle()
-        self._pending = {}
-        self._cache = {}
-
-    def _passing(self, links: Sequence[RawLink]) -> list[tuple[str, str]]:
-        passing = []
-        for link in links:
-            result = self._cache.get(link)
-            if result is None:
-                result = classify_link(link)
-                if len(self._cache) >= self._cache_size:
-                    self._cache.clear()
-                self._cache[link] = result
-            if not isinstance(result, str):
-                passing.append(result)
-        return passing
+        self._pending = Counter()
 
     def _flush(self) -> Iterator[tuple[int, dict[tuple, int]]]:
-        pending, self._pending = self._pending, {}
+        pending, self._pending = self._pending, Counter()
         self.count("pair_keys_emitted", len(pending))
+        wanted = TitleBloom(self._wanted)
+        shard_of: dict[str, int | None] = {}
         by_shard: dict[int, dict[tuple, int]] = {}
         for key, n in pending.items():
-            by_shard.setdefault(tally_shard(key[1], self._shards), {})[key] = n
+            a = key[1]
+            if a in shard_of:
+                shard = shard_of[a]
+            else:
+                shard = shard_of[a] = tally_shard(a, self._shards) if a in wanted else None
+            if shard is not None:
+                part = by_shard.get(shard)
+                if part is None:
+                    by_shard[shard] = part = {}
+                part[key] = n
         yield from by_shard.items()
 
-    def process(self, links: tuple[RawLink, ...]):
+    def process(self, links: Sequence[tuple[str, str]], wanted: bytes):
+        self._wanted = wanted
         self.count("pages")
         pending = self._pending
-        for key in page_pairs(self._passing(links), self._window):
-            pending[key] = pending.get(key, 0) + 1
+        pending.update(page_pairs(links, self._window))
         if len(pending) >= self._max_pending:
             yield from self._flush()
 
@@ -121,14 +125,16 @@ class CountCooccurrenceFn(CountingDoFn):
         yield from super().finish_bundle()
 
 
-def top_per_title(shard: int, parts: Iterable[Mapping[tuple, int]],
+def top_per_title(shard: int, parts: Iterable[Mapping[tuple, int]], titles: Iterable[str],
                   per_title: int = COOCCURRENCE_PER_TITLE) -> Iterator[tuple[str, tuple]]:
-    """The counts of one title shard, added up -> (A, (kind, [(rank key, text, B)])),
-    the `per_title` best per (A, kind): most pages first, then text and B."""
+    """The counts of one title shard, added up for its `titles` -> (A, (kind, [(rank key,
+    text, B)])), the `per_title` best per (A, kind): most pages first, then text and B."""
+    wanted = set(titles)
     total: dict[tuple, int] = {}
     for part in parts:
         for key, n in part.items():
-            total[key] = total.get(key, 0) + n
+            if key[1] in wanted:
+                total[key] = total.get(key, 0) + n
     ranked: dict[tuple[str, str], list] = {}
     for key, n in total.items():
         kind, a, *rest = key
@@ -138,31 +144,54 @@ def top_per_title(shard: int, parts: Iterable[Mapping[tuple, int]],
         yield a, (kind, heapq.nsmallest(per_title, candidates))
 
 
+def top_of_shard(element: tuple[int, Mapping[str, Iterable]], per_title: int
+                 ) -> Iterator[tuple[str, tuple]]:
+    """`top_per_title` of a shard joined with its titles."""
+    shard, grouped = element
+    yield from top_per_title(shard, grouped["pairs"], grouped["titles"], per_title)
+
+
+def title_of(cluster) -> str:
+    return cluster.title
+
+
+def shard_key(title: str, shards: int) -> tuple[int, str]:
+    return tally_shard(title, shards), title
+
+
 class LinkCooccurrence(beam.PTransform):
-    """Pages' links -> {"candidates": (title, (kind, [Candidate])) for both co-occurrence
-    kinds, "stats"}.
+    """{"pages": each page's passing links (`FilterLinks`' "page_links"), "titles": the
+    clusters a corpus can hold (`DropBelowAllThresholds`)} -> {"candidates": (title, (kind,
+    [Candidate])) for both co-occurrence kinds, "stats"}.
 
     Args:
         window: see `page_pairs`.
         per_title: candidates kept per (title, kind).
         max_pending: see `CountCooccurrenceFn`.
+        shards: see `CountCooccurrenceFn`.
     """
 
     def __init__(self, window: int = WINDOW, per_title: int = COOCCURRENCE_PER_TITLE,
-                 max_pending: int = MAX_PENDING):
+                 max_pending: int = MAX_PENDING, shards: int = COOCCURRENCE_SHARDS):
         super().__init__()
         if per_title < 1:
             raise ValueError(f"per_title must be positive, got {per_title}")
-        self._count = CountedParDo(CountCooccurrenceFn(window, max_pending),
-                                   "CountPagePairs", "pairs")
+        self._count = CountCooccurrenceFn(window, max_pending, shards)
         self._per_title = per_title
+        self._shards = shards
 
-    def stat_keys(self):
+    def stat_keys(self) -> list[StatKey]:
         return self._count.stat_keys()
 
-    def expand(self, links):
-        counted = links | "CountPairs" >> self._count
-        candidates = (counted["pairs"]
-                      | "GroupPairsPerShard" >> beam.GroupByKey()
-                      | "TopPerTitle" >> beam.FlatMapTuple(top_per_title, self._per_title))
-        return {"candidates": candidates, "stats": counted["stats"]}
+    def expand(self, inputs):
+        titles = inputs["titles"] | "CooccurrenceTitles" >> beam.Map(title_of)
+        bloom = titles | "TitleBloom" >> beam.CombineGlobally(BuildTitleBloom())
+        counted = inputs["pages"] | "CountPagePairs" >> beam.ParDo(
+            self._count, wanted=beam.pvalue.AsSingleton(bloom)).with_outputs(
+                STATS_TAG, main="pairs")
+        keyed_titles = titles | "KeyTitlesByShard" >> beam.Map(shard_key, self._shards)
+        candidates = (
+            {"pairs": counted.pairs, "titles": keyed_titles}
+            | "JoinPairsWithTitles" >> beam.CoGroupByKey()
+            | "TopPerTitle" >> beam.FlatMap(top_of_shard, self._per_title))
+        return {"candidates": candidates, "stats": counted[STATS_TAG]}

@@ -10,7 +10,7 @@ that order.
 import apache_beam as beam
 from apache_beam.transforms.window import GlobalWindow
 
-from transforms.io.counting import CountedParDo, CountingDoFn, in_global_window
+from transforms.io.counting import STATS_TAG, CountedParDo, CountingDoFn, in_global_window
 from transforms.wes.tally import TALLY_SHARDS, PendingTallies, shard_tallies
 from transforms.wiki.links import (
     RawLink,
@@ -26,6 +26,8 @@ TITLE_CHARACTER_RULES = (("#", "filtered:title_has_hash"),
 # Longest raw link text that is cleaned (real link texts with a valid title: at most 95
 # characters on both bundled samples).
 MAX_LINK_TEXT_CHARS = 1_000
+# the output of each page's passing links, in page order (`FilterLinks(page_links=True)`)
+PAGE_LINKS_TAG = "page_links"
 
 
 def _title_rejection(title: str | None) -> str | None:
@@ -82,10 +84,12 @@ class FilterLinksFn(CountingDoFn):
         max_pending_titles: bound on the titles held before the tally is emitted.
         cache_size: bound on the memoised classifications.
         shards: number of title shards (keys of the shuffle).
+        page_links: also emit, per page, its passing `(title, text)` links in page order
+            (`PAGE_LINKS_TAG`; the co-occurrence counts', cooccurrence.py).
     """
 
     def __init__(self, max_pending_titles: int = 50_000, cache_size: int = 50_000,
-                 shards: int = TALLY_SHARDS):
+                 shards: int = TALLY_SHARDS, page_links: bool = False):
         super().__init__("filter_links", [
             "passed", "filtered:empty_text", "filtered:long_text",
             "filtered:text_parser_error", "filtered:invalid_title",
@@ -95,6 +99,7 @@ class FilterLinksFn(CountingDoFn):
         self._max_pending = max_pending_titles
         self._cache_size = cache_size
         self._shards = shards
+        self._page_links = page_links
         self._pending: PendingTallies = {}
         self._cache: dict[RawLink, tuple[str, str] | str] = {}
 
@@ -114,6 +119,7 @@ class FilterLinksFn(CountingDoFn):
         cache, pending = self._cache, self._pending
         failed: dict[str, int] = {}
         passed = 0
+        page = [] if self._page_links else None
         for link in links:
             result = cache.get(link)
             if result is None:
@@ -125,6 +131,8 @@ class FilterLinksFn(CountingDoFn):
                 failed[result] = failed.get(result, 0) + 1
                 continue
             passed += 1
+            if page is not None:
+                page.append(result)
             title, text = result
             tally = pending.get(title)
             if tally is None:
@@ -136,6 +144,8 @@ class FilterLinksFn(CountingDoFn):
             self.count("passed", passed)
         for reason, n in failed.items():
             self.count(reason, n)
+        if page is not None:
+            yield beam.pvalue.TaggedOutput(PAGE_LINKS_TAG, tuple(page))
         if len(pending) >= self._max_pending:
             yield from self._tallies()
 
@@ -148,13 +158,22 @@ class FilterLinksFn(CountingDoFn):
 class FilterLinks(CountedParDo):
     """Tuples of RawLink occurrences (one per page) -> {"pairs": partial tallies
     `(shard, {title: (occurrences, distinct link texts)})` of the links that pass,
-    "stats"}.
+    "stats"}; with `page_links`, also "page_links": each page's passing links.
 
     Args:
-        max_pending_titles, cache_size, shards: see `FilterLinksFn`.
+        max_pending_titles, cache_size, shards, page_links: see `FilterLinksFn`.
     """
 
     def __init__(self, max_pending_titles: int = 50_000, cache_size: int = 50_000,
-                 shards: int = TALLY_SHARDS):
-        super().__init__(FilterLinksFn(max_pending_titles, cache_size, shards),
+                 shards: int = TALLY_SHARDS, page_links: bool = False):
+        super().__init__(FilterLinksFn(max_pending_titles, cache_size, shards, page_links),
                          "NormalizeAndFilter", "pairs")
+        self._page_links = page_links
+
+    def expand(self, pcoll):
+        if not self._page_links:
+            return super().expand(pcoll)
+        outputs = pcoll | self._step >> beam.ParDo(self._fn).with_outputs(
+            STATS_TAG, PAGE_LINKS_TAG, main=self._main)
+        return {self._main: outputs[self._main], "stats": outputs[STATS_TAG],
+                PAGE_LINKS_TAG: outputs[PAGE_LINKS_TAG]}

@@ -15,7 +15,7 @@ from transforms.io.publish import PublishRun
 from transforms.wes.clusters import BuildClusters
 from transforms.wes.cooccurrence import ARTICLE, WORD, LinkCooccurrence
 from transforms.wes.corpus import BuildCorpus, DropBelowAllThresholds, corpus_name, is_mixed
-from transforms.wes.filters import FilterLinks
+from transforms.wes.filters import PAGE_LINKS_TAG, FilterLinks
 from transforms.wes.hard_test import has_hard_test
 from transforms.wes.redirects import REDIRECTS_DESTINATION, keyed_redirect_rows
 from transforms.wes.stats import STATS_FILE, WriteStats
@@ -73,15 +73,15 @@ class MineWes(beam.PTransform):
         self._overwrite = overwrite
         self._read = ReadPages(paths, skip_bad_files=skip_bad_files, split_mb=split_mb)
         self._extract = ExtractLinks(full_parse_timeout_s, max_page_mb)
-        self._filter_links = FilterLinks()
+        cooccurrence = any(kind in (negatives or {}) for kind in (ARTICLE, WORD))
+        self._filter_links = FilterLinks(page_links=cooccurrence)
         self._build_clusters = BuildClusters(resolve_redirects, dictionary_filter)
         self._below_all = DropBelowAllThresholds(self._thresholds)
         self._corpora = {k: BuildCorpus(k, seed, fractions, negatives, link_pairs)
                          for k in self._thresholds}
         self._mixed = is_mixed(negatives, link_pairs)
         self._hard = has_hard_test(negatives)
-        self._cooccurrence = (LinkCooccurrence() if any(
-            kind in (negatives or {}) for kind in (ARTICLE, WORD)) else None)
+        self._cooccurrence = LinkCooccurrence() if cooccurrence else None
 
     def stat_keys(self):
         """Every count a stage can make: each appears in stats.json, 0 when none."""
@@ -105,7 +105,8 @@ class MineWes(beam.PTransform):
         if self._mixed:
             corpus_input = {"clusters": kept["clusters"], "redirects": dump["redirects"]}
             if self._cooccurrence is not None:
-                cooccurrence = links["links"] | "LinkCooccurrence" >> self._cooccurrence
+                cooccurrence = {"pages": pairs[PAGE_LINKS_TAG], "titles": kept["clusters"]} | (
+                    "LinkCooccurrence" >> self._cooccurrence)
                 corpus_input["cooccurrence"] = cooccurrence["candidates"]
                 stats.append(cooccurrence["stats"])
         for k in self._thresholds:

@@ -1,0 +1,83 @@
+"""`TitleBloom`: a fixed-size Bloom filter of titles, and `BuildTitleBloom`, the combine
+that builds one from a PCollection of titles.
+
+`LinkCooccurrence` (cooccurrence.py) takes it as a side input to leave out, before its
+shuffle, the pairs of titles that no corpus can hold. A title in the filter always tests
+in (`in`); a title outside it tests in with a small probability (about 1% with 3 million
+titles), so the filter only trims, and the exact join after the shuffle decides. Its size
+is fixed, `BLOOM_BITS` bits whatever the number of titles, so the side input every worker
+holds stays bounded; the hashes are blake2b, the same in every process (unlike `hash`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+
+import apache_beam as beam
+
+BLOOM_BITS = 1 << 25   # 4 MiB
+BLOOM_HASHES = 3
+
+
+def bloom_positions(title: str, bits: int = BLOOM_BITS, hashes: int = BLOOM_HASHES
+                    ) -> list[int]:
+    """The bit positions of a title: double hashing of one 128-bit blake2b digest."""
+    digest = hashlib.blake2b(title.encode("utf-8"), digest_size=16).digest()
+    first = int.from_bytes(digest[:8], "little")
+    step = int.from_bytes(digest[8:], "little") | 1
+    return [(first + i * step) % bits for i in range(hashes)]
+
+
+def empty_bloom(bits: int = BLOOM_BITS) -> bytearray:
+    return bytearray(bits // 8)
+
+
+def bloom_add(array: bytearray, title: str) -> None:
+    for position in bloom_positions(title, len(array) * 8):
+        array[position >> 3] |= 1 << (position & 7)
+
+
+class TitleBloom:
+    """Membership tests against a filter's bytes (`BuildTitleBloom`'s output), memoised:
+    a bundle asks about the same titles again and again."""
+
+    def __init__(self, array: bytes):
+        self._array = array
+        self._bits = len(array) * 8
+        self._known: dict[str, bool] = {}
+
+    def __contains__(self, title: str) -> bool:
+        known = self._known.get(title)
+        if known is None:
+            array = self._array
+            known = all(array[p >> 3] >> (p & 7) & 1
+                        for p in bloom_positions(title, self._bits))
+            self._known[title] = known
+        return known
+
+
+class BuildTitleBloom(beam.CombineFn):
+    """Titles -> the bytes of their `TitleBloom` (`bits` bits)."""
+
+    def __init__(self, bits: int = BLOOM_BITS):
+        super().__init__()
+        if bits < 8 or bits % 8:
+            raise ValueError(f"bits must be a positive multiple of 8, got {bits}")
+        self._bits = bits
+
+    def create_accumulator(self) -> bytearray:
+        return empty_bloom(self._bits)
+
+    def add_input(self, accumulator: bytearray, title: str) -> bytearray:
+        bloom_add(accumulator, title)
+        return accumulator
+
+    def merge_accumulators(self, accumulators: Iterable[bytearray]) -> bytearray:
+        merged = 0
+        for accumulator in accumulators:
+            merged |= int.from_bytes(accumulator, "little")
+        return bytearray(merged.to_bytes(self._bits // 8, "little"))
+
+    def extract_output(self, accumulator: bytearray) -> bytes:
+        return bytes(accumulator)
