@@ -50,26 +50,47 @@ WORD = "word_cooccurrence"
 def page_pairs(links: Sequence[tuple[str, str]], window: int = WINDOW) -> set[tuple]:
     """The distinct co-occurrence keys of one page's passing links ((title, text) in page
     order): (ARTICLE, A, B) and (WORD, A, text, B), both directions."""
+    return split_page_pairs(links, [False] * len(links), window)[0]
+
+
+def split_page_pairs(links: Sequence[tuple[str, str]], wanted: Sequence[bool],
+                     window: int = WINDOW) -> tuple[set[tuple], set[tuple]]:
+    """`page_pairs(links, window)`, and those of its keys whose first title's link is
+    `wanted` (one flag per link)."""
     keys: set[tuple] = set()
-    for i, (a, text_a) in enumerate(links):
-        for b, text_b in links[i + 1:i + 1 + window]:
+    kept: set[tuple] = set()
+    rows = [(a, text, flag) for (a, text), flag in zip(links, wanted)]
+    for i, (a, text_a, want_a) in enumerate(rows):
+        for b, text_b, want_b in rows[i + 1:i + 1 + window]:
             if a == b:
                 continue
-            keys.add((ARTICLE, a, b))
-            keys.add((ARTICLE, b, a))
+            forward, backward = (ARTICLE, a, b), (ARTICLE, b, a)
+            keys.add(forward)
+            keys.add(backward)
+            if want_a:
+                kept.add(forward)
+            if want_b:
+                kept.add(backward)
             if text_b != b:
-                keys.add((WORD, a, text_b, b))
+                key = (WORD, a, text_b, b)
+                keys.add(key)
+                if want_a:
+                    kept.add(key)
             if text_a != a:
-                keys.add((WORD, b, text_a, a))
-    return keys
+                key = (WORD, b, text_a, a)
+                keys.add(key)
+                if want_b:
+                    kept.add(key)
+    return keys, kept
 
 
 class CountCooccurrenceFn(CountingDoFn):
     """Pages' passing links, with the titles' Bloom filter as a side input ->
     `(shard, {co-occurrence key: pages})`, counted per bundle.
 
-    `pair_keys_emitted` counts the distinct keys of each emitted batch, those the filter
-    leaves out included.
+    A bundle holds the distinct keys of its pages (a set, for `max_pending` and the
+    `pair_keys_emitted` count, the number of distinct keys of each emitted batch) and the
+    page counts of the keys whose first title passes the filter, the only ones emitted.
 
     Args:
         window: see `page_pairs`.
@@ -85,38 +106,40 @@ class CountCooccurrenceFn(CountingDoFn):
         self._window = window
         self._max_pending = max_pending
         self._shards = shards
+        self._seen: set[tuple] = set()
         self._pending: Counter = Counter()
-        self._wanted = b""
+        self._filter: tuple[bytes, TitleBloom] | None = None
 
     def start_bundle(self):
         super().start_bundle()
+        self._seen = set()
         self._pending = Counter()
 
     def _flush(self) -> Iterator[tuple[int, dict[tuple, int]]]:
-        pending, self._pending = self._pending, Counter()
-        self.count("pair_keys_emitted", len(pending))
-        wanted = TitleBloom(self._wanted)
-        shard_of: dict[str, int | None] = {}
+        self.count("pair_keys_emitted", len(self._seen))
+        pending, self._seen, self._pending = self._pending, set(), Counter()
+        shard_of: dict[str, int] = {}
         by_shard: dict[int, dict[tuple, int]] = {}
         for key, n in pending.items():
             a = key[1]
-            if a in shard_of:
-                shard = shard_of[a]
-            else:
-                shard = shard_of[a] = tally_shard(a, self._shards) if a in wanted else None
-            if shard is not None:
-                part = by_shard.get(shard)
-                if part is None:
-                    by_shard[shard] = part = {}
-                part[key] = n
+            shard = shard_of.get(a)
+            if shard is None:
+                shard = shard_of[a] = tally_shard(a, self._shards)
+            part = by_shard.get(shard)
+            if part is None:
+                by_shard[shard] = part = {}
+            part[key] = n
         yield from by_shard.items()
 
     def process(self, links: Sequence[tuple[str, str]], wanted: bytes):
-        self._wanted = wanted
+        if self._filter is None or self._filter[0] is not wanted:
+            self._filter = wanted, TitleBloom(wanted)
+        bloom = self._filter[1]
         self.count("pages")
-        pending = self._pending
-        pending.update(page_pairs(links, self._window))
-        if len(pending) >= self._max_pending:
+        keys, kept = split_page_pairs(links, [a in bloom for a, _ in links], self._window)
+        self._seen.update(keys)
+        self._pending.update(kept)
+        if len(self._seen) >= self._max_pending:
             yield from self._flush()
 
     def finish_bundle(self):

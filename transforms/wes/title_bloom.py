@@ -3,10 +3,11 @@ that builds one from a PCollection of titles.
 
 `LinkCooccurrence` (cooccurrence.py) takes it as a side input to leave out, before its
 shuffle, the pairs of titles that no corpus can hold. A title in the filter always tests
-in (`in`); a title outside it tests in with a small probability (about 1% with 3 million
+in (`in`); a title outside it tests in with a small probability (about 3% with 3 million
 titles), so the filter only trims, and the exact join after the shuffle decides. Its size
 is fixed, `BLOOM_BITS` bits whatever the number of titles, so the side input every worker
-holds stays bounded; the hashes are blake2b, the same in every process (unlike `hash`).
+holds stays bounded; its two bit positions come from one 64-bit blake2b digest, the same
+in every process (unlike `hash`).
 """
 
 from __future__ import annotations
@@ -17,16 +18,13 @@ from collections.abc import Iterable
 import apache_beam as beam
 
 BLOOM_BITS = 1 << 25   # 4 MiB
-BLOOM_HASHES = 3
 
 
-def bloom_positions(title: str, bits: int = BLOOM_BITS, hashes: int = BLOOM_HASHES
-                    ) -> list[int]:
-    """The bit positions of a title: double hashing of one 128-bit blake2b digest."""
-    digest = hashlib.blake2b(title.encode("utf-8"), digest_size=16).digest()
-    first = int.from_bytes(digest[:8], "little")
-    step = int.from_bytes(digest[8:], "little") | 1
-    return [(first + i * step) % bits for i in range(hashes)]
+def bloom_positions(title: str, bits: int = BLOOM_BITS) -> tuple[int, int]:
+    """The two bit positions of a title: the two halves of its 64-bit blake2b digest."""
+    h = int.from_bytes(hashlib.blake2b(title.encode("utf-8"), digest_size=8).digest(),
+                       "little")
+    return (h & 0xFFFFFFFF) % bits, (h >> 32) % bits
 
 
 def empty_bloom(bits: int = BLOOM_BITS) -> bytearray:
@@ -39,22 +37,16 @@ def bloom_add(array: bytearray, title: str) -> None:
 
 
 class TitleBloom:
-    """Membership tests against a filter's bytes (`BuildTitleBloom`'s output), memoised:
-    a bundle asks about the same titles again and again."""
+    """Membership tests against a filter's bytes (`BuildTitleBloom`'s output)."""
 
     def __init__(self, array: bytes):
         self._array = array
         self._bits = len(array) * 8
-        self._known: dict[str, bool] = {}
 
     def __contains__(self, title: str) -> bool:
-        known = self._known.get(title)
-        if known is None:
-            array = self._array
-            known = all(array[p >> 3] >> (p & 7) & 1
-                        for p in bloom_positions(title, self._bits))
-            self._known[title] = known
-        return known
+        array = self._array
+        first, second = bloom_positions(title, self._bits)
+        return bool(array[first >> 3] >> (first & 7) & array[second >> 3] >> (second & 7) & 1)
 
 
 class BuildTitleBloom(beam.CombineFn):
