@@ -24,7 +24,7 @@ from transforms.wes.negative_mix import Candidate
 from transforms.wes.negatives import CorpusTitle
 from transforms.wes.redirects import redirect_pair
 from transforms.wes.sampling import assign_split, stable_hash
-from transforms.wes.synonyms import token_f1, tokens
+from transforms.wes.synonyms import bag_f1, token_bag, tokens
 
 MAX_TOKEN_ENTRIES = 1_000   # names sharing one token beyond which the token is skipped
 PER_TOKEN = 8               # candidates kept per (title, token)
@@ -59,9 +59,15 @@ def rank_token_group(entries: Iterable[tuple[str, str]], max_entries: int, per_t
     if len(head) > max_entries:
         return None, len(head)
     out = []
-    for query, owner in sorted({(n, o) for n, o in head if n == o}):
-        scored = sorted(((-token_f1(query, name), name, other) for name, other in set(head)
-                         if other != owner), key=lambda c: c)[:per_token]
+    queries = sorted({(n, o) for n, o in head if n == o})
+    if not queries:
+        return out, len(head)
+    names = set(head)
+    bags = {name: token_bag(name) for name, _ in names}
+    for query, owner in queries:
+        bag = bags[query]
+        scored = sorted((-bag_f1(bag, bags[name]), name, other) for name, other in names
+                        if other != owner)[:per_token]
         out += [(owner, ((score, name, other), name, other)) for score, name, other in scored]
     return out, len(head)
 

@@ -47,11 +47,21 @@ def tokens(text: str) -> list[str]:
 def token_f1(a: str, b: str) -> float:
     """Token-level F1 of two texts (SQuAD's: bags of normalised tokens); 0 when either
     has no token."""
-    ta, tb = tokens(a), tokens(b)
-    common = sum((Counter(ta) & Counter(tb)).values())
+    return bag_f1(token_bag(a), token_bag(b))
+
+
+def token_bag(text: str) -> tuple[Counter, int]:
+    """The bag of `tokens(text)` and its size: `bag_f1`'s input, computed once per text."""
+    words = tokens(text)
+    return Counter(words), len(words)
+
+
+def bag_f1(a: tuple[Counter, int], b: tuple[Counter, int]) -> float:
+    """`token_f1` of two `token_bag`s."""
+    common = sum((a[0] & b[0]).values())
     if not common:
         return 0.0
-    precision, recall = common / len(ta), common / len(tb)
+    precision, recall = common / a[1], common / b[1]
     return 2 * precision * recall / (precision + recall)
 
 
