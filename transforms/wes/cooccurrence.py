@@ -148,15 +148,17 @@ class CountCooccurrenceFn(CountingDoFn):
         yield from super().finish_bundle()
 
 
-def top_per_title(shard: int, parts: Iterable[Mapping[tuple, int]], titles: Iterable[str],
-                  per_title: int = COOCCURRENCE_PER_TITLE) -> Iterator[tuple[str, tuple]]:
-    """The counts of one title shard, added up for its `titles` -> (A, (kind, [(rank key,
-    text, B)])), the `per_title` best per (A, kind): most pages first, then text and B."""
-    wanted = set(titles)
+def top_per_title(shard: int, parts: Iterable[Mapping[tuple, int]],
+                  titles: Iterable[tuple[str, int]], per_title: int = COOCCURRENCE_PER_TITLE
+                  ) -> Iterator[tuple[str, tuple]]:
+    """The counts of one title shard, added up for its `titles` ((title, incoming links))
+    -> (A, (kind, [(rank key, text, B)], A's incoming links)), the `per_title` best per
+    (A, kind): most pages first, then text and B."""
+    incoming = dict(titles)
     total: dict[tuple, int] = {}
     for part in parts:
         for key, n in part.items():
-            if key[1] in wanted:
+            if key[1] in incoming:
                 total[key] = total.get(key, 0) + n
     ranked: dict[tuple[str, str], list] = {}
     for key, n in total.items():
@@ -164,7 +166,7 @@ def top_per_title(shard: int, parts: Iterable[Mapping[tuple, int]], titles: Iter
         text, b = (rest[0], rest[0]) if kind == ARTICLE else (rest[0], rest[1])
         ranked.setdefault((a, kind), []).append(((-n, text, b), text, b))
     for (a, kind), candidates in sorted(ranked.items()):
-        yield a, (kind, heapq.nsmallest(per_title, candidates))
+        yield a, (kind, heapq.nsmallest(per_title, candidates), incoming[a])
 
 
 def top_of_shard(element: tuple[int, Mapping[str, Iterable]], per_title: int
@@ -178,14 +180,26 @@ def title_of(cluster) -> str:
     return cluster.title
 
 
-def shard_key(title: str, shards: int) -> tuple[int, str]:
-    return tally_shard(title, shards), title
+def shard_key(cluster, shards: int) -> tuple[int, tuple[str, int]]:
+    """A cluster -> (its title's shard, (title, incoming links))."""
+    return tally_shard(cluster.title, shards), (cluster.title, cluster.incoming)
+
+
+def corpus_candidates(candidates: tuple[str, tuple], kinds: frozenset[str], k: int
+                      ) -> Iterator[tuple[str, tuple]]:
+    """`LinkCooccurrence`'s (title, (kind, [Candidate], incoming)) -> (title, (kind,
+    [Candidate])) for the corpus with threshold `k` and the mix's `kinds`: none for a
+    title with fewer than k incoming links (no title of that corpus)."""
+    title, (kind, listed, incoming) = candidates
+    if kind in kinds and incoming >= k:
+        yield title, (kind, listed)
 
 
 class LinkCooccurrence(beam.PTransform):
     """{"pages": each page's passing links (`FilterLinks`' "page_links"), "titles": the
     clusters a corpus can hold (`DropBelowAllThresholds`)} -> {"candidates": (title, (kind,
-    [Candidate])) for both co-occurrence kinds, "stats"}.
+    [Candidate], incoming links)) for both co-occurrence kinds (`corpus_candidates` keeps
+    a corpus's), "stats"}.
 
     Args:
         window: see `page_pairs`.
@@ -212,7 +226,8 @@ class LinkCooccurrence(beam.PTransform):
         counted = inputs["pages"] | "CountPagePairs" >> beam.ParDo(
             self._count, wanted=beam.pvalue.AsSingleton(bloom)).with_outputs(
                 STATS_TAG, main="pairs")
-        keyed_titles = titles | "KeyTitlesByShard" >> beam.Map(shard_key, self._shards)
+        keyed_titles = inputs["titles"] | "KeyTitlesByShard" >> beam.Map(
+            shard_key, self._shards)
         candidates = (
             {"pairs": counted.pairs, "titles": keyed_titles}
             | "JoinPairsWithTitles" >> beam.CoGroupByKey()

@@ -134,7 +134,7 @@ class BuildCorpus(beam.PTransform):
         self.mixed = is_mixed(mix, link_pairs_cap)
         self._select = SelectTitlesFn(k, seed, split_fractions, keep_dropped=self.mixed)
         self._sample = (SampleMixedNegatives(corpus_name(k), seed, split_fractions,
-                                             mix or {RANDOM: 1.0}, link_pairs_cap)
+                                             mix or {RANDOM: 1.0}, link_pairs_cap, k)
                         if self.mixed else SampleNegatives(corpus_name(k), seed))
 
     def stat_keys(self) -> list[StatKey]:

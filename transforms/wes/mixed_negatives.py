@@ -27,6 +27,7 @@ import apache_beam as beam
 
 from transforms.io.counting import STATS_TAG, CountingDoFn, StatKey
 from transforms.wes.candidates import F1Candidates, SubstringCandidates
+from transforms.wes.cooccurrence import corpus_candidates
 from transforms.wes.hard_test import HARD_PREFIX, HARD_TAG, hard_rows, hard_stat_keys, has_hard_test
 from transforms.wes.negative_mix import (
     ADVERSARIAL_KINDS,
@@ -69,11 +70,6 @@ class NegativesWanted:
 def size_by_split(title: CorpusTitle, wanted: NegativesWanted) -> tuple[str, tuple[str, int]]:
     """A title's entry in its split's donor pool: (split, (title, negatives wanted))."""
     return title.split, (title.title, wanted(title))
-
-
-def has_kind(candidates: tuple[str, tuple], kinds: frozenset[str]) -> bool:
-    """Whether `(title, (kind, [Candidate]))` is of one of `kinds`."""
-    return candidates[1][0] in kinds
 
 
 def pool_eligibility(pools, split: str, source: str) -> str | None:
@@ -188,11 +184,14 @@ class SampleMixedNegatives(beam.PTransform):
         fractions: the split fractions (a redirect's target's split).
         mix: `negative_mix.parse_negative_mix`.
         link_pairs_cap: link-to-link positive pairs per cluster at most (0: none).
+        min_incoming: the corpus's threshold k: co-occurrence candidates of titles with
+            fewer incoming links are left out before the join.
     """
 
     def __init__(self, namespace: str, seed: int, fractions: Sequence[float],
-                 mix: Mapping[str, float], link_pairs_cap: int = 0):
+                 mix: Mapping[str, float], link_pairs_cap: int = 0, min_incoming: int = 1):
         super().__init__()
+        self._min_incoming = min_incoming
         self._seed = seed
         self._mix = dict(mix)
         self._request = RequestDonorsFn(namespace, seed, NegativesWanted(link_pairs_cap))
@@ -222,8 +221,8 @@ class SampleMixedNegatives(beam.PTransform):
             candidates.append(spans["candidates"])
             stats.append(spans["stats"])
         if any(k.endswith("_cooccurrence") for k in self._mix):
-            candidates.append(inputs["cooccurrence"] | "KeepMixedCooccurrence" >> beam.Filter(
-                has_kind, frozenset(self._mix)))
+            candidates.append(inputs["cooccurrence"] | "KeepMixedCooccurrence" >> beam.FlatMap(
+                corpus_candidates, frozenset(self._mix), self._min_incoming))
         edges = inputs["redirects"] | "RedirectEdges" >> beam.FlatMap(
             redirect_edges).with_outputs("redirects_in", "redirect_out")
         joined = {
