@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from apache_beam.transforms.window import GlobalWindow, IntervalWindow
 
-from transforms.wes.filters import FilterLinksFn, classify_link
+from transforms.wes.filters import PAGE_LINKS_TAG, FilterLinksFn, classify_link
 from transforms.wes.tally import TALLY_SHARDS, TitleLinks, merge_tallies, tally_shard
 from transforms.wiki.links import RawLink
 
@@ -139,3 +139,19 @@ def test_filter_links_stage_and_its_defaults():
     # the documented memory bound (about 40 MB per instance) rests on these defaults
     for fn in (FilterLinks()._fn, FilterLinksFn()):
         assert (fn._max_pending, fn._cache_size, fn._shards) == (50_000, 50_000, TALLY_SHARDS)
+
+
+def test_page_links_are_each_pages_passing_links_in_order():
+    pages = [(RawLink("paris", None), RawLink("Styx (band)", "Styx"), RawLink("London", "city")),
+             (RawLink("VAX#x", "y"),)]
+    fn = FilterLinksFn(page_links=True)
+    fn.setup()
+    fn.start_bundle()
+    out = [x for page in pages for x in fn.process(page, window=GlobalWindow())]
+    assert [x.value for x in out if getattr(x, "tag", None) == PAGE_LINKS_TAG] == [
+        (("Paris", "paris"), ("London", "city")), ()]
+    fn = FilterLinksFn()
+    fn.setup()
+    fn.start_bundle()
+    assert not [x for page in pages for x in fn.process(page, window=GlobalWindow())
+                if getattr(x, "tag", None) == PAGE_LINKS_TAG]

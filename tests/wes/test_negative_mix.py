@@ -9,7 +9,14 @@ import itertools
 import pytest
 
 from transforms.wes.candidates import rank_token_group, title_spans
-from transforms.wes.cooccurrence import ARTICLE, WORD, page_pairs, top_per_title
+from transforms.wes.cooccurrence import (
+    ARTICLE,
+    WORD,
+    corpus_candidates,
+    page_pairs,
+    split_page_pairs,
+    top_per_title,
+)
 from transforms.wes.negative_mix import (
     is_random_only,
     kind_quotas,
@@ -187,8 +194,26 @@ def test_page_pairs_window_and_kinds():
 
 
 def test_top_per_title_adds_up_shards_parts_and_ranks():
-    parts = [{(ARTICLE, "A", "B"): 1, (ARTICLE, "A", "C"): 2, (WORD, "A", "c", "C"): 1},
+    parts = [{(ARTICLE, "A", "B"): 1, (ARTICLE, "A", "C"): 2, (WORD, "A", "c", "C"): 1,
+              (ARTICLE, "Z", "A"): 5},
              {(ARTICLE, "A", "B"): 2}]
-    out = dict(((a, kind), cands) for a, (kind, cands) in top_per_title(0, parts, 1))
-    assert out[("A", ARTICLE)] == [((-3, "B", "B"), "B", "B")]
-    assert out[("A", WORD)] == [((-1, "c", "C"), "c", "C")]
+    out = {(a, kind): (cands, incoming)
+           for a, (kind, cands, incoming) in top_per_title(0, parts, [("A", 7)], 1)}
+    assert out[("A", ARTICLE)] == ([((-3, "B", "B"), "B", "B")], 7)
+    assert out[("A", WORD)] == ([((-1, "c", "C"), "c", "C")], 7)
+    assert set(out) == {("A", ARTICLE), ("A", WORD)}  # "Z" is no title of the shard
+
+
+def test_split_page_pairs_keeps_the_keys_of_wanted_first_titles():
+    links = [("A", "a"), ("B", "B"), ("A", "A"), ("C", "see"), ("D", "D")]
+    keys, kept = split_page_pairs(links, [t == "C" for t, _ in links], window=1)
+    assert keys == page_pairs(links, window=1)
+    assert kept == {k for k in keys if k[1] == "C"} and kept
+
+
+def test_corpus_candidates_keep_the_corpus_titles_and_kinds():
+    element = ("A", (ARTICLE, [((-1, "B", "B"), "B", "B")], 10))
+    assert list(corpus_candidates(element, frozenset({ARTICLE}), 10)) == [
+        ("A", (ARTICLE, [((-1, "B", "B"), "B", "B")]))]
+    assert not list(corpus_candidates(element, frozenset({ARTICLE}), 11))
+    assert not list(corpus_candidates(element, frozenset({WORD}), 5))

@@ -1,0 +1,34 @@
+import random
+
+import pytest
+
+from transforms.wes.title_bloom import BuildTitleBloom, TitleBloom, bloom_positions
+
+
+def _bloom(titles, bits, parts=3):
+    fn = BuildTitleBloom(bits)
+    accumulators = [fn.create_accumulator() for _ in range(parts)]
+    for i, title in enumerate(titles):
+        fn.add_input(accumulators[i % parts], title)
+    return TitleBloom(fn.extract_output(fn.merge_accumulators(accumulators)))
+
+
+def test_every_title_added_tests_in_and_few_others_do():
+    rng = random.Random(0)
+    titles = [f"Title {rng.random()}" for _ in range(2_000)]
+    bloom = _bloom(titles, 1 << 16)
+    assert all(title in bloom for title in titles)
+    others = [f"Other {i}" for i in range(2_000)]
+    assert sum(title in bloom for title in others) < 100  # about 0.3% expected
+
+
+def test_an_empty_filter_holds_nothing_and_positions_are_stable():
+    assert "Paris" not in _bloom([], 1 << 10)
+    assert bloom_positions("Paris", 1 << 25) == bloom_positions("Paris", 1 << 25)
+    assert all(0 <= p < 64 for p in bloom_positions("Paris", 64))
+
+
+@pytest.mark.parametrize("bits", [0, 12])
+def test_bits_must_be_whole_bytes(bits):
+    with pytest.raises(ValueError):
+        BuildTitleBloom(bits)
