@@ -206,8 +206,10 @@ def test_top_per_title_adds_up_shards_parts_and_ranks():
 
 def test_split_page_pairs_keeps_the_keys_of_wanted_first_titles():
     links = [("A", "a"), ("B", "B"), ("A", "A"), ("C", "see"), ("D", "D")]
-    keys, kept = split_page_pairs(links, [t == "C" for t, _ in links], window=1)
-    assert keys == page_pairs(links, window=1)
+    pairs, words, kept = split_page_pairs(links, [t == "C" for t, _ in links], window=1)
+    keys = page_pairs(links, window=1)
+    assert len(keys) == 2 * len(pairs) + len(words)
+    assert all(a < b for a, b in pairs) and {(WORD, *w) for w in words} <= keys
     assert kept == {k for k in keys if k[1] == "C"} and kept
 
 

@@ -50,47 +50,49 @@ WORD = "word_cooccurrence"
 def page_pairs(links: Sequence[tuple[str, str]], window: int = WINDOW) -> set[tuple]:
     """The distinct co-occurrence keys of one page's passing links ((title, text) in page
     order): (ARTICLE, A, B) and (WORD, A, text, B), both directions."""
-    return split_page_pairs(links, [False] * len(links), window)[0]
+    pairs, words, _ = split_page_pairs(links, [False] * len(links), window)
+    return ({(ARTICLE, a, b) for a, b in pairs} | {(ARTICLE, b, a) for a, b in pairs}
+            | {(WORD, *key) for key in words})
 
 
 def split_page_pairs(links: Sequence[tuple[str, str]], wanted: Sequence[bool],
-                     window: int = WINDOW) -> tuple[set[tuple], set[tuple]]:
-    """`page_pairs(links, window)`, and those of its keys whose first title's link is
-    `wanted` (one flag per link)."""
-    keys: set[tuple] = set()
+                     window: int = WINDOW) -> tuple[set[tuple], set[tuple], set[tuple]]:
+    """The keys of `page_pairs(links, window)` in three sets: the pairs of titles, each
+    once as (A, B) with A < B (the two ARTICLE keys of each); the WORD keys as (A, text,
+    B); and, as `page_pairs` writes them, the keys whose first title's link is `wanted`
+    (one flag per link). The first two count the page's keys with fewer objects."""
+    pairs: set[tuple] = set()
+    words: set[tuple] = set()
     kept: set[tuple] = set()
-    rows = [(a, text, flag) for (a, text), flag in zip(links, wanted)]
-    for i, (a, text_a, want_a) in enumerate(rows):
-        for b, text_b, want_b in rows[i + 1:i + 1 + window]:
+    rows = list(zip(links, wanted))
+    for i, ((a, text_a), want_a) in enumerate(rows):
+        for (b, text_b), want_b in rows[i + 1:i + 1 + window]:
             if a == b:
                 continue
-            forward, backward = (ARTICLE, a, b), (ARTICLE, b, a)
-            keys.add(forward)
-            keys.add(backward)
-            if want_a:
-                kept.add(forward)
-            if want_b:
-                kept.add(backward)
+            pairs.add((a, b) if a < b else (b, a))
             if text_b != b:
-                key = (WORD, a, text_b, b)
-                keys.add(key)
-                if want_a:
-                    kept.add(key)
+                words.add((a, text_b, b))
             if text_a != a:
-                key = (WORD, b, text_a, a)
-                keys.add(key)
-                if want_b:
-                    kept.add(key)
-    return keys, kept
+                words.add((b, text_a, a))
+            if want_a:
+                kept.add((ARTICLE, a, b))
+                if text_b != b:
+                    kept.add((WORD, a, text_b, b))
+            if want_b:
+                kept.add((ARTICLE, b, a))
+                if text_a != a:
+                    kept.add((WORD, b, text_a, a))
+    return pairs, words, kept
 
 
 class CountCooccurrenceFn(CountingDoFn):
     """Pages' passing links, with the titles' Bloom filter as a side input ->
     `(shard, {co-occurrence key: pages})`, counted per bundle.
 
-    A bundle holds the distinct keys of its pages (a set, for `max_pending` and the
-    `pair_keys_emitted` count, the number of distinct keys of each emitted batch) and the
-    page counts of the keys whose first title passes the filter, the only ones emitted.
+    A bundle holds the distinct keys of its pages (as `split_page_pairs`' pairs and word
+    keys, for `max_pending` and the `pair_keys_emitted` count, the number of distinct keys
+    of each emitted batch) and the page counts of the keys whose first title passes the
+    filter, the only ones emitted.
 
     Args:
         window: see `page_pairs`.
@@ -106,18 +108,23 @@ class CountCooccurrenceFn(CountingDoFn):
         self._window = window
         self._max_pending = max_pending
         self._shards = shards
-        self._seen: set[tuple] = set()
+        self._pairs: set[tuple] = set()
+        self._words: set[tuple] = set()
         self._pending: Counter = Counter()
         self._filter: tuple[bytes, TitleBloom] | None = None
 
     def start_bundle(self):
         super().start_bundle()
-        self._seen = set()
+        self._pairs, self._words = set(), set()
         self._pending = Counter()
 
+    def _distinct_keys(self) -> int:
+        return 2 * len(self._pairs) + len(self._words)
+
     def _flush(self) -> Iterator[tuple[int, dict[tuple, int]]]:
-        self.count("pair_keys_emitted", len(self._seen))
-        pending, self._seen, self._pending = self._pending, set(), Counter()
+        self.count("pair_keys_emitted", self._distinct_keys())
+        pending, self._pending = self._pending, Counter()
+        self._pairs, self._words = set(), set()
         shard_of: dict[str, int] = {}
         by_shard: dict[int, dict[tuple, int]] = {}
         for key, n in pending.items():
@@ -136,10 +143,12 @@ class CountCooccurrenceFn(CountingDoFn):
             self._filter = wanted, TitleBloom(wanted)
         bloom = self._filter[1]
         self.count("pages")
-        keys, kept = split_page_pairs(links, [a in bloom for a, _ in links], self._window)
-        self._seen.update(keys)
+        pairs, words, kept = split_page_pairs(links, [a in bloom for a, _ in links],
+                                              self._window)
+        self._pairs.update(pairs)
+        self._words.update(words)
         self._pending.update(kept)
-        if len(self._seen) >= self._max_pending:
+        if self._distinct_keys() >= self._max_pending:
             yield from self._flush()
 
     def finish_bundle(self):
