@@ -27,9 +27,11 @@ With `--negatives` other than random only, or `--link_pairs`, `BuildCorpus` runs
 `SampleMixedNegatives` (mixed_negatives.py) instead of `SampleNegatives`: the random
 donors as before, plus candidates from `F1Candidates` and `SubstringCandidates`
 (candidates.py, per corpus) and `LinkCooccurrence` (cooccurrence.py, once per run, from
-ExtractLinks' pages), checked against the synonym rules (synonyms.py) and mixed by
-kind (negative_mix.py); rows then carry `pair_kind` (write.PAIR_KIND_SCHEMA). A mix with
-an adversarial kind also writes each corpus's WES-hard test split (hard_test.py).
+FilterLinks' passing links per page, for the titles of DropBelowAllThresholds' clusters,
+trimmed by a Bloom filter of them, title_bloom.py), checked against the synonym rules
+(synonyms.py) and mixed by kind (negative_mix.py); rows then carry `pair_kind`
+(write.PAIR_KIND_SCHEMA). A mix with an adversarial kind also writes each corpus's
+WES-hard test split (hard_test.py).
 
 - Every counting stage is a `CountingDoFn` (transforms/io/counting.py): its counts go to
   Beam counters and, as data, to `stats.json` (`SumStats`), zero-filled from each stage's
