@@ -50,6 +50,8 @@ from transforms.wes.sampling import SPLIT_NAMES, cluster_id
 from transforms.wes.synonyms import SYNONYM_REASONS, TitleSynonyms, synonym_reason
 
 SOURCE_REASONS = ("other_split", "not_in_corpus")
+# the join's inputs of candidates, each `(title, (kind, [Candidate]))`, when the mix has them
+CANDIDATE_SOURCES = ("f1", "substring", "cooccurrence")
 
 
 def link_pair_count(title: CorpusTitle, cap: int) -> int:
@@ -118,8 +120,9 @@ class EmitMixedRowsFn(CountingDoFn):
                                        grouped["redirects_in"], grouped["redirect_out"])
         normalised = synonyms.normalised()
         candidates: dict[str, list] = {}
-        for kind, listed in grouped["candidates"]:
-            candidates.setdefault(kind, []).extend(listed)
+        for source in CANDIDATE_SOURCES:
+            for kind, listed in grouped.get(source, ()):
+                candidates.setdefault(kind, []).extend(listed)
         offers = sorted(grouped["offers"])
         chosen, counts = pick_mixed(
             kind_quotas(self._seed, title.title, n, self._mix), candidates,
@@ -210,25 +213,26 @@ class SampleMixedNegatives(beam.PTransform):
         pools, requests, keyed, offers = donor_offers(
             titles, lambda t: size_by_split(t, wanted), self._request, seed)
         stats = [requests[STATS_TAG]]
-        candidates = []
+        candidates = {}
         if self._f1 is not None:
             f1 = titles | "F1Candidates" >> self._f1
-            candidates.append(f1["candidates"])
+            candidates["f1"] = f1["candidates"]
             stats.append(f1["stats"])
         if self._substring is not None:
             spans = {"titles": titles, "redirects": inputs["redirects"]} | (
                 "SubstringCandidates" >> self._substring)
-            candidates.append(spans["candidates"])
+            candidates["substring"] = spans["candidates"]
             stats.append(spans["stats"])
         if any(k.endswith("_cooccurrence") for k in self._mix):
-            candidates.append(inputs["cooccurrence"] | "KeepMixedCooccurrence" >> beam.FlatMap(
-                corpus_candidates, frozenset(self._mix), self._min_incoming))
+            candidates["cooccurrence"] = inputs["cooccurrence"] | (
+                "KeepMixedCooccurrence" >> beam.FlatMap(
+                    corpus_candidates, frozenset(self._mix), self._min_incoming))
         edges = inputs["redirects"] | "RedirectEdges" >> beam.FlatMap(
             redirect_edges).with_outputs("redirects_in", "redirect_out")
+        # each source of candidates is an input of its own: a Flatten of them before the
+        # join is a stage of its own on the local runner
         joined = {
-            "title": keyed, "offers": offers,
-            "candidates": (candidates or [titles.pipeline | "NoCandidates" >> beam.Create([])])
-            | "FlattenCandidates" >> beam.Flatten(),
+            "title": keyed, "offers": offers, **candidates,
             "redirects_in": edges.redirects_in, "redirect_out": edges.redirect_out,
         } | "JoinTitleInputs" >> beam.CoGroupByKey()
         rows = joined | "EmitRows" >> beam.ParDo(
