@@ -73,6 +73,7 @@ from transforms.demo.training import (
     DEFAULT_JUDGE_MINUTES,
     DEFAULT_JUDGE_STEPS,
     GIVEN_ONLY,
+    QUICK_DEV_ROWS,
     REPO,
     SHORT_TRAIN_MIX,
     TRAINED,
@@ -165,6 +166,9 @@ def build_parser() -> cli.ArgumentParser:
                        f"a {metric} checkpoint to score with (none is trained here)")
     g.add_argument("--max_steps", type=int, default=None,
                    help="cap every training run (quick runs; tests)")
+    g.add_argument("--max_eval_rows", type=int, default=QUICK_DEV_ROWS,
+                   help="with --max_steps: the held-out rows each training run evaluates "
+                        f"and calibrates on, per split (default {QUICK_DEV_ROWS})")
     cli.add_runtime_arguments(parser.add_argument_group("runtime"), progress=False)
     return parser
 
@@ -175,6 +179,8 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         raise cli.UsageError(f"--train_minutes must be > 0, got {args.train_minutes}")
     if args.judge_steps < 1:
         raise cli.UsageError(f"--judge_steps must be >= 1, got {args.judge_steps}")
+    if args.max_eval_rows < 1:
+        raise cli.UsageError(f"--max_eval_rows must be >= 1, got {args.max_eval_rows}")
     if args.judge_minutes <= 0:
         raise cli.UsageError(f"--judge_minutes must be > 0, got {args.judge_minutes}")
     return args
@@ -212,7 +218,7 @@ def _demo(argv: list[str]) -> None:
     given = {m: getattr(args, f"{m}_model") for m in (*TRAINED, *GIVEN_ONLY)}
     models_dir = out / "models"
     lanes = training_plan(data, wes_dir / "wes-k2", models_dir, args.train_minutes, given,
-                          args.max_steps)
+                          args.max_steps, args.max_eval_rows)
     evouna_file = data / "judgments" / "evouna" / "TQ.json"
     squad_file = data / "squad" / "dev-v1.1.json.gz"
     if not evouna_file.is_file():
@@ -240,7 +246,8 @@ def _demo(argv: list[str]) -> None:
               f"steps (at most {args.judge_minutes:g} min) ...", flush=True)
         run_lanes([judge_plan(data, models_dir, sas_model, args.judge_steps,
                               args.judge_minutes, args.max_steps,
-                              out / "short" if short else None)], models_dir / "logs",
+                              out / "short" if short else None, args.max_eval_rows)],
+                  models_dir / "logs",
                   args.judge_minutes, lambda line: print(line, flush=True))
         trained.append("judge")
     models = dict(given)

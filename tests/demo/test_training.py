@@ -35,6 +35,10 @@ def test_a_quick_plan_samples_every_held_out_split(tmp_path):
         assert {"--max_steps=2", f"--max_dev_rows={rows}", f"--max_test_rows={rows}"} <= set(args)
     assert {"--max_steps=2", f"--max_eval_examples={rows}"} <= set(kpqa[1])
     assert [a for a in kpqa[1] if a.startswith("--max_steps")][-1] == "--max_steps=2"
+    (wes, sas), (kpqa,) = demo.training_plan(SHARED_DATA, tmp_path, tmp_path / "m", 5.5, none,
+                                             max_steps=2, eval_rows=40)
+    assert {"--max_dev_rows=40", "--max_test_rows=40"} <= set(wes[1]) & set(sas[1])
+    assert "--max_eval_examples=40" in kpqa[1]
 
 
 def test_rest_of_the_budget_goes_to_the_next_run_of_a_lane(tmp_path):
@@ -57,6 +61,9 @@ def test_judge_plan_continues_from_sas_on_evouna(tmp_path):
     assert "--gold_layout=marked" in args and "--lr=1e-4" in args
     (_, capped), = demo.judge_plan(SHARED_DATA, tmp_path, "/ck/sas", 100, 6.0, max_steps=2)
     assert "--max_steps=2" in capped and f"--max_dev_rows={demo.QUICK_DEV_ROWS}" in capped
+    (_, few), = demo.judge_plan(SHARED_DATA, tmp_path, "/ck/sas", 100, 6.0, max_steps=2,
+                                eval_rows=40)
+    assert "--max_dev_rows=40" in few
     assert not any(a.startswith("--max_dev_rows") for a in args)
 
 

@@ -20,13 +20,16 @@ def test_bad_budget_is_refused(capsys):
     assert demo.main(["--judge_minutes", "-1"]) == 2
     assert capsys.readouterr().err.strip() == (
         "python -m pipelines.demo: error: --judge_minutes must be > 0, got -1.0")
+    assert demo.main(["--max_steps", "2", "--max_eval_rows", "0"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "python -m pipelines.demo: error: --max_eval_rows must be >= 1, got 0")
 
 
 @pytest.mark.slow
 def test_demo_end_to_end_tiny(tmp_path, capsys):
     out = tmp_path / "demo"
     assert demo.main(["--output", str(out), "--max_steps", "2", "--max_rows", "40",
-                      "--train_minutes", "2"]) == 0
+                      "--max_eval_rows", "40", "--train_minutes", "2"]) == 0
     printed = capsys.readouterr().out
     for name in ("wes", "sas", "keyphrase", "judge"):
         card = (out / "models" / name / "model_card.md").read_text()

@@ -175,3 +175,34 @@ def test_judge_format_trains_a_judge_the_metric_reads_in_its_layout(tmp_path):
     (row,) = score_corpus([judge], [QAExample("1884", ("in 1884",),
                                               question="When did Tesla move?")])
     assert 0 < row["judge"] < 1
+
+
+def test_wes_negative_kinds_filter_train_and_dev_and_keep_test_whole():
+    rows = [{"title": t, "link_text": x, "label": label, "split": split, "source_title": src,
+             "pair_kind": kind}
+            for split in ("train", "test")
+            for t, x, label, src, kind in (
+                (f"Oil {split}", "petroleum", 1, None, "title_link"),
+                (f"Oil {split}", "crude", 1, None, "title_link"),
+                (f"Oil {split}", "Paris", 0, "", "random"),
+                (f"Oil {split}", "Oil painting", 0, "", "f1"))]
+    every, skipped = sa.wes_pairs(rows, identical_share=1.0, near_misses=0)
+    assert not skipped
+    kept, skipped = sa.wes_pairs(rows, identical_share=1.0, near_misses=0,
+                                 negative_kinds=("f1",))
+    negatives = {(p.split, p.candidate) for p in kept if p.label == 0}
+    assert negatives == {("train", "Oil painting"), ("test", "Paris"), ("test", "Oil painting")}
+    assert skipped == {"mined_negative:kind_not_kept": 1}
+    assert [p for p in kept if p.split == "test"] == [p for p in every if p.split == "test"]
+    unkinded = [{k: v for k, v in r.items() if k != "pair_kind"} for r in rows]
+    assert sa.wes_pairs(unkinded, identical_share=1.0, near_misses=0)[0] == every
+    with pytest.raises(ValueError, match="needs a WES corpus with a pair_kind column .*"
+                                         "'Paris' of 'Oil train' has none"):
+        sa.wes_pairs(unkinded, near_misses=0, negative_kinds=("f1",))
+
+
+def test_command_refuses_an_unknown_negative_kind(capsys):
+    assert sa.main(["--wes", "x", "--negative_kinds", "title_link", "--output", "y"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"{sa.PROG}: error: --negative_kinds: unknown kind 'title_link'; known: "
+        "random, f1, substring, word_cooccurrence, article_cooccurrence")

@@ -20,11 +20,14 @@ REPO = Path(__file__).resolve().parents[2]
 TRAINED = ("wes", "sas", "kpqa", "judge")
 GIVEN_ONLY = ("bem", "square")
 REST = "REST"  # --max_minutes placeholder: the rest of the lane's budget
+# Held-out rows a quick run (`--max_steps`) evaluates and calibrates on, per split and
+# trainer (the judge's mixed dev split has 4,606: about two minutes on one thread).
+QUICK_DEV_ROWS = 400
 
 
 def training_plan(data: Path, wes_corpus: Path, models: Path, minutes: float,
-                  given: dict[str, str | None], max_steps: int | None = None
-                  ) -> list[list[tuple[str, list[str]]]]:
+                  given: dict[str, str | None], max_steps: int | None = None,
+                  eval_rows: int = QUICK_DEV_ROWS) -> list[list[tuple[str, list[str]]]]:
     """The training commands, as lanes run side by side (each lane in order).
 
     Args:
@@ -34,7 +37,9 @@ def training_plan(data: Path, wes_corpus: Path, models: Path, minutes: float,
         minutes: the wall-clock budget of the whole training phase.
         given: metric -> a checkpoint the user gave (not trained), or None.
         max_steps: cap every run at this many steps (quick runs and tests); the held-out
-            splits are then sampled too (`QUICK_DEV_ROWS` rows or examples each).
+            splits are then sampled too (`eval_rows` rows or examples each).
+        eval_rows: with `max_steps`, the held-out rows (or examples) each run evaluates
+            and calibrates on, per split.
 
     Returns:
         Lanes of (metric, command-line arguments of `python -m ...`).
@@ -43,13 +48,13 @@ def training_plan(data: Path, wes_corpus: Path, models: Path, minutes: float,
     # batch 32); larger budgets follow the README recipe (STS 3 epochs, keyphrase 2).
     long = minutes >= 12
     common = ["--num_threads=1", "--no_progress", "--overwrite", "--seed=13"]
-    # A quick run evaluates on seeded samples of the held-out splits too (`QUICK_DEV_ROWS`).
+    # A quick run evaluates on seeded samples of the held-out splits too (`eval_rows`).
     quick_pairs: list[str] = []
     quick_spans: list[str] = []
     if max_steps is not None:
         common.append(f"--max_steps={max_steps}")
-        quick_pairs = [f"--max_dev_rows={QUICK_DEV_ROWS}", f"--max_test_rows={QUICK_DEV_ROWS}"]
-        quick_spans = [f"--max_eval_examples={QUICK_DEV_ROWS}"]
+        quick_pairs = [f"--max_dev_rows={eval_rows}", f"--max_test_rows={eval_rows}"]
+        quick_spans = [f"--max_eval_examples={eval_rows}"]
     wes_minutes = 0.45 * minutes if not given["sas"] else minutes
     lane_a: list[tuple[str, list[str]]] = []
     if not given["wes"]:
@@ -95,9 +100,6 @@ WES_NEGATIVES = "random=1,f1=1,substring=1,article_cooccurrence=1,word_cooccurre
 # The short-answer pairs: SQuAD and WES in the train split beside EVOUNA-TQ,
 # mixed in this proportion (docs/benchmarks.md, "Short answers").
 SHORT_TRAIN_MIX = "squad=1,wes=1,evouna=2"
-# Held-out rows a quick run (`--max_steps`) evaluates and calibrates on, per split and
-# trainer (the judge's mixed dev split has 4,606: about two minutes on one thread).
-QUICK_DEV_ROWS = 400
 
 
 def short_answer_data(data: Path, wes_corpus: Path, output: Path,
@@ -119,8 +121,8 @@ def short_answer_data(data: Path, wes_corpus: Path, output: Path,
 
 
 def judge_plan(data: Path, models: Path, init_checkpoint: str, steps: int, minutes: float,
-               max_steps: int | None = None, short: Path | None = None
-               ) -> list[tuple[str, list[str]]]:
+               max_steps: int | None = None, short: Path | None = None,
+               eval_rows: int = QUICK_DEV_ROWS) -> list[tuple[str, list[str]]]:
     """The judge's training run, a lane of its own after the other lanes.
 
     Args:
@@ -132,9 +134,10 @@ def judge_plan(data: Path, models: Path, init_checkpoint: str, steps: int, minut
             0 at the last one).
         minutes: a wall-clock cap (the run stops there, calibrated, on a slow machine).
         max_steps: cap the run at this many steps (quick runs and tests); the dev split
-            is then sampled too (`QUICK_DEV_ROWS`).
+            is then sampled too (`eval_rows` rows).
         short: the folder `short_answer_data` wrote: the judge trains on its mixture
             (`--format judge`); None: on EVOUNA-TQ alone (`--format evouna`).
+        eval_rows: with `max_steps`, the dev rows it evaluates and calibrates on.
 
     Returns:
         One lane: [("judge", command-line arguments of `python -m ...`)]. The test split
@@ -143,7 +146,7 @@ def judge_plan(data: Path, models: Path, init_checkpoint: str, steps: int, minut
     quick = []
     if max_steps is not None:  # a quick run: a seeded sample of the dev split too
         steps = min(steps, max_steps)
-        quick = [f"--max_dev_rows={QUICK_DEV_ROWS}"]
+        quick = [f"--max_dev_rows={eval_rows}"]
     return [("judge", [
         "pipelines.train_cross_encoder", *JUDGE_ARGS,
         *(["--format=judge", f"--input={short}"] if short is not None else

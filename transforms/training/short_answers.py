@@ -25,7 +25,9 @@ EVOUNA's own split by question.
 itself), `DIR/scoring/{dev,test}.jsonl` (the SQuAD pairs as `qa-score` rows: id, system,
 question, prediction, references, human) and `DIR/counts.json`. `--evouna TQ.json` adds
 EVOUNA's judged answers; `--train_mix squad=2,wes=1,evouna=1` subsamples the train split
-so the sources come in that proportion (dev and test keep every pair).
+so the sources come in that proportion (dev and test keep every pair);
+`--negative_kinds random,f1` keeps only those kinds of the WES corpus's mined negatives
+in train and dev (for ablations, as the cross-encoder trainer's flag of that name).
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from transforms.training.answer_pair import (
     SOURCES,
     AnswerPair,
 )
+from transforms.training.pair_kinds import NEGATIVE_KINDS, parse_negative_kinds
 from transforms.training.squad_pairs import DEFAULT_PROPORTIONS, squad_pairs
 from transforms.training.wes_pairs import read_wes_rows, wes_pairs
 
@@ -202,6 +205,10 @@ def build_parser() -> cli.ArgumentParser:
                    help="SQuAD: other questions' answers per question")
     g.add_argument("--near_misses", type=int, default=1,
                    help="WES: near-miss negatives per title")
+    g.add_argument("--negative_kinds", default=None,
+                   help="WES: keep only these kinds of mined negatives in train and dev, "
+                        f"e.g. random,f1 (known: {', '.join(NEGATIVE_KINDS)}; the corpus "
+                        "must be mined with wes-mine --negatives; default: every kind)")
     g.add_argument("--train_mix", default=None,
                    help="source weights of the train split, e.g. squad=2,wes=1,evouna=1 "
                         "(default: every pair)")
@@ -214,8 +221,11 @@ def build_pairs(squad: str | None = None, wes: str | None = None, evouna_path: s
                 identical_share: float = DEFAULT_IDENTICAL_SHARE, span_negatives: int = 1,
                 question_negatives: int = 1, near_misses: int = 1,
                 train_mix: Mapping[str, float] | None = None,
+                negative_kinds: Sequence[str] | None = None,
                 ) -> tuple[list[AnswerPair], dict[str, dict[str, int]]]:
     """Every source given, then the train mix; what each source skipped.
+    `negative_kinds`: the WES corpus's mined negatives kept in train and dev
+    (`wes_pairs`; None: all).
 
     Raises:
         ValueError: no source, bad numbers, unreadable input (named).
@@ -237,7 +247,8 @@ def build_pairs(squad: str | None = None, wes: str | None = None, evouna_path: s
         pairs += got
         skipped["squad"] = dict(sorted(why.items()))
     if wes:
-        got, why = wes_pairs(read_wes_rows(wes), seed, identical_share, near_misses)
+        got, why = wes_pairs(read_wes_rows(wes), seed, identical_share, near_misses,
+                             negative_kinds)
         pairs += got
         skipped["wes"] = dict(sorted(why.items()))
     if evouna_path:
@@ -278,11 +289,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         pairs, skipped = build_pairs(
             args.squad, args.wes, args.evouna, args.seed, proportions, args.identical_share,
             args.span_negatives, args.question_negatives, args.near_misses,
-            parse_mix(args.train_mix) if args.train_mix else None)
+            parse_mix(args.train_mix) if args.train_mix else None,
+            parse_negative_kinds(args.negative_kinds))
         report = write_dataset(pairs, skipped, args.output, {
             k: getattr(args, k) for k in ("squad", "wes", "evouna", "seed", "splits",
                                           "identical_share", "span_negatives",
-                                          "question_negatives", "near_misses", "train_mix")})
+                                          "question_negatives", "near_misses", "train_mix",
+                                          "negative_kinds")})
         print(json.dumps(report, indent=1))
 
     return cli.run_main(PROG, body, argv, user_errors=(ValueError, OSError))

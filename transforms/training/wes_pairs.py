@@ -5,7 +5,10 @@
   text normalises to the title, kept for the same seeded share);
 - mined negatives (`mined_negative`): the shard's negative rows (a link text of another
   title), when that title is in the same split and the text does not normalise to the
-  title, as many as the title kept positives (the mining's 1:1);
+  title, as many as the title kept positives (the mining's 1:1). With `negative_kinds`
+  (`--negative_kinds`, a corpus mined with `wes-mine --negatives`), the train and dev
+  splits keep only the mined negatives of those kinds (`pair_kind`); the test split
+  keeps them all, as the cross-encoder trainer's filter does;
 - near-miss negatives (`near_miss_negative`): for a title that kept a positive, a link
   text of another title of the same split that shares a word with this title
   ("convergent evolution" for "Evolution", "Ada Air" for "Ada Lovelace").
@@ -17,7 +20,7 @@ segment carries no label information. A title keeps the mining's split.
 from __future__ import annotations
 
 import collections
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from transforms.metrics.squad import normalize_answer
@@ -31,6 +34,7 @@ from transforms.training.answer_pair import (
 )
 from transforms.training.data_files import reading
 from transforms.training.evouna import SPLITS
+from transforms.training.pair_kinds import KIND_COLUMN
 
 WES_QUESTION = "Which entity is this?"
 # Words too common to make two WES titles near misses of each other.
@@ -39,7 +43,7 @@ _TITLE_STOPWORDS = frozenset("of and in on at to for by with from or de la le li
 
 def read_wes_rows(path: str) -> list[dict[str, Any]]:
     """The rows of a WES corpus folder (or shard glob): title, link_text, label, split,
-    source_title, every split.
+    source_title, every split, and pair_kind where the shards have it.
 
     Raises:
         TrainingDataError: the folder or a shard in it cannot be read (missing, cut
@@ -54,7 +58,8 @@ def read_wes_rows(path: str) -> list[dict[str, Any]]:
         if missing:
             raise ValueError(f"{path}: missing column(s) {missing} (a WES corpus from "
                              "pipelines.mine_wes has them)")
-        rows = dataset.to_table(columns=list(columns)).to_pylist()
+        kinds = [KIND_COLUMN] if KIND_COLUMN in dataset.schema.names else []
+        rows = dataset.to_table(columns=[*columns, *kinds]).to_pylist()
     if not rows:
         raise ValueError(f"{path}: no WES rows")
     return rows
@@ -62,6 +67,7 @@ def read_wes_rows(path: str) -> list[dict[str, Any]]:
 
 def wes_pairs(rows: Iterable[Mapping[str, Any]], seed: int = DEFAULT_SEED,
               identical_share: float = DEFAULT_IDENTICAL_SHARE, near_misses: int = 1,
+              negative_kinds: Sequence[str] | None = None,
               ) -> tuple[list[AnswerPair], collections.Counter]:
     """The WES pairs of a mined corpus (see the module docstring).
 
@@ -72,16 +78,20 @@ def wes_pairs(rows: Iterable[Mapping[str, Any]], seed: int = DEFAULT_SEED,
             (re-splitting 70/10/20 dropped 2,504 of the sample's 5,627 negatives).
         seed, identical_share: as `squad_pairs`.
         near_misses: near-miss negatives per title (at most).
+        negative_kinds: the mined negatives' kinds kept in train and dev (None: all);
+            the rows must then have a `pair_kind`.
 
     Returns:
         The pairs, ordered by title, and counts of what was skipped and why.
 
     Raises:
-        ValueError: a title in two splits, or a split that is not train, dev or test.
+        ValueError: a title in two splits, a split that is not train, dev or test, or
+            `negative_kinds` given for rows without a `pair_kind`.
     """
     positives: dict[str, list[str]] = collections.defaultdict(list)
     negatives: dict[str, list[tuple[str, str]]] = collections.defaultdict(list)
     split_of: dict[str, str] = {}
+    skipped: collections.Counter = collections.Counter()
     for r in rows:
         title, split = r["title"], r["split"]
         if split not in SPLITS:
@@ -91,15 +101,16 @@ def wes_pairs(rows: Iterable[Mapping[str, Any]], seed: int = DEFAULT_SEED,
                              f"{split}): not a corpus split by title")
         if r["label"] == 1:
             positives[title].append(r["link_text"])
-        else:
+        elif negative_kinds is None or split == "test" or _kind(r) in negative_kinds:
             negatives[title].append((r["link_text"], r.get("source_title") or ""))
+        else:
+            skipped["mined_negative:kind_not_kept"] += 1
     titles = sorted(split_of)
     by_word: dict[tuple[str, str], list[str]] = collections.defaultdict(list)
     for t in sorted(positives):
         for w in _title_words(t):
             by_word[(split_of[t], w)].append(t)
     pairs: list[AnswerPair] = []
-    skipped: collections.Counter = collections.Counter()
     for title in titles:
         split, title_norm = split_of[title], normalize_answer(title)
         own = {normalize_answer(x) for x in positives.get(title, ())}
@@ -146,6 +157,15 @@ def wes_pairs(rows: Iterable[Mapping[str, Any]], seed: int = DEFAULT_SEED,
                 break
         skipped["near_miss_negative:none_found"] += near_misses - taken
     return pairs, skipped
+
+
+def _kind(row: Mapping[str, Any]) -> str:
+    """A mined negative's `pair_kind`; ValueError when the corpus has none."""
+    if row.get(KIND_COLUMN) is None:
+        raise ValueError(f"--negative_kinds needs a WES corpus with a {KIND_COLUMN} column "
+                         f"(mined with wes-mine --negatives other than random only); the "
+                         f"negative {row['link_text']!r} of {row['title']!r} has none")
+    return row[KIND_COLUMN]
 
 
 def _title_words(title: str) -> set[str]:
