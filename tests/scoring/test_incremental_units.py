@@ -13,7 +13,11 @@ import pytest
 from tests.scoring import fakes
 from transforms.scoring.incremental.carry import CarrySpec
 from transforms.scoring.incremental.plan import CarryPlan, depends_on_run_corpus, plan_carry
-from transforms.scoring.incremental.previous_run import PreviousRun, load_previous_run
+from transforms.scoring.incremental.previous_run import (
+    PreviousRun,
+    PreviousRunError,
+    load_previous_run,
+)
 from transforms.scoring.reading.rows import CONTENT_KEY_VERSION
 
 SUMMARY = {"signatures": {"em": "em|v:1"}, "content_key_version": CONTENT_KEY_VERSION,
@@ -129,3 +133,64 @@ def test_the_plan_gives_the_scoring_steps_its_carried_and_compared_columns():
     assert spec.columns == ("em", "f1", "fake_len")
     metrics = [fake, squad]
     assert spec.carries(metrics[1]) and not spec.carries(metrics[0])
+
+
+def _scored(summary=SUMMARY, scored=1):
+    return {**summary, "overall": {**summary["overall"], "scored": scored}}
+
+
+def _fails(prefix, detail, fmt="parquet"):
+    """load_previous_run raises PreviousRunError, whole message `<flag> <prefix>: scores
+    file <path>: <detail>`."""
+    with pytest.raises(PreviousRunError) as raised:
+        load_previous_run(prefix)
+    assert str(raised.value) == (f"--previous_run {prefix}: scores file "
+                                 f"{prefix}.scores.{fmt}: {detail}")
+
+
+def test_a_parquet_scores_file_is_checked_against_its_summary(tmp_path):
+    prefix = _write_run(tmp_path, summary=_scored(scored=1))
+    assert load_previous_run(prefix).output_format == "parquet"  # 1 row, as counted
+    prefix = _write_run(tmp_path, "more", summary=_scored(scored=3))
+    _fails(prefix, "holds 1 rows, but its summary.json says 3 were scored: the two files "
+                   "are not of one run")
+    for scored in (None, "1", 2.0):  # not a count: nothing to compare
+        prefix = _write_run(tmp_path, "n", summary=_scored(scored=scored))
+        assert load_previous_run(prefix).summary["overall"]["scored"] == scored
+    prefix = _write_run(tmp_path, "cols", summary={**SUMMARY, "signatures": {
+        "em": "em|v:1", "f1": "f1|v:1", "bleu4": "b"}})
+    _fails(prefix, "has no column(s) ['f1', 'bleu4'] that its summary.json names")
+    pq.write_table(pa.table({"row_key": ["f:1"], "em": [1.0]}), f"{prefix}.scores.parquet")
+    (tmp_path / "cols.summary.json").write_text(json.dumps(SUMMARY))
+    _fails(prefix, "has no column(s) ['content_key'] that its summary.json names")
+    (tmp_path / "cols.summary.json").write_text(json.dumps(
+        {**SUMMARY, "content_key_version": "another recipe"}))
+    assert load_previous_run(prefix).content_keys is False  # then no content_key is needed
+    blob = (tmp_path / "more.scores.parquet").read_bytes()
+    (tmp_path / "more.scores.parquet").write_bytes(blob[: len(blob) // 2])
+    with pytest.raises(PreviousRunError, match=r"^--previous_run .*/more: scores file "
+                       r".*/more.scores.parquet: cannot be read as Parquet: ArrowInvalid: "):
+        load_previous_run(str(tmp_path / "more"))
+
+
+def test_a_jsonl_scores_file_must_end_with_a_whole_line(tmp_path):
+    prefix = _write_run(tmp_path, summary=_scored(scored=5), formats=("jsonl",))
+    assert load_previous_run(prefix).output_format == "jsonl"  # the count is not checked
+    path = tmp_path / "old.scores.jsonl"
+    path.write_text(path.read_text().rstrip("\n"))
+    _fails(prefix, "does not end with a whole line: it was cut short", "jsonl")
+    path.write_text("")
+    _fails(prefix, "is empty, but its summary.json says 5 rows were scored", "jsonl")
+    for scored in (0, None):
+        (tmp_path / "old.summary.json").write_text(json.dumps(_scored(scored=scored)))
+        assert load_previous_run(prefix).identity.size == 0
+
+
+def test_the_scores_file_is_read_as_it_was_at_launch(tmp_path):
+    previous = load_previous_run(_write_run(tmp_path))
+    previous.source().check_unchanged()
+    pq.write_table(pa.table({"row_key": ["f:1", "f:2"], "content_key": ["k", "l"],
+                             "em": [1.0, 0.0]}), previous.scores_path)
+    with pytest.raises(PreviousRunError, match=r"^--previous_run .*/old: scores file "
+                       r".*/old.scores.parquet: changed while the run read it \(at launch "):
+        previous.source().check_unchanged()
