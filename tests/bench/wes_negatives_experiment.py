@@ -2,20 +2,26 @@
 
     python -m tests.bench.wes_negatives_experiment --out /tmp/wes_neg [--data DIR]
         [--seeds 13,14,15] [--judge_steps 100] [--wes_epochs 1] [--sas_epochs 1]
-        [--bootstrap 1000] [--only mine,wes,sas,short,judge,score,report]
+        [--arms R,B] [--bootstrap 1000]
+        [--only mine,wes,random_test,sas,short,judge,score,report]
 
-Two arms, the demo's curriculum (transforms/demo/training.py) in each, one process at a
-time, one torch thread:
+Arms (R and B by default), the demo's curriculum (transforms/demo/training.py) in each,
+one process at a time, one torch thread:
   R  WES mined with the default (random) negatives;
-  A  WES mined with the adversarial mix (`MIX`), the same positives and split titles.
+  A  WES mined with the adversarial mix (`MIX`), the same positives and split titles;
+  B  WES mined with `MIX_B`, the recipe's (`transforms.demo.training.WES_NEGATIVES`): as
+     many random negatives as adversarial ones, the same positives and split titles.
 Per arm: `wes-mine` on the real sample (k = 2, seed 13, as the demo), the WES
 cross-encoder (1 epoch; R's is also scored on A's WES-hard split), SAS on STS-B from it,
 the short-answer pairs from that arm's WES corpus, and one judge per seed (the demo's
 `JUDGE_ARGS`, `--judge_steps` steps from SAS). Each judge scores EVOUNA-TQ's test split
 and the short-answer test split with `qa-score` (the `judge` metric at the threshold
 its checkpoint saved). The report (`<out>/results.json`, `<out>/results.md`): per
-seed and mean accuracy and AUROC, and a paired bootstrap 95% interval of A - R (the
-mean over seeds of the accuracy; test rows resampled jointly for every judge).
+seed and mean accuracy and AUROC, and a paired bootstrap 95% interval of A - R and B - R
+(the mean over seeds of the accuracy; test rows resampled jointly for every judge).
+Every arm's WES model is also scored on R's test split, whose negatives are all random
+(`random_test`: `qa-score --metrics wes` with the link text as the prediction and the
+title as the reference; accuracy at 0.5 and AUROC).
 
 Every step is skipped when its output is there, so an interrupted run continues;
 `--only` runs some steps (the later ones read the earlier ones' outputs).
@@ -36,12 +42,13 @@ REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from transforms.demo.training import JUDGE_ARGS, SHORT_TRAIN_MIX  # noqa: E402
+from transforms.demo.training import JUDGE_ARGS, SHORT_TRAIN_MIX, WES_NEGATIVES  # noqa: E402
 
 MIX = "random=1,f1=1,substring=1,article_cooccurrence=1,word_cooccurrence=1"
-ARMS = {"R": [], "A": ["--negatives", MIX]}
+MIX_B = WES_NEGATIVES
+ARMS = {"R": [], "A": ["--negatives", MIX], "B": ["--negatives", MIX_B]}
 RUNNER = ["--runner=FnApiRunner", "--direct_running_mode=in_memory"]
-STEPS = ("mine", "wes", "sas", "short", "judge", "score", "report")
+STEPS = ("mine", "wes", "random_test", "sas", "short", "judge", "score", "report")
 COMMON = ["--num_threads=1", "--no_progress", "--overwrite"]
 TESTS = ("evouna", "short")
 
@@ -55,7 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data", default=os.environ.get("QA_EVAL_SHARED_DATA",
                                                     str(Path.home() / ".cache/qa-eval")),
                    help="the data folder (wiki/, stsb/, squad/, judgments/evouna/)")
-    p.add_argument("--arms", default="R,A", help="arms to run (R: random, A: adversarial)")
+    p.add_argument("--arms", default="R,B",
+                   help="arms to run (R: random, B: the recipe's mix, A: the even mix)")
     p.add_argument("--seeds", default="13,14,15", help="judge seeds")
     p.add_argument("--judge_steps", type=int, default=100, help="judge optimizer steps")
     p.add_argument("--wes_epochs", type=int, default=1)
@@ -117,6 +125,35 @@ def step_wes(a, out, arm, walls):
     run(["pipelines.train_cross_encoder", "--format=wes", f"--input={p['corpus']}",
          f"--output={p['wes']}", f"--epochs={a.wes_epochs}", "--seed=13", *extra, *cap,
          *COMMON], p["logs"] / "wes.log", walls, f"wes {arm}")
+
+
+def step_random_test(a, out, arm, walls):
+    """The arm's WES model on R's test split (every negative random): `random_test.json`
+    in the arm's folder, accuracy at 0.5 and AUROC over its rows."""
+    import pyarrow.parquet as pq
+    from sklearn.metrics import roc_auc_score
+    p = paths(out, arm)
+    result = p["wes"].parent / "random_test.json"
+    if result.is_file():
+        return
+    rows = out / "inputs" / "random-test.jsonl"
+    if not rows.is_file():
+        rows.parent.mkdir(parents=True, exist_ok=True)
+        import pyarrow as pa
+        test = pa.concat_tables(pq.read_table(f) for f in
+                                sorted(paths(out, "R")["corpus"].glob("test-*.parquet")))
+        with open(rows, "w", encoding="utf-8") as f:
+            for i, r in enumerate(test.to_pylist()):
+                f.write(json.dumps({"id": f"t{i}", "prediction": r["link_text"],
+                                    "references": [r["title"]], "human": r["label"]}) + "\n")
+    target = p["scores"] / "random-test"
+    run(["pipelines.score_predictions", f"--input={rows}", f"--output={target}",
+         "--metrics=wes", f"--wes_model={p['wes']}", "--human_column=human", *RUNNER],
+        p["logs"] / "random-test.log", walls, f"random test {arm}")
+    frame = pq.read_table(f"{target}.scores.parquet", columns=["human", "wes"]).to_pandas()
+    hit = (frame["wes"] >= 0.5).astype(int) == frame["human"].astype(int)
+    result.write_text(json.dumps({"rows": len(frame), "accuracy": float(hit.mean()),
+                                  "auroc": float(roc_auc_score(frame["human"], frame["wes"]))}))
 
 
 def step_sas(a, out, arm, walls):
@@ -221,7 +258,10 @@ def step_report(a, out, arms, seeds, walls):
         p = paths(out, arm)
         wes = json.loads((p["wes"] / "metrics.json").read_text())
         sas = json.loads((p["sas"] / "metrics.json").read_text())
+        random_test = p["wes"].parent / "random_test.json"
         entry = {"wes": held_out(wes), "wes_steps": wes["training"]["global_step"],
+                 "wes_random_test": (json.loads(random_test.read_text())
+                                     if random_test.is_file() else None),
                  "sas_test": {k: (sas.get("test") or {}).get(k)
                               for k in ("pearson", "spearman")},
                  "sas_steps": sas["training"]["global_step"], "judges": {}}
@@ -238,17 +278,17 @@ def step_report(a, out, arms, seeds, walls):
         entry["mean"] = {test: {k: float(np.mean([entry["judges"][s][test][k] for s in seeds]))
                                 for k in ("accuracy", "auroc")} for test in TESTS}
         report["arms"][arm] = entry
-    if {"A", "R"} <= set(arms):
+    for other in [x for x in ("A", "B") if {x, "R"} <= set(arms)]:
         rng = np.random.default_rng(0)
         for test in TESTS:
             ids = sorted(set.intersection(*(set(hits[(arm, s, test)].index)
-                                            for arm in ("A", "R") for s in seeds)))
+                                            for arm in (other, "R") for s in seeds)))
             mat = {arm: np.stack([hits[(arm, s, test)].loc[ids].to_numpy() for s in seeds])
-                   for arm in ("A", "R")}
-            diff_rows = mat["A"].mean(axis=0) - mat["R"].mean(axis=0)  # per row
+                   for arm in (other, "R")}
+            diff_rows = mat[other].mean(axis=0) - mat["R"].mean(axis=0)  # per row
             draws = rng.integers(0, len(ids), size=(a.bootstrap, len(ids)))
             boots = diff_rows[draws].mean(axis=1)
-            report["bootstrap"][test] = {
+            report["bootstrap"][f"{test} {other} - R"] = {
                 "rows": len(ids), "difference": float(diff_rows.mean()),
                 "ci95": [float(np.percentile(boots, 2.5)), float(np.percentile(boots, 97.5))],
                 "resamples": a.bootstrap}
@@ -269,7 +309,7 @@ def markdown(report: dict, seeds: list[int]) -> str:
             lines.append(f"| {arm} | {seed} | {f(r['evouna']['accuracy'])} | "
                          f"{f(r['evouna']['auroc'])} | {f(r['short']['accuracy'])} | "
                          f"{f(r['short']['auroc'])} |")
-    lines += ["", "| test | A - R (mean of seeds) | 95% bootstrap interval | rows |",
+    lines += ["", "| test, arms | difference (mean of seeds) | 95% bootstrap interval | rows |",
               "|---|---:|---:|---:|"]
     for test, b in report["bootstrap"].items():
         lines.append(f"| {test} | {b['difference']:+.4f} | [{b['ci95'][0]:+.4f}, "
@@ -284,6 +324,12 @@ def markdown(report: dict, seeds: list[int]) -> str:
             lines.append(f"| {arm} | {split} | {f(m.get('accuracy'))} / "
                          f"{f(m.get('accuracy_at_threshold'))} | {f(m.get('auroc'))} "
                          f"| {kinds} |")
+    lines += ["", "| WES model | R's test split (random negatives): acc. at 0.5 | AUROC | rows |",
+              "|---|---:|---:|---:|"]
+    for arm, e in report["arms"].items():
+        r = e.get("wes_random_test") or {}
+        lines.append(f"| {arm} | {f(r.get('accuracy'))} | {f(r.get('auroc'))} | "
+                     f"{r.get('rows', 'n/a')} |")
     lines += ["", "| SAS model | STS-B test Pearson | Spearman |", "|---|---:|---:|"]
     for arm, e in report["arms"].items():
         lines.append(f"| {arm} | {f(e['sas_test']['pearson'])} | "
@@ -308,7 +354,8 @@ def main(argv: list[str] | None = None) -> int:
             if arm in arms or arm == "A":
                 step_mine(a, out, arm, walls)
         for arm in arms:
-            for name, step in (("wes", step_wes), ("sas", step_sas), ("short", step_short)):
+            for name, step in (("wes", step_wes), ("random_test", step_random_test),
+                               ("sas", step_sas), ("short", step_short)):
                 if name in only:
                     step(a, out, arm, walls)
         for seed in seeds:  # seed by seed: both arms of a seed before the next seed
