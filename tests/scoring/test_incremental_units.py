@@ -181,6 +181,8 @@ def test_a_jsonl_scores_file_must_end_with_a_whole_line(tmp_path):
     _fails(prefix, "does not end with a whole line: it was cut short", "jsonl")
     path.write_text("")
     _fails(prefix, "is empty, but its summary.json says 5 rows were scored", "jsonl")
+    (tmp_path / "old.summary.json").write_text(json.dumps(_scored(scored=1)))
+    _fails(prefix, "is empty, but its summary.json says 1 rows were scored", "jsonl")
     for scored in (0, None):
         (tmp_path / "old.summary.json").write_text(json.dumps(_scored(scored=scored)))
         assert load_previous_run(prefix).identity.size == 0
@@ -194,3 +196,19 @@ def test_the_scores_file_is_read_as_it_was_at_launch(tmp_path):
     with pytest.raises(PreviousRunError, match=r"^--previous_run .*/old: scores file "
                        r".*/old.scores.parquet: changed while the run read it \(at launch "):
         previous.source().check_unchanged()
+
+
+def test_a_jsonl_scores_file_that_cannot_be_read_is_named(tmp_path, monkeypatch):
+    from transforms.scoring.incremental import previous_run
+
+    prefix = _write_run(tmp_path, formats=("jsonl",))
+
+    opened = previous_run.FileSystems.open
+
+    def refuse(path, **kwargs):  # the summary opens; the scores file does not
+        if path.endswith(".scores.jsonl"):
+            raise OSError(f"no access to {path}")
+        return opened(path, **kwargs)
+
+    monkeypatch.setattr(previous_run.FileSystems, "open", refuse)
+    _fails(prefix, f"cannot be read: OSError: no access to {prefix}.scores.jsonl", "jsonl")
