@@ -5,17 +5,21 @@ from __future__ import annotations
 
 import collections
 import itertools
+import random
 
 import pytest
+from apache_beam.pvalue import TaggedOutput
 
 from transforms.wes.candidates import rank_token_group, title_spans
 from transforms.wes.cooccurrence import (
     ARTICLE,
     WORD,
+    CountCooccurrenceFn,
     corpus_candidates,
+    decode_key,
     page_pairs,
-    split_page_pairs,
     top_per_title,
+    wanted_keys,
 )
 from transforms.wes.negative_mix import (
     is_random_only,
@@ -25,6 +29,8 @@ from transforms.wes.negative_mix import (
     pick_mixed,
 )
 from transforms.wes.synonyms import TitleSynonyms, normalize_text, synonym_reason, token_f1
+from transforms.wes.tally import tally_shard
+from transforms.wes.title_bloom import BuildTitleBloom, TitleBloom
 
 
 @pytest.mark.parametrize("spec, expected", [
@@ -139,7 +145,9 @@ def test_a_title_that_is_a_redirect_has_its_target_as_synonym():
 
 @pytest.mark.parametrize("a, b, f1", [
     ("Spanish Civil War", "civil war", 0.8), ("The Beatles", "beatles", 1.0),
-    ("a b c", "d", 0.0), ("", "x", 0.0), ("New York", "York New", 1.0)])
+    ("a b c", "d", 0.0), ("", "x", 0.0), ("New York", "York New", 1.0),
+    # repeated tokens count as SQuAD's multiset overlap: min(2, 1) + min(1, 2) = 2 of 3
+    ("bora bora island", "bora island island", 2 / 3), ("x x x", "x", 0.5)])
 def test_token_f1(a, b, f1):
     assert token_f1(a, b) == pytest.approx(f1)
 
@@ -174,6 +182,30 @@ def test_rank_token_group_keeps_the_best_per_title():
     assert all(owner != title for title, pairs in best.items() for _, owner in pairs)
 
 
+@pytest.mark.parametrize("seed", range(5))
+def test_rank_token_group_equals_ranking_every_entry(seed):
+    """Names shared by several owners (a link text of many titles), ties and repeated
+    tokens: the same candidates as scoring every (name, owner) entry of the group."""
+    rng = random.Random(seed)
+    words = ["war", "civil", "war war", "the", "spanish", "x"]
+
+    def phrase() -> str:
+        return " ".join(rng.choice(words) for _ in range(rng.randint(1, 3)))
+
+    owners = sorted({phrase().title() for _ in range(20)})
+    entries = [(o, o) for o in owners] + [(phrase(), rng.choice(owners)) for _ in range(60)]
+    shared = collections.Counter(name for name, _ in set(entries))
+    assert sum(n > 1 for n in shared.values()) > 3  # names of several owners
+    rng.shuffle(entries)
+    ranked, _ = rank_token_group(iter(entries), 1000, 4)
+    expected = []
+    for query, owner in sorted({(n, o) for n, o in entries if n == o}):
+        every = sorted((-token_f1(query, name), name, other) for name, other in set(entries)
+                       if other != owner)[:4]
+        expected += [(owner, ((s, n, o), n, o)) for s, n, o in every]
+    assert ranked == expected
+
+
 @pytest.mark.parametrize("title, spans", [
     ("Paris", []), ("George Washington", ["George", "Washington"]),
     ("Washington, D.C.", ["D.C.", "Washington"]), ('"Weird" Al', ["Al", "Weird"]),
@@ -194,9 +226,7 @@ def test_page_pairs_window_and_kinds():
 
 
 def test_top_per_title_adds_up_shards_parts_and_ranks():
-    parts = [{(ARTICLE, "A", "B"): 1, (ARTICLE, "A", "C"): 2, (WORD, "A", "c", "C"): 1,
-              (ARTICLE, "Z", "A"): 5},
-             {(ARTICLE, "A", "B"): 2}]
+    parts = [{"A": {"B": 1, "C": 2, "c\x1fC": 1}, "Z": {"A": 5}}, {"A": {"B": 2}}]
     out = {(a, kind): (cands, incoming)
            for a, (kind, cands, incoming) in top_per_title(0, parts, [("A", 7)], 1)}
     assert out[("A", ARTICLE)] == ([((-3, "B", "B"), "B", "B")], 7)
@@ -204,13 +234,43 @@ def test_top_per_title_adds_up_shards_parts_and_ranks():
     assert set(out) == {("A", ARTICLE), ("A", WORD)}  # "Z" is no title of the shard
 
 
-def test_split_page_pairs_keeps_the_keys_of_wanted_first_titles():
-    links = [("A", "a"), ("B", "B"), ("A", "A"), ("C", "see"), ("D", "D")]
-    pairs, words, kept = split_page_pairs(links, [t == "C" for t, _ in links], window=1)
-    keys = page_pairs(links, window=1)
-    assert len(keys) == 2 * len(pairs) + len(words)
-    assert all(a < b for a, b in pairs) and {(WORD, *w) for w in words} <= keys
-    assert kept == {k for k in keys if k[1] == "C"} and kept
+@pytest.mark.parametrize("window", [1, 2, 5])
+def test_wanted_keys_are_the_page_keys_of_wanted_first_titles(window):
+    links = [("A", "a"), ("B", "B"), ("A", "A"), ("C", "see"), ("D", "D"), ("C", "C"),
+             ("E", "e")]
+    keys = page_pairs(links, window=window)
+    for wanted in ({"C"}, {"A", "E"}, set("ABCDE"), set()):
+        flags = [t in wanted for t, _ in links]
+        got = wanted_keys(links, flags, window=window)
+        assert {decode_key(*key) for key in got} == {k for k in keys if k[1] in wanted}
+        assert len(got) == len({decode_key(*key) for key in got})
+
+
+def test_cooccurrence_counts_the_keys_of_filtered_titles_within_max_pending():
+    combine = BuildTitleBloom(bits=1 << 12)
+    bloom = combine.extract_output(combine.add_input(combine.create_accumulator(), "A"))
+    assert "B" not in TitleBloom(bloom) and "C" not in TitleBloom(bloom)
+    fn = CountCooccurrenceFn(window=1, max_pending=2, shards=4)
+    fn.start_bundle()
+    pages = [[("A", "a"), ("B", "bee"), ("C", "c")], [("C", "C"), ("A", "A")],
+             [("B", "b"), ("C", "C")]]
+    emitted = [list(fn.process(page, bloom)) for page in pages]
+    # the first page's two keys of "A" reach max_pending and are emitted at once
+    assert [len(out) for out in emitted] == [1, 0, 0]
+    batches, stats = [part for out in emitted for part in out], {}
+    for out in fn.finish_bundle():
+        if isinstance(out, TaggedOutput):
+            stats[out.value.value[0]] = out.value.value[1]
+        else:
+            batches.append(out.value)
+    counted: collections.Counter = collections.Counter()
+    for shard, part in batches:
+        assert shard == tally_shard("A", 4)
+        counted.update({decode_key(a, rest): n for a, counts in part.items()
+                        for rest, n in counts.items()})
+    assert counted == {(ARTICLE, "A", "B"): 1, (WORD, "A", "bee", "B"): 1,
+                       (ARTICLE, "A", "C"): 1}
+    assert stats == {("cooccurrence", "pages"): 3, ("cooccurrence", "keys_emitted"): 3}
 
 
 def test_corpus_candidates_keep_the_corpus_titles_and_kinds():

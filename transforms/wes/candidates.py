@@ -13,6 +13,7 @@ similarity, and its group is the index's worst case); the substring join groups 
 
 from __future__ import annotations
 
+import heapq
 import itertools
 from collections.abc import Iterable, Iterator
 
@@ -24,7 +25,7 @@ from transforms.wes.negative_mix import Candidate
 from transforms.wes.negatives import CorpusTitle
 from transforms.wes.redirects import redirect_pair
 from transforms.wes.sampling import assign_split, stable_hash
-from transforms.wes.synonyms import bag_f1, token_bag, tokens
+from transforms.wes.synonyms import f1_of, token_bag, tokens
 
 MAX_TOKEN_ENTRIES = 1_000   # names sharing one token beyond which the token is skipped
 PER_TOKEN = 8               # candidates kept per (title, token)
@@ -62,12 +63,22 @@ def rank_token_group(entries: Iterable[tuple[str, str]], max_entries: int, per_t
     queries = sorted({(n, o) for n, o in head if n == o})
     if not queries:
         return out, len(head)
-    names = set(head)
-    bags = {name: token_bag(name) for name, _ in names}
+    owners: dict[str, list[str]] = {}
+    for name, owner in set(head):
+        owners.setdefault(name, []).append(owner)
+    bags = {name: token_bag(name) for name in owners}
+    rows = [(*bags[name], name, sorted(names_of)) for name, names_of in owners.items()]
     for query, owner in queries:
-        bag = bags[query]
-        scored = sorted((-bag_f1(bag, bags[name]), name, other) for name, other in names
-                        if other != owner)[:per_token]
+        bag, size = bags[query]
+        # the hot loop of the F1 index (a group holds up to `max_entries` names): each
+        # distinct name scored once; its owners follow it in order, so the best names
+        # that have an owner other than the query's hold the best candidates
+        best = heapq.nsmallest(per_token, [
+            (-f1_of(len(bag & other_bag), size, other_size), name, names_of)
+            for other_bag, other_size, name, names_of in rows
+            if len(names_of) > 1 or names_of[0] != owner])
+        scored = [(score, name, other) for score, name, names_of in best
+                  for other in names_of if other != owner][:per_token]
         out += [(owner, ((score, name, other), name, other)) for score, name, other in scored]
     return out, len(head)
 

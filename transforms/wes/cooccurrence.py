@@ -17,11 +17,11 @@ Only the titles that a corpus can hold need candidates: those with at least the 
 k incoming links (`DropBelowAllThresholds`' clusters, about 3% of a dump's titles, and
 about 12% of its pair keys on the benchmark dump). Counting is distributed, as the
 incoming-link tallies are (tally.py): `FilterLinks` hands over each page's passing links
-(filters.py), each bundle counts its pages' pairs in a `Counter` of at most
-`max_pending` keys and emits the keys whose first title is in a Bloom filter of those
-titles (title_bloom.py, a side input of fixed size) as one dict per shard of the first
-title (`COOCCURRENCE_SHARDS`, crc32), so the shuffle moves a few thousand elements per
-bundle, not one per pair. After the shuffle each shard is joined with its titles, and
+(filters.py), each bundle counts its pages' keys whose first title is in a Bloom
+filter of those titles (title_bloom.py, a side input of fixed size) in a `Counter` of at
+most `max_pending` keys and emits them as one dict per shard of the first title
+(`COOCCURRENCE_SHARDS`, crc32), so the shuffle moves a few thousand elements per bundle,
+not one per pair. After the shuffle each shard is joined with its titles, and
 `top_per_title` adds up the counts of those titles only and keeps the `per_title` best
 per (title, kind): a worker holds the pairs of one shard's titles at a time. Computed
 once per run, before the corpora; each corpus keeps the candidates of its own titles.
@@ -30,7 +30,6 @@ once per run, before the corpora; each corpus keeps the candidates of its own ti
 from __future__ import annotations
 
 import heapq
-from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 import apache_beam as beam
@@ -41,6 +40,7 @@ from transforms.wes.title_bloom import BuildTitleBloom, TitleBloom
 
 WINDOW = 5                  # links on either side of a link that co-occur with it
 MAX_PENDING = 200_000       # distinct pair keys a bundle holds before it emits them
+MAX_KNOWN = 1_000_000       # titles whose Bloom filter answer a worker keeps
 COOCCURRENCE_PER_TITLE = 32  # candidates kept per (title, kind)
 COOCCURRENCE_SHARDS = 4096  # keys of the shuffle: shards of the first title
 ARTICLE = "article_cooccurrence"
@@ -49,50 +49,59 @@ WORD = "word_cooccurrence"
 
 def page_pairs(links: Sequence[tuple[str, str]], window: int = WINDOW) -> set[tuple]:
     """The distinct co-occurrence keys of one page's passing links ((title, text) in page
-    order): (ARTICLE, A, B) and (WORD, A, text, B), both directions."""
-    pairs, words, _ = split_page_pairs(links, [False] * len(links), window)
-    return ({(ARTICLE, a, b) for a, b in pairs} | {(ARTICLE, b, a) for a, b in pairs}
-            | {(WORD, *key) for key in words})
-
-
-def split_page_pairs(links: Sequence[tuple[str, str]], wanted: Sequence[bool],
-                     window: int = WINDOW) -> tuple[set[tuple], set[tuple], set[tuple]]:
-    """The keys of `page_pairs(links, window)` in three sets: the pairs of titles, each
-    once as (A, B) with A < B (the two ARTICLE keys of each); the WORD keys as (A, text,
-    B); and, as `page_pairs` writes them, the keys whose first title's link is `wanted`
-    (one flag per link). The first two count the page's keys with fewer objects."""
-    pairs: set[tuple] = set()
-    words: set[tuple] = set()
-    kept: set[tuple] = set()
-    rows = list(zip(links, wanted))
-    for i, ((a, text_a), want_a) in enumerate(rows):
-        for (b, text_b), want_b in rows[i + 1:i + 1 + window]:
+    order): (ARTICLE, A, B) and (WORD, A, text, B), both directions. The definition that
+    `wanted_keys` computes for some first titles only."""
+    keys: set[tuple] = set()
+    for i, (a, text_a) in enumerate(links):
+        for b, text_b in links[i + 1:i + 1 + window]:
             if a == b:
                 continue
-            pairs.add((a, b) if a < b else (b, a))
+            keys |= {(ARTICLE, a, b), (ARTICLE, b, a)}
             if text_b != b:
-                words.add((a, text_b, b))
+                keys.add((WORD, a, text_b, b))
             if text_a != a:
-                words.add((b, text_a, a))
-            if want_a:
-                kept.add((ARTICLE, a, b))
-                if text_b != b:
-                    kept.add((WORD, a, text_b, b))
-            if want_b:
-                kept.add((ARTICLE, b, a))
-                if text_a != a:
-                    kept.add((WORD, b, text_a, a))
-    return pairs, words, kept
+                keys.add((WORD, b, text_a, a))
+    return keys
+
+
+# A key's wire form, (A, rest): rest is B for (ARTICLE, A, B) and "text<US>B" for (WORD,
+# A, text, B). US (U+001F) cannot occur in a dump's text: XML 1.0 forbids it. One string
+# per key, and A once per batch, is what crosses the shuffle.
+_US = "\x1f"
+
+
+def decode_key(a: str, rest: str) -> tuple:
+    """A key's wire form -> the key as `page_pairs` writes it."""
+    text, sep, b = rest.partition(_US)
+    return (WORD, a, text, b) if sep else (ARTICLE, a, rest)
+
+
+def wanted_keys(links: Sequence[tuple[str, str]], wanted: Sequence[bool],
+                window: int = WINDOW) -> set[tuple[str, str]]:
+    """The keys of `page_pairs(links, window)` whose first title's link is `wanted` (one
+    flag per link), in their wire form: only the neighbourhoods of wanted links are
+    visited."""
+    keys: set[tuple[str, str]] = set()
+    for i, want in enumerate(wanted):
+        if not want:
+            continue
+        a = links[i][0]
+        for b, text_b in links[max(0, i - window):i] + links[i + 1:i + 1 + window]:
+            if a == b:
+                continue
+            keys.add((a, b))
+            if text_b != b:
+                keys.add((a, text_b + _US + b))
+    return keys
 
 
 class CountCooccurrenceFn(CountingDoFn):
     """Pages' passing links, with the titles' Bloom filter as a side input ->
-    `(shard, {co-occurrence key: pages})`, counted per bundle.
+    `(shard, {A: {rest: pages}})` (keys in their wire form), counted per bundle.
 
-    A bundle holds the distinct keys of its pages (as `split_page_pairs`' pairs and word
-    keys, for `max_pending` and the `pair_keys_emitted` count, the number of distinct keys
-    of each emitted batch) and the page counts of the keys whose first title passes the
-    filter, the only ones emitted.
+    A bundle holds the page counts of the keys whose first title passes the filter (the
+    only ones emitted), at most `max_pending` of them; `keys_emitted` counts the keys of
+    each emitted batch, the elements' contents that cross the shuffle.
 
     Args:
         window: see `page_pairs`.
@@ -102,53 +111,58 @@ class CountCooccurrenceFn(CountingDoFn):
 
     def __init__(self, window: int = WINDOW, max_pending: int = MAX_PENDING,
                  shards: int = COOCCURRENCE_SHARDS):
-        super().__init__("cooccurrence", ["pages", "pair_keys_emitted"])
+        super().__init__("cooccurrence", ["pages", "keys_emitted"])
         if min(window, max_pending, shards) < 1:
             raise ValueError("window, max_pending and shards must be positive")
         self._window = window
         self._max_pending = max_pending
         self._shards = shards
-        self._pairs: set[tuple] = set()
-        self._words: set[tuple] = set()
-        self._pending: Counter = Counter()
+        self._pending: dict[str, dict[str, int]] = {}
+        self._held = 0  # distinct keys in _pending
         self._filter: tuple[bytes, TitleBloom] | None = None
+        self._in_filter: dict[str, bool] = {}  # the filter's answers, per title
 
     def start_bundle(self):
         super().start_bundle()
-        self._pairs, self._words = set(), set()
-        self._pending = Counter()
+        self._pending, self._held = {}, 0
 
-    def _distinct_keys(self) -> int:
-        return 2 * len(self._pairs) + len(self._words)
-
-    def _flush(self) -> Iterator[tuple[int, dict[tuple, int]]]:
-        self.count("pair_keys_emitted", self._distinct_keys())
-        pending, self._pending = self._pending, Counter()
-        self._pairs, self._words = set(), set()
-        shard_of: dict[str, int] = {}
-        by_shard: dict[int, dict[tuple, int]] = {}
-        for key, n in pending.items():
-            a = key[1]
-            shard = shard_of.get(a)
-            if shard is None:
-                shard = shard_of[a] = tally_shard(a, self._shards)
-            part = by_shard.get(shard)
-            if part is None:
-                by_shard[shard] = part = {}
-            part[key] = n
+    def _flush(self) -> Iterator[tuple[int, dict[str, dict[str, int]]]]:
+        pending, held = self._pending, self._held
+        self._pending, self._held = {}, 0
+        if not held:
+            return
+        self.count("keys_emitted", held)
+        by_shard: dict[int, dict[str, dict[str, int]]] = {}
+        for a, counts in pending.items():
+            by_shard.setdefault(tally_shard(a, self._shards), {})[a] = counts
         yield from by_shard.items()
 
     def process(self, links: Sequence[tuple[str, str]], wanted: bytes):
         if self._filter is None or self._filter[0] is not wanted:
             self._filter = wanted, TitleBloom(wanted)
-        bloom = self._filter[1]
+            self._in_filter = {}
+        bloom, known = self._filter[1], self._in_filter
+        if len(known) > MAX_KNOWN:
+            known.clear()
+        flags = []
+        for a, _ in links:
+            flag = known.get(a)
+            if flag is None:
+                flag = known[a] = a in bloom
+            flags.append(flag)
         self.count("pages")
-        pairs, words, kept = split_page_pairs(links, [a in bloom for a, _ in links],
-                                              self._window)
-        self._pairs.update(pairs)
-        self._words.update(words)
-        self._pending.update(kept)
-        if self._distinct_keys() >= self._max_pending:
+        pending = self._pending
+        for a, rest in wanted_keys(links, flags, self._window):
+            counts = pending.get(a)
+            if counts is None:
+                counts = pending[a] = {}
+            n = counts.get(rest)
+            if n is None:
+                self._held += 1
+                counts[rest] = 1
+            else:
+                counts[rest] = n + 1
+        if self._held >= self._max_pending:
             yield from self._flush()
 
     def finish_bundle(self):
@@ -157,25 +171,33 @@ class CountCooccurrenceFn(CountingDoFn):
         yield from super().finish_bundle()
 
 
-def top_per_title(shard: int, parts: Iterable[Mapping[tuple, int]],
+def top_per_title(shard: int, parts: Iterable[Mapping[str, Mapping[str, int]]],
                   titles: Iterable[tuple[str, int]], per_title: int = COOCCURRENCE_PER_TITLE
                   ) -> Iterator[tuple[str, tuple]]:
-    """The counts of one title shard, added up for its `titles` ((title, incoming links))
-    -> (A, (kind, [(rank key, text, B)], A's incoming links)), the `per_title` best per
-    (A, kind): most pages first, then text and B."""
+    """The counts of one title shard ({A: {rest: pages}}), added up for its `titles`
+    ((title, incoming links)) -> (A, (kind, [(rank key, text, B)], A's incoming links)),
+    the `per_title` best per (A, kind): most pages first, then text and B."""
     incoming = dict(titles)
-    total: dict[tuple, int] = {}
+    total: dict[str, dict[str, int]] = {}
     for part in parts:
-        for key, n in part.items():
-            if key[1] in incoming:
-                total[key] = total.get(key, 0) + n
-    ranked: dict[tuple[str, str], list] = {}
-    for key, n in total.items():
-        kind, a, *rest = key
-        text, b = (rest[0], rest[0]) if kind == ARTICLE else (rest[0], rest[1])
-        ranked.setdefault((a, kind), []).append(((-n, text, b), text, b))
-    for (a, kind), candidates in sorted(ranked.items()):
-        yield a, (kind, heapq.nsmallest(per_title, candidates), incoming[a])
+        for a, counts in part.items():
+            if a not in incoming:
+                continue
+            summed = total.get(a)
+            if summed is None:
+                total[a] = dict(counts)
+                continue
+            for rest, n in counts.items():
+                summed[rest] = summed.get(rest, 0) + n
+    for a in sorted(total):
+        ranked: dict[str, list] = {ARTICLE: [], WORD: []}
+        for rest, n in total[a].items():
+            key = decode_key(a, rest)
+            text, b = (key[2], key[2]) if key[0] == ARTICLE else (key[2], key[3])
+            ranked[key[0]].append(((-n, text, b), text, b))
+        for kind in sorted(ranked):
+            if ranked[kind]:
+                yield a, (kind, heapq.nsmallest(per_title, ranked[kind]), incoming[a])
 
 
 def top_of_shard(element: tuple[int, Mapping[str, Iterable]], per_title: int

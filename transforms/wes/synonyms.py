@@ -20,7 +20,6 @@ from __future__ import annotations
 import dataclasses
 import re
 import string
-from collections import Counter
 from collections.abc import Iterable
 
 from transforms.wiki.links import normalize_title
@@ -50,19 +49,32 @@ def token_f1(a: str, b: str) -> float:
     return bag_f1(token_bag(a), token_bag(b))
 
 
-def token_bag(text: str) -> tuple[Counter, int]:
-    """The bag of `tokens(text)` and its size: `bag_f1`'s input, computed once per text."""
+def token_bag(text: str) -> tuple[frozenset, int]:
+    """The bag of `tokens(text)` and its size: `bag_f1`'s input, computed once per text.
+
+    The bag is a set in which a token's k-th repeat (k >= 1) is the pair (token, k), so
+    the size of two bags' intersection is the multiset overlap SQuAD's F1 counts."""
     words = tokens(text)
-    return Counter(words), len(words)
+    repeats: dict[str, int] = {}
+    bag = []
+    for word in words:
+        k = repeats.get(word, 0)
+        repeats[word] = k + 1
+        bag.append((word, k) if k else word)
+    return frozenset(bag), len(words)
 
 
-def bag_f1(a: tuple[Counter, int], b: tuple[Counter, int]) -> float:
-    """`token_f1` of two `token_bag`s."""
-    common = sum((a[0] & b[0]).values())
+def f1_of(common: int, a_size: int, b_size: int) -> float:
+    """Token F1 from the overlap of two bags and their sizes."""
     if not common:
         return 0.0
-    precision, recall = common / a[1], common / b[1]
+    precision, recall = common / a_size, common / b_size
     return 2 * precision * recall / (precision + recall)
+
+
+def bag_f1(a: tuple[frozenset, int], b: tuple[frozenset, int]) -> float:
+    """`token_f1` of two `token_bag`s."""
+    return f1_of(len(a[0] & b[0]), a[1], b[1])
 
 
 @dataclasses.dataclass(frozen=True)
