@@ -100,8 +100,8 @@ def _no_synonyms(text, source):
 def test_pick_mixed_fills_quotas_best_first_then_random():
     chosen, counts = pick_mixed(
         {"f1": 2, "substring": 1, "random": 1},
-        {"f1": [((0.1,), "b", "B"), ((0.0,), "own", "A2"), ((0.2,), "c", "C")],
-         "substring": [((1,), "far", "Far")]},
+        {"f1": [(0.1, "b", "B"), (0.0, "own", "A2"), (0.2, "c", "C")],
+         "substring": [(1, "far", "Far")]},
         [("D", "d"), ("D", "d2"), ("E", "e")],
         _no_synonyms, lambda source: "other_split" if source == "Far" else None)
     assert chosen == [("f1", "B", "b"), ("f1", "C", "c"), ("random", "D", "d"),
@@ -202,7 +202,7 @@ def test_rank_token_group_equals_ranking_every_entry(seed):
     for query, owner in sorted({(n, o) for n, o in entries if n == o}):
         every = sorted((-token_f1(query, name), name, other) for name, other in set(entries)
                        if other != owner)[:4]
-        expected += [(owner, ((s, n, o), n, o)) for s, n, o in every]
+        expected += [(owner, candidate) for candidate in every]
     assert ranked == expected
 
 
@@ -229,8 +229,8 @@ def test_top_per_title_adds_up_shards_parts_and_ranks():
     parts = [{"A": {"B": 1, "C": 2, "c\x1fC": 1}, "Z": {"A": 5}}, {"A": {"B": 2}}]
     out = {(a, kind): (cands, incoming)
            for a, (kind, cands, incoming) in top_per_title(0, parts, [("A", 7)], 1)}
-    assert out[("A", ARTICLE)] == ([((-3, "B", "B"), "B", "B")], 7)
-    assert out[("A", WORD)] == ([((-1, "c", "C"), "c", "C")], 7)
+    assert out[("A", ARTICLE)] == ([(-3, "B", "B")], 7)
+    assert out[("A", WORD)] == ([(-1, "c", "C")], 7)
     assert set(out) == {("A", ARTICLE), ("A", WORD)}  # "Z" is no title of the shard
 
 
@@ -274,8 +274,8 @@ def test_cooccurrence_counts_the_keys_of_filtered_titles_within_max_pending():
 
 
 def test_corpus_candidates_keep_the_corpus_titles_and_kinds():
-    element = ("A", (ARTICLE, [((-1, "B", "B"), "B", "B")], 10))
+    element = ("A", (ARTICLE, [(-1, "B", "B")], 10))
     assert list(corpus_candidates(element, frozenset({ARTICLE}), 10)) == [
-        ("A", (ARTICLE, [((-1, "B", "B"), "B", "B")]))]
+        ("A", (ARTICLE, [(-1, "B", "B")]))]
     assert not list(corpus_candidates(element, frozenset({ARTICLE}), 11))
     assert not list(corpus_candidates(element, frozenset({WORD}), 5))

@@ -103,7 +103,7 @@ def test_a_group_at_the_cap_keeps_per_token_candidates_per_title():
     assert len(per_title) == cap and set(per_title.values()) == {PER_TOKEN}
     assert len(ranked) == cap * PER_TOKEN  # a bounded list per token, not cap * (cap - 1)
     # over all of its tokens' groups, a title keeps F1_PER_TITLE
-    many = [((-0.5, f"name {i}", f"Owner {i}"), f"name {i}", f"Owner {i}")
+    many = [(-0.5, f"name {i}", f"Owner {i}")
             for i in range(10 * F1_PER_TITLE)]
     _, (kind, kept) = best_f1("River Wyx0", many)
     assert kind == "f1" and len(kept) == F1_PER_TITLE

@@ -53,7 +53,7 @@ def rank_token_group(entries: Iterable[tuple[str, str]], max_entries: int, per_t
 
     Reads at most `max_entries + 1` entries (the group may be far larger: it is never
     held whole). Returns (None, entries read) when the token is too common, else
-    ([(title, (rank key, name, owner))], entries read). A title's query is its own title
+    ([(title, (-F1, name, owner))], entries read). A title's query is its own title
     entry (name == owner); its candidates are the names of other owners.
     """
     head = list(itertools.islice(entries, max_entries + 1))
@@ -79,7 +79,7 @@ def rank_token_group(entries: Iterable[tuple[str, str]], max_entries: int, per_t
             if len(names_of) > 1 or names_of[0] != owner])
         scored = [(score, name, other) for score, name, names_of in best
                   for other in names_of if other != owner][:per_token]
-        out += [(owner, ((score, name, other), name, other)) for score, name, other in scored]
+        out += [(owner, candidate) for candidate in scored]
     return out, len(head)
 
 
@@ -207,8 +207,8 @@ class MatchSpansFn(CountingDoFn):
                 self.count("substring:spans_naming_nothing_else")
                 continue
             others.sort(key=lambda o: (stable_hash(self._seed, title, text, o), o))
-            yield title, ("substring", [((stable_hash(self._seed, "span", title, text), o),
-                                         text, o) for o in others[:OWNERS_PER_SUBSTRING]])
+            rank = stable_hash(self._seed, "span", title, text)
+            yield title, ("substring", [(rank, text, o) for o in others[:OWNERS_PER_SUBSTRING]])
 
 
 class SubstringCandidates(beam.PTransform):

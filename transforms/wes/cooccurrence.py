@@ -175,7 +175,7 @@ def top_per_title(shard: int, parts: Iterable[Mapping[str, Mapping[str, int]]],
                   titles: Iterable[tuple[str, int]], per_title: int = COOCCURRENCE_PER_TITLE
                   ) -> Iterator[tuple[str, tuple]]:
     """The counts of one title shard ({A: {rest: pages}}), added up for its `titles`
-    ((title, incoming links)) -> (A, (kind, [(rank key, text, B)], A's incoming links)),
+    ((title, incoming links)) -> (A, (kind, [(-pages, text, B)], A's incoming links)),
     the `per_title` best per (A, kind): most pages first, then text and B."""
     incoming = dict(titles)
     total: dict[str, dict[str, int]] = {}
@@ -194,7 +194,7 @@ def top_per_title(shard: int, parts: Iterable[Mapping[str, Mapping[str, int]]],
         for rest, n in total[a].items():
             key = decode_key(a, rest)
             text, b = (key[2], key[2]) if key[0] == ARTICLE else (key[2], key[3])
-            ranked[key[0]].append(((-n, text, b), text, b))
+            ranked[key[0]].append((-n, text, b))
         for kind in sorted(ranked):
             if ranked[kind]:
                 yield a, (kind, heapq.nsmallest(per_title, ranked[kind]), incoming[a])

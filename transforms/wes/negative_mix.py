@@ -30,8 +30,10 @@ LINK_LINK = "link_link"
 PAIR_KINDS = (TITLE_LINK, LINK_LINK, *NEGATIVE_KINDS)
 DEFAULT_NEGATIVES = "random=1"
 
-# A candidate of an adversarial kind: (rank key, text, source title). Lower keys first.
-Candidate = tuple[tuple, str, str]
+# A candidate of an adversarial kind: (rank, text, source title), the best first in tuple
+# order: rank is a number (an F1 or a page count, negated; a hash), ties broken by the text,
+# then the source. Flat, as it crosses each corpus's join.
+Candidate = tuple[float, str, str]
 
 
 def parse_negative_mix(spec: str) -> dict[str, float]:
