@@ -144,3 +144,16 @@ def test_the_steps_and_options_of_the_branch():
     # corpus statistics computed from the batches themselves, when none are given
     assert {"Branch/ExpandModelRequests", "Branch/RunInference", "Branch/FoldModelMetrics",
             "Branch/ComputeCorpusStatistics"} <= labels
+
+
+def test_a_carried_metric_asks_nothing_and_the_metrics_after_it_still_ask():
+    metrics = [OverlapMetric("f1"), OverlapMetric("sas")]
+    _, roles = plan_uses(metrics)
+    fn = ExpandModelRequestsFn(metrics, roles)
+    _, value = _row(1, "a man", ("the man", "a man here"))
+    row = fn._row("f:1", value, carried=(0,))
+    assert row.carried == (0,)
+    assert {index for index, *_ in row.requests} == {1}  # metric 0 carried, 1 asked
+    assert len(row.requests) == 2  # one input per reference
+    fresh = fn._row("f:1", value, carried=())
+    assert [index for index, *_ in fresh.requests] == [0, 0, 1, 1]

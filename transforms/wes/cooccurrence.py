@@ -18,10 +18,10 @@ k incoming links (`DropBelowAllThresholds`' clusters, about 3% of a dump's title
 about 12% of its pair keys on the benchmark dump). Counting is distributed, as the
 incoming-link tallies are (tally.py): `FilterLinks` hands over each page's passing links
 (filters.py), each bundle counts its pages' keys whose first title is in a Bloom
-filter of those titles (title_bloom.py, a side input of fixed size) in a `Counter` of at
-most `max_pending` keys and emits them as one dict per shard of the first title
-(`COOCCURRENCE_SHARDS`, crc32), so the shuffle moves a few thousand elements per bundle,
-not one per pair. After the shuffle each shard is joined with its titles, and
+filter of those titles (title_bloom.py, a side input of fixed size; only the neighbourhoods
+of those links are visited), holds at most `max_pending` keys and emits them as one dict
+per shard of the first title (`COOCCURRENCE_SHARDS`, crc32), keys in a wire form of one
+string each, so the shuffle moves a few thousand elements per bundle, not one per pair. After the shuffle each shard is joined with its titles, and
 `top_per_title` adds up the counts of those titles only and keeps the `per_title` best
 per (title, kind): a worker holds the pairs of one shard's titles at a time. Computed
 once per run, before the corpora; each corpus keeps the candidates of its own titles.
