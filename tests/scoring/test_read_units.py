@@ -311,3 +311,34 @@ def test_a_byte_order_mark_at_the_start_of_a_jsonl_file_is_not_part_of_its_first
     rows = [out for out in fn.process(ReadSplit(str(path), "jsonl"))
             if not isinstance(out, beam.pvalue.TaggedOutput)]
     assert [key for key, _ in rows] == [f"{path}:1", f"{path}:2"]
+
+
+def _split_inputs(tmp_path) -> dict[str, tuple[str, list[ReadSplit]]]:
+    """A JSONL file in two byte ranges and a Parquet file of two row groups, as planned."""
+    jsonl = _jsonl(tmp_path)
+    size = os.path.getsize(jsonl)
+    table = str(tmp_path / "t.parquet")
+    pq.write_table(pa.table({"prediction": ["p", "q"], "references": [["r"], ["s"]]}), table,
+                   row_group_size=1)
+    return {"jsonl": (jsonl, plan_splits(jsonl, size, None, size // 2 + 1)),
+            "parquet": (table, plan_splits(table, os.path.getsize(table), None, 1))}
+
+
+@pytest.mark.parametrize("fmt, read", [("jsonl", "records"), ("jsonl", "lines"),
+                                       ("parquet", "records"), ("parquet", "parquet_batches")])
+@pytest.mark.parametrize("change", ["grown", "rewritten"])
+def test_each_part_reader_refuses_a_file_changed_since_it_was_planned(tmp_path, fmt, read,
+                                                                      change):
+    path, splits = _split_inputs(tmp_path)[fmt]
+    assert len(splits) == 2 and all(s.size is not None for s in splits)
+    assert list(getattr(splits[1], read)())  # as planned: read
+    if change == "grown":  # more bytes: the size no longer matches
+        with open(path, "ab") as f:
+            f.write(b"\n")
+        message = "FileChangedError: it is .* bytes now"
+    else:  # the same bytes written again later: the time no longer matches
+        moment = os.path.getmtime(path) + 10
+        os.utime(path, (moment, moment))
+        message = "FileChangedError: it was modified"
+    with pytest.raises(Exception, match=message):
+        list(getattr(splits[1], read)())
