@@ -26,6 +26,7 @@ from transforms.scoring.reading.read import (
     ReadPredictions,
     ReadRowsFn,
     ReadSplit,
+    SplitPlan,
     count_newlines,
     plan_splits,
 )
@@ -342,3 +343,14 @@ def test_each_part_reader_refuses_a_file_changed_since_it_was_planned(tmp_path, 
         message = "FileChangedError: it was modified"
     with pytest.raises(Exception, match=message):
         list(getattr(splits[1], read)())
+
+
+@pytest.mark.parametrize("plan, workers, spreads", [
+    (SplitPlan(0, 4, 25, 100), 2, True),    # two splits a worker, each a quarter: the edge
+    (SplitPlan(0, 3, 25, 100), 2, False),   # fewer than two splits a worker
+    (SplitPlan(0, 4, 26, 100), 2, False),   # one split over half a worker's share
+    (SplitPlan(0, 2, 0, 0), 1, True),       # empty files: nothing to spread unfairly
+    (SplitPlan(0, 2, 1, 0), 1, False),
+])
+def test_a_split_plan_spreads_at_its_edges(plan, workers, spreads):
+    assert plan.spreads(workers) is spreads
