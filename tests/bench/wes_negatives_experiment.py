@@ -9,7 +9,7 @@ Arms (R and B by default), the demo's curriculum (transforms/demo/training.py) i
 one process at a time, one torch thread:
   R  WES mined with the default (random) negatives;
   A  WES mined with the adversarial mix (`MIX`), the same positives and split titles;
-  B  WES mined with `MIX_B`, the recipe's (`transforms.demo.training.WES_NEGATIVES`): as
+  B  WES mined with the recipe's negatives (`transforms.demo.training.WES_NEGATIVES`): as
      many random negatives as adversarial ones, the same positives and split titles.
 Per arm: `wes-mine` on the real sample (k = 2, seed 13, as the demo), the WES
 cross-encoder (1 epoch; R's is also scored on A's WES-hard split), SAS on STS-B from it,
@@ -45,8 +45,7 @@ if str(REPO) not in sys.path:
 from transforms.demo.training import JUDGE_ARGS, SHORT_TRAIN_MIX, WES_NEGATIVES  # noqa: E402
 
 MIX = "random=1,f1=1,substring=1,article_cooccurrence=1,word_cooccurrence=1"
-MIX_B = WES_NEGATIVES
-ARMS = {"R": [], "A": ["--negatives", MIX], "B": ["--negatives", MIX_B]}
+ARMS = {"R": [], "A": ["--negatives", MIX], "B": ["--negatives", WES_NEGATIVES]}
 RUNNER = ["--runner=FnApiRunner", "--direct_running_mode=in_memory"]
 STEPS = ("mine", "wes", "random_test", "sas", "short", "judge", "score", "report")
 COMMON = ["--num_threads=1", "--no_progress", "--overwrite"]

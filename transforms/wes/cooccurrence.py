@@ -40,7 +40,6 @@ from transforms.wes.title_bloom import BuildTitleBloom, TitleBloom
 
 WINDOW = 5                  # links on either side of a link that co-occur with it
 MAX_PENDING = 200_000       # distinct pair keys a bundle holds before it emits them
-MAX_KNOWN = 1_000_000       # titles whose Bloom filter answer a worker keeps
 COOCCURRENCE_PER_TITLE = 32  # candidates kept per (title, kind)
 COOCCURRENCE_SHARDS = 4096  # keys of the shuffle: shards of the first title
 ARTICLE = "article_cooccurrence"
@@ -70,10 +69,16 @@ def page_pairs(links: Sequence[tuple[str, str]], window: int = WINDOW) -> set[tu
 _US = "\x1f"
 
 
+def split_rest(rest: str) -> tuple[str, str, str]:
+    """A key's wire-form rest -> (kind, negative text, B)."""
+    text, sep, b = rest.partition(_US)
+    return (WORD, text, b) if sep else (ARTICLE, rest, rest)
+
+
 def decode_key(a: str, rest: str) -> tuple:
     """A key's wire form -> the key as `page_pairs` writes it."""
-    text, sep, b = rest.partition(_US)
-    return (WORD, a, text, b) if sep else (ARTICLE, a, rest)
+    kind, text, b = split_rest(rest)
+    return (kind, a, text, b) if kind == WORD else (kind, a, b)
 
 
 def wanted_keys(links: Sequence[tuple[str, str]], wanted: Sequence[bool],
@@ -120,7 +125,6 @@ class CountCooccurrenceFn(CountingDoFn):
         self._pending: dict[str, dict[str, int]] = {}
         self._held = 0  # distinct keys in _pending
         self._filter: tuple[bytes, TitleBloom] | None = None
-        self._in_filter: dict[str, bool] = {}  # the filter's answers, per title
 
     def start_bundle(self):
         super().start_bundle()
@@ -140,16 +144,8 @@ class CountCooccurrenceFn(CountingDoFn):
     def process(self, links: Sequence[tuple[str, str]], wanted: bytes):
         if self._filter is None or self._filter[0] is not wanted:
             self._filter = wanted, TitleBloom(wanted)
-            self._in_filter = {}
-        bloom, known = self._filter[1], self._in_filter
-        if len(known) > MAX_KNOWN:
-            known.clear()
-        flags = []
-        for a, _ in links:
-            flag = known.get(a)
-            if flag is None:
-                flag = known[a] = a in bloom
-            flags.append(flag)
+        bloom = self._filter[1]
+        flags = [a in bloom for a, _ in links]
         self.count("pages")
         pending = self._pending
         for a, rest in wanted_keys(links, flags, self._window):
@@ -192,9 +188,8 @@ def top_per_title(shard: int, parts: Iterable[Mapping[str, Mapping[str, int]]],
     for a in sorted(total):
         ranked: dict[str, list] = {ARTICLE: [], WORD: []}
         for rest, n in total[a].items():
-            key = decode_key(a, rest)
-            text, b = (key[2], key[2]) if key[0] == ARTICLE else (key[2], key[3])
-            ranked[key[0]].append((-n, text, b))
+            kind, text, b = split_rest(rest)
+            ranked[kind].append((-n, text, b))
         for kind in sorted(ranked):
             if ranked[kind]:
                 yield a, (kind, heapq.nsmallest(per_title, ranked[kind]), incoming[a])

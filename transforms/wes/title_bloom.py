@@ -18,6 +18,7 @@ from collections.abc import Iterable
 import apache_beam as beam
 
 BLOOM_BITS = 1 << 25   # 4 MiB
+MAX_KNOWN = 1_000_000  # titles whose answer a filter keeps (a title is tested per link)
 
 
 def bloom_positions(title: str, bits: int = BLOOM_BITS) -> tuple[int, int]:
@@ -37,16 +38,26 @@ def bloom_add(array: bytearray, title: str) -> None:
 
 
 class TitleBloom:
-    """Membership tests against a filter's bytes (`BuildTitleBloom`'s output)."""
+    """Membership tests against a filter's bytes (`BuildTitleBloom`'s output); the answers
+    for up to `MAX_KNOWN` titles are kept (a dump's links name the same titles again and
+    again)."""
 
     def __init__(self, array: bytes):
         self._array = array
         self._bits = len(array) * 8
+        self._known: dict[str, bool] = {}
 
     def __contains__(self, title: str) -> bool:
+        known = self._known.get(title)
+        if known is not None:
+            return known
+        if len(self._known) >= MAX_KNOWN:
+            self._known.clear()
         array = self._array
         first, second = bloom_positions(title, self._bits)
-        return bool(array[first >> 3] >> (first & 7) & array[second >> 3] >> (second & 7) & 1)
+        found = self._known[title] = bool(
+            array[first >> 3] >> (first & 7) & array[second >> 3] >> (second & 7) & 1)
+        return found
 
 
 class BuildTitleBloom(beam.CombineFn):
