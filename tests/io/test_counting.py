@@ -68,3 +68,25 @@ def test_counts_under_another_namespace():
     result.wait_until_finish()
     counters = result.metrics().query(MetricsFilter().with_namespace("other"))["counters"]
     assert {c.key.metric.name: c.committed for c in counters} == {"large": 2}
+
+
+def test_progress_gets_the_first_count_at_once_and_every_count_by_the_bundle_end(monkeypatch):
+    """The progress tally (progress lines) is given a DoFn's counts mid-bundle at most
+    every REPORT_EVERY_S, and all of them at the bundle's end."""
+    from transforms.io import counting, progress
+
+    now = [100.0]
+    monkeypatch.setattr(counting.time, "monotonic", lambda: now[0])
+    added = []
+    monkeypatch.setattr(progress, "add", lambda key, n=1: added.append((key, n)))
+    fn = EvenFn()
+    fn.start_bundle()
+    for n in range(5):
+        list(fn.process(n))
+    assert added == [("even/passed", 1)]  # the first count: a run's start-up is over
+    now[0] += counting.REPORT_EVERY_S
+    list(fn.process(6))
+    assert sorted(added[1:]) == [("even/filtered:odd", 2), ("even/passed", 3)]
+    list(fn.process(7))
+    list(fn.finish_bundle())
+    assert added[3:] == [("even/filtered:odd", 1)]

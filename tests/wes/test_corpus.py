@@ -23,7 +23,7 @@ def _corpora(p, prefilter: bool):
     stats, keys, rows = [], [], []
     if prefilter:
         below = DropBelowAllThresholds(THRESHOLDS)
-        kept = clusters | "Prefilter" >> below
+        kept = (clusters | "Batch" >> beam.Map(lambda c: (c,))) | "Prefilter" >> below
         clusters = kept["clusters"]
         stats.append(kept["stats"])
         keys += below.stat_keys()

@@ -10,7 +10,7 @@ import random
 import pytest
 from apache_beam.pvalue import TaggedOutput
 
-from transforms.wes.candidates import rank_token_group, title_spans
+from transforms.wes.candidates import RankTokenGroupFn, best_f1, rank_token_group, title_spans
 from transforms.wes.cooccurrence import (
     ARTICLE,
     WORD,
@@ -206,6 +206,37 @@ def test_rank_token_group_equals_ranking_every_entry(seed):
     assert ranked == expected
 
 
+@pytest.mark.parametrize("max_pending", [1, 5, 10_000])
+def test_rank_token_group_fn_emits_each_titles_best_of_what_it_held(max_pending):
+    """Candidates gathered per title across a bundle's token groups, emitted at
+    `max_pending` and at the bundle's end, each title's best 3 of what it held: what
+    `best_f1` keeps per title is the same as from every candidate on its own."""
+    rng = random.Random(7)
+    words = ["war", "civil", "the", "spanish", "x", "y"]
+    owners = [f"T{i}" for i in range(8)]
+    groups = []
+    for token in words:
+        entries = [(f"{token} {rng.choice(words)}", rng.choice(owners)) for _ in range(12)]
+        entries += [(o, o) for o in owners]  # every title queries every group
+        groups.append(((None, token), entries))
+    fn = RankTokenGroupFn("wes-k5", 1000, 4, per_title=3, max_pending=max_pending)
+    fn.start_bundle()
+    emitted = [out for group in groups for out in fn.process(group)]
+    emitted += [out.value for out in fn.finish_bundle() if not isinstance(out, TaggedOutput)]
+    assert all(len(candidates) <= 3 for _, candidates in emitted)
+    if max_pending == 1:  # emitted after every group
+        assert len(emitted) > len(owners)
+    every = collections.defaultdict(list)
+    for _, entries in groups:
+        for title, candidate in rank_token_group(iter(entries), 1000, 4)[0]:
+            every[title].append(candidate)
+    parts = collections.defaultdict(list)
+    for title, candidates in emitted:
+        parts[title].append(candidates)
+    assert {t: best_f1(t, p, 3) for t, p in parts.items()} == {
+        t: best_f1(t, [c], 3) for t, c in every.items()}
+
+
 @pytest.mark.parametrize("title, spans", [
     ("Paris", []), ("George Washington", ["George", "Washington"]),
     ("Washington, D.C.", ["D.C.", "Washington"]), ('"Weird" Al', ["Al", "Weird"]),
@@ -232,6 +263,41 @@ def test_top_per_title_adds_up_shards_parts_and_ranks():
     assert out[("A", ARTICLE)] == ([(-3, "B", "B")], 7)
     assert out[("A", WORD)] == ([(-1, "c", "C")], 7)
     assert set(out) == {("A", ARTICLE), ("A", WORD)}  # "Z" is no title of the shard
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_top_per_title_ranks_as_the_decoded_keys_rank(seed):
+    """Ranked in wire form, split only at the end: the same candidates as summing and
+    ranking every decoded key, with texts that are prefixes of one another, punctuation
+    below letters, a space (the lowest character a text holds) and a title shared by parts
+    that must not be changed."""
+    rng = random.Random(seed)
+    texts = ["ab", "ab c", "ab!", "a", "Ab", "b", " x"]
+    titles = ["B", "B!", "Ba", "C"]
+    parts = []
+    for _ in range(3):
+        part = {}
+        for a in ("A", "Q"):
+            counts = {}
+            for _ in range(12):
+                b = rng.choice(titles)
+                rest = b if rng.random() < 0.4 else rng.choice(texts) + "\x1f" + b
+                counts[rest] = rng.randint(1, 3)
+            part[a] = counts
+        parts.append(part)
+    before = repr(parts)
+    got = list(top_per_title(0, parts, [("A", 9), ("Q", 4)], 5))
+    assert repr(parts) == before  # a part's dict is summed into a copy, never itself
+    expected = []
+    for a, incoming in (("A", 9), ("Q", 4)):
+        summed = collections.Counter()
+        for part in parts:
+            summed.update({decode_key(a, rest): n for rest, n in part[a].items()})
+        for kind in (ARTICLE, WORD):
+            ranked = sorted((-n, key[2], key[-1]) for key, n in summed.items() if key[0] == kind)
+            if ranked:
+                expected.append((a, (kind, ranked[:5], incoming)))
+    assert got == expected
 
 
 @pytest.mark.parametrize("window", [1, 2, 5])
@@ -273,9 +339,13 @@ def test_cooccurrence_counts_the_keys_of_filtered_titles_within_max_pending():
     assert stats == {("cooccurrence", "pages"): 3, ("cooccurrence", "keys_emitted"): 3}
 
 
-def test_corpus_candidates_keep_the_corpus_titles_and_kinds():
+def test_corpus_candidates_go_to_each_corpus_holding_the_title():
     element = ("A", (ARTICLE, [(-1, "B", "B")], 10))
-    assert list(corpus_candidates(element, frozenset({ARTICLE}), 10)) == [
-        ("A", (ARTICLE, [(-1, "B", "B")]))]
-    assert not list(corpus_candidates(element, frozenset({ARTICLE}), 11))
-    assert not list(corpus_candidates(element, frozenset({WORD}), 5))
+
+    def routed(kinds, thresholds):
+        return [(out.tag, out.value) for out in corpus_candidates(element, kinds, thresholds)]
+
+    assert routed(frozenset({ARTICLE}), (5, 10, 11)) == [
+        ("k5", ("A", (ARTICLE, [(-1, "B", "B")]))), ("k10", ("A", (ARTICLE, [(-1, "B", "B")])))]
+    assert not routed(frozenset({ARTICLE}), (11,))
+    assert not routed(frozenset({WORD}), (5,))

@@ -105,5 +105,5 @@ def test_a_group_at_the_cap_keeps_per_token_candidates_per_title():
     # over all of its tokens' groups, a title keeps F1_PER_TITLE
     many = [(-0.5, f"name {i}", f"Owner {i}")
             for i in range(10 * F1_PER_TITLE)]
-    _, (kind, kept) = best_f1("River Wyx0", many)
+    _, (kind, kept) = best_f1("River Wyx0", [many[:F1_PER_TITLE], many[F1_PER_TITLE:]])
     assert kind == "f1" and len(kept) == F1_PER_TITLE

@@ -7,7 +7,7 @@ reports in its own outputs (`stats.json`, the dataset card) therefore travel as 
 `stats` output of `((namespace, name), n)` pairs that `SumStats` adds up.
 """
 
-import collections
+import time
 from collections.abc import Iterable, Sequence
 
 import apache_beam as beam
@@ -29,6 +29,8 @@ from transforms.io import (
 from transforms.io.worker_gc import tune_gc
 
 STATS_TAG = "stats"
+# How often, at most, a DoFn's counts reach the progress tally (progress.py) mid-bundle.
+REPORT_EVERY_S = 0.2
 
 StatKey = tuple[str, str]
 
@@ -60,7 +62,9 @@ class CountingDoFn(beam.DoFn):
             name: name if isinstance(name, tuple) else (namespace, name) for name in names}
         self._counters = {name: Metrics.counter(*key) for name, key in self._keys.items()}
         self._progress_keys = {name: "/".join(key) for name, key in self._keys.items()}
-        self._bundle_counts: collections.Counter[str | StatKey] = collections.Counter()
+        self._bundle_counts: dict[str | StatKey, int] = {}
+        self._unreported: dict[str | StatKey, int] = {}  # counts not yet in the progress tally
+        self._report_at = 0.0  # time.monotonic() after which count() reports them
 
     def stat_keys(self) -> list[StatKey]:
         """Every (namespace, name) this DoFn can count, for zero-filled reports."""
@@ -68,22 +72,34 @@ class CountingDoFn(beam.DoFn):
 
     def start_bundle(self):
         tune_gc()  # once per process: the collector set for throughput (worker_gc.py)
-        self._bundle_counts = collections.Counter()
+        self._bundle_counts = {}
 
     def count(self, name: str | StatKey, n: int = 1) -> None:
         # Tallied per bundle; Beam counters are incremented once per bundle, as the
         # per-element increment costs more than the filters it counts. The progress
-        # tally (progress lines of local runs) sees every count as it happens.
-        self._bundle_counts[name] += n
-        progress.add(self._progress_keys[name], n)
+        # tally (progress lines of local runs) gets the counts at most every
+        # `REPORT_EVERY_S` and at the end of each bundle: its lock, taken per count,
+        # cost a mining run more than some of the stages it counted.
+        counts, unreported = self._bundle_counts, self._unreported
+        counts[name] = counts.get(name, 0) + n
+        unreported[name] = unreported.get(name, 0) + n
+        if time.monotonic() >= self._report_at:
+            self._report()
+
+    def _report(self) -> None:
+        unreported, self._unreported = self._unreported, {}
+        for name, n in unreported.items():
+            progress.add(self._progress_keys[name], n)
+        self._report_at = time.monotonic() + REPORT_EVERY_S
 
     def finish_bundle(self):
+        self._report()
         for name, n in self._bundle_counts.items():
             if not n:
                 continue
             self._counters[name].inc(n)
             yield beam.pvalue.TaggedOutput(STATS_TAG, in_global_window((self._keys[name], n)))
-        self._bundle_counts = collections.Counter()
+        self._bundle_counts = {}
         progress.flush()
 
 

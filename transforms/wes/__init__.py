@@ -5,13 +5,13 @@ runs it)::
 
     ExtractLinks (wiki/) ─links─> FilterLinks ─per-bundle tallies─> BuildClusters
                                   filters.py    (tally.py)          clusters.py
-                                                                      ├ merge_tallies (tally.py)
+                                                                      ├ merge_shard (tally.py)
       ReadPages (wiki/) ─redirects─┬───────────────────────────────── ├ ResolveRedirects
                                    │                                  │   (redirects.py, optional)
                                    │                                  └ AnnotateDictionaryFn
                                    │                                      (dictionary.py, lexicon.py,
                                    │                                       lexicon_assembly.py)
-                                   │                     TitleLinks ──> DropBelowAllThresholds
+                                   │         TitleLinks batches ──> DropBelowAllThresholds
                                    │                                      (corpus.py)
                                    │                     per k ───────> BuildCorpus[wes-k<k>]
                                    │                                      thresholds (corpus.py),

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
-from transforms.io.counting import STATS_TAG, CountingDoFn, StatKey
+from transforms.io.counting import STATS_TAG, CountingDoFn, StatKey, in_global_window
 from transforms.wes.negative_mix import Candidate
 from transforms.wes.negatives import CorpusTitle
 from transforms.wes.redirects import redirect_pair
@@ -30,6 +30,7 @@ from transforms.wes.synonyms import f1_of, token_bag, tokens
 MAX_TOKEN_ENTRIES = 1_000   # names sharing one token beyond which the token is skipped
 PER_TOKEN = 8               # candidates kept per (title, token)
 F1_PER_TITLE = 32           # candidates kept per title, over its tokens
+MAX_PENDING_CANDIDATES = 200_000  # F1 candidates a bundle holds before it emits them
 MAX_NAME_ENTRIES = 1_000    # titles and owners sharing one substring key
 MAX_SUBSTRING_WORDS = 3     # a "short" span: at most this many words
 OWNERS_PER_SUBSTRING = 3    # other clusters a span may name, kept per span
@@ -67,16 +68,26 @@ def rank_token_group(entries: Iterable[tuple[str, str]], max_entries: int, per_t
     for name, owner in set(head):
         owners.setdefault(name, []).append(owner)
     bags = {name: token_bag(name) for name in owners}
-    rows = [(*bags[name], name, sorted(names_of)) for name, names_of in owners.items()]
+    # a name's only owner (None when it has several): a query skips its own names
+    rows = [(*bags[name], name, sorted(names_of), names_of[0] if len(names_of) == 1 else None)
+            for name, names_of in owners.items()]
+    longest = max(size for _, size, _, _, _ in rows)
+    tables: dict[int, list[list[float]]] = {}
     for query, owner in queries:
         bag, size = bags[query]
+        # -F1 by (overlap, other name's size), from `f1_of` itself: the hot loop below
+        # then indexes instead of calling
+        table = tables.get(size)
+        if table is None:
+            table = tables[size] = [[-f1_of(c, size, b) if c <= b else 0.0
+                                     for b in range(longest + 1)]
+                                    for c in range(min(size, longest) + 1)]
         # the hot loop of the F1 index (a group holds up to `max_entries` names): each
         # distinct name scored once; its owners follow it in order, so the best names
         # that have an owner other than the query's hold the best candidates
         best = heapq.nsmallest(per_token, [
-            (-f1_of(len(bag & other_bag), size, other_size), name, names_of)
-            for other_bag, other_size, name, names_of in rows
-            if len(names_of) > 1 or names_of[0] != owner])
+            (table[len(bag & other_bag)][other_size], name, names_of)
+            for other_bag, other_size, name, names_of, only in rows if only != owner])
         scored = [(score, name, other) for score, name, names_of in best
                   for other in names_of if other != owner][:per_token]
         out += [(owner, candidate) for candidate in scored]
@@ -84,14 +95,37 @@ def rank_token_group(entries: Iterable[tuple[str, str]], max_entries: int, per_t
 
 
 class RankTokenGroupFn(CountingDoFn):
-    """((split, token), names) -> (title, candidate), counting skipped tokens."""
+    """((split, token), names) -> (title, [candidate]), counting skipped tokens.
 
-    def __init__(self, namespace: str, max_entries: int, per_token: int):
+    A bundle's candidates are gathered per title and emitted with the title's best
+    `per_title` of them (what `best_f1` keeps of all of its tokens' candidates) once
+    `max_pending` are held and at the end of the bundle: a title has candidates from each
+    of its tokens, and one element per candidate would cost the shuffle more than the
+    ranking.
+    """
+
+    def __init__(self, namespace: str, max_entries: int, per_token: int,
+                 per_title: int = F1_PER_TITLE, max_pending: int = MAX_PENDING_CANDIDATES):
         super().__init__(namespace, ["f1_index:tokens", "f1_index:skipped_common_tokens"])
+        if max_pending < 1:
+            raise ValueError(f"max_pending must be positive, got {max_pending}")
         self._max_entries = max_entries
         self._per_token = per_token
+        self._per_title = per_title
+        self._max_pending = max_pending
+        self._pending: dict[str, list[Candidate]] = {}
+        self._held = 0
         # entries of a group held in memory: its maximum shows the cap holds
         self._read = Metrics.distribution(namespace, "f1_index:group_entries_read")
+
+    def start_bundle(self):
+        super().start_bundle()
+        self._pending, self._held = {}, 0
+
+    def _flush(self) -> Iterator[tuple[str, list[Candidate]]]:
+        pending, self._pending, self._held = self._pending, {}, 0
+        for title, candidates in pending.items():
+            yield title, sorted(set(candidates))[:self._per_title]
 
     def process(self, element):
         _, entries = element
@@ -101,12 +135,28 @@ class RankTokenGroupFn(CountingDoFn):
             self.count("f1_index:skipped_common_tokens")
             return
         self.count("f1_index:tokens")
-        yield from ranked
+        pending = self._pending
+        for title, candidate in ranked:
+            held = pending.get(title)
+            if held is None:
+                pending[title] = [candidate]
+            else:
+                held.append(candidate)
+        self._held += len(ranked)
+        if self._held >= self._max_pending:
+            yield from self._flush()
+
+    def finish_bundle(self):
+        for item in self._flush():
+            yield in_global_window(item)
+        yield from super().finish_bundle()
 
 
-def best_f1(title: str, ranked: Iterable[Candidate], keep: int = F1_PER_TITLE) -> tuple[str, tuple]:
-    """A title's candidates over its tokens: each (name, owner) once, the best `keep`."""
-    return title, ("f1", sorted(set(ranked))[:keep])
+def best_f1(title: str, parts: Iterable[Iterable[Candidate]], keep: int = F1_PER_TITLE
+            ) -> tuple[str, tuple]:
+    """A title's candidates over its tokens (lists of them, `RankTokenGroupFn`): each
+    (name, owner) once, the best `keep`."""
+    return title, ("f1", sorted({c for part in parts for c in part})[:keep])
 
 
 class F1Candidates(beam.PTransform):
@@ -124,7 +174,7 @@ class F1Candidates(beam.PTransform):
         super().__init__()
         if min(max_token_entries, per_token, per_title) < 1:
             raise ValueError("F1 index caps must be positive")
-        self._rank = RankTokenGroupFn(namespace, max_token_entries, per_token)
+        self._rank = RankTokenGroupFn(namespace, max_token_entries, per_token, per_title)
         self._per_title = per_title
 
     def stat_keys(self) -> list[StatKey]:

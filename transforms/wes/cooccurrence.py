@@ -87,16 +87,21 @@ def wanted_keys(links: Sequence[tuple[str, str]], wanted: Sequence[bool],
     flag per link), in their wire form: only the neighbourhoods of wanted links are
     visited."""
     keys: set[tuple[str, str]] = set()
+    rests: list[tuple[str, str | None] | None] = [None] * len(links)
     for i, want in enumerate(wanted):
         if not want:
             continue
         a = links[i][0]
-        for b, text_b in links[max(0, i - window):i] + links[i + 1:i + 1 + window]:
+        for j in range(max(0, i - window), min(len(links), i + 1 + window)):
+            b, text_b = links[j]
             if a == b:
                 continue
-            keys.add((a, b))
-            if text_b != b:
-                keys.add((a, text_b + _US + b))
+            rest = rests[j]
+            if rest is None:  # link j's rests, made once however many neighbours it has
+                rest = rests[j] = (b, None if text_b == b else text_b + _US + b)
+            keys.add((a, rest[0]))
+            if rest[1] is not None:
+                keys.add((a, rest[1]))
     return keys
 
 
@@ -172,27 +177,37 @@ def top_per_title(shard: int, parts: Iterable[Mapping[str, Mapping[str, int]]],
                   ) -> Iterator[tuple[str, tuple]]:
     """The counts of one title shard ({A: {rest: pages}}), added up for its `titles`
     ((title, incoming links)) -> (A, (kind, [(-pages, text, B)], A's incoming links)),
-    the `per_title` best per (A, kind): most pages first, then text and B."""
+    the `per_title` best per (A, kind): most pages first, then text and B.
+
+    Keys are ranked in their wire form, (-pages, rest), and only the best are split: a
+    rest orders as its (text, B) does, since US sorts below every character a text or a
+    title can hold (none below U+0020: XML 1.0 and the filters leave none).
+    """
     incoming = dict(titles)
     total: dict[str, dict[str, int]] = {}
+    shared: set[str] = set()  # titles whose dict is still a part's own
     for part in parts:
         for a, counts in part.items():
             if a not in incoming:
                 continue
             summed = total.get(a)
             if summed is None:
-                total[a] = dict(counts)
+                total[a] = counts
+                shared.add(a)
                 continue
+            if a in shared:
+                total[a] = summed = dict(summed)
+                shared.discard(a)
             for rest, n in counts.items():
                 summed[rest] = summed.get(rest, 0) + n
     for a in sorted(total):
-        ranked: dict[str, list] = {ARTICLE: [], WORD: []}
+        articles, words = [], []
         for rest, n in total[a].items():
-            kind, text, b = split_rest(rest)
-            ranked[kind].append((-n, text, b))
-        for kind in sorted(ranked):
-            if ranked[kind]:
-                yield a, (kind, heapq.nsmallest(per_title, ranked[kind]), incoming[a])
+            (words if _US in rest else articles).append((-n, rest))
+        for kind, ranked in ((ARTICLE, articles), (WORD, words)):
+            if ranked:
+                best = [(n, *split_rest(rest)[1:]) for n, rest in heapq.nsmallest(per_title, ranked)]
+                yield a, (kind, best, incoming[a])
 
 
 def top_of_shard(element: tuple[int, Mapping[str, Iterable]], per_title: int
@@ -211,34 +226,46 @@ def shard_key(cluster, shards: int) -> tuple[int, tuple[str, int]]:
     return tally_shard(cluster.title, shards), (cluster.title, cluster.incoming)
 
 
-def corpus_candidates(candidates: tuple[str, tuple], kinds: frozenset[str], k: int
-                      ) -> Iterator[tuple[str, tuple]]:
-    """`LinkCooccurrence`'s (title, (kind, [Candidate], incoming)) -> (title, (kind,
-    [Candidate])) for the corpus with threshold `k` and the mix's `kinds`: none for a
-    title with fewer than k incoming links (no title of that corpus)."""
+def corpus_tag(k: int) -> str:
+    """The output of `LinkCooccurrence`'s "candidates" for the corpus with threshold k."""
+    return f"k{k}"
+
+
+def corpus_candidates(candidates: tuple[str, tuple], kinds: frozenset[str],
+                      thresholds: Sequence[int]) -> Iterator[beam.pvalue.TaggedOutput]:
+    """(title, (kind, [Candidate], incoming)) -> (title, (kind, [Candidate])) to the
+    output of each corpus that holds the title (threshold k <= its incoming links), when
+    the mix has the kind. One step for every corpus: each reads only its own titles'
+    candidates, instead of every title's."""
     title, (kind, listed, incoming) = candidates
-    if kind in kinds and incoming >= k:
-        yield title, (kind, listed)
+    if kind in kinds:
+        for k in thresholds:
+            if incoming >= k:
+                yield beam.pvalue.TaggedOutput(corpus_tag(k), (title, (kind, listed)))
 
 
 class LinkCooccurrence(beam.PTransform):
     """{"pages": each page's passing links (`FilterLinks`' "page_links"), "titles": the
-    clusters a corpus can hold (`DropBelowAllThresholds`)} -> {"candidates": (title, (kind,
-    [Candidate], incoming links)) for both co-occurrence kinds (`corpus_candidates` keeps
-    a corpus's), "stats"}.
+    clusters a corpus can hold (`DropBelowAllThresholds`)} -> {"candidates": {k: (title,
+    (kind, [Candidate])) of the corpus with threshold k, for the kinds asked for}, "stats"}.
 
     Args:
+        thresholds: the corpora's k.
+        kinds: the co-occurrence kinds of the mix (either or both of ARTICLE and WORD).
         window: see `page_pairs`.
         per_title: candidates kept per (title, kind).
         max_pending: see `CountCooccurrenceFn`.
         shards: see `CountCooccurrenceFn`.
     """
 
-    def __init__(self, window: int = WINDOW, per_title: int = COOCCURRENCE_PER_TITLE,
+    def __init__(self, thresholds: Sequence[int], kinds: Iterable[str] = (ARTICLE, WORD),
+                 window: int = WINDOW, per_title: int = COOCCURRENCE_PER_TITLE,
                  max_pending: int = MAX_PENDING, shards: int = COOCCURRENCE_SHARDS):
         super().__init__()
         if per_title < 1:
             raise ValueError(f"per_title must be positive, got {per_title}")
+        self._thresholds = sorted(thresholds)
+        self._kinds = frozenset(kinds)
         self._count = CountCooccurrenceFn(window, max_pending, shards)
         self._per_title = per_title
         self._shards = shards
@@ -257,5 +284,9 @@ class LinkCooccurrence(beam.PTransform):
         candidates = (
             {"pairs": counted.pairs, "titles": keyed_titles}
             | "JoinPairsWithTitles" >> beam.CoGroupByKey()
-            | "TopPerTitle" >> beam.FlatMap(top_of_shard, self._per_title))
-        return {"candidates": candidates, "stats": counted[STATS_TAG]}
+            | "TopPerTitle" >> beam.FlatMap(top_of_shard, self._per_title)
+            | "ToCorpora" >> beam.FlatMap(
+                corpus_candidates, self._kinds, self._thresholds).with_outputs(
+                    *(corpus_tag(k) for k in self._thresholds)))
+        return {"candidates": {k: candidates[corpus_tag(k)] for k in self._thresholds},
+                "stats": counted[STATS_TAG]}

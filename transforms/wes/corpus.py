@@ -64,7 +64,8 @@ class SelectTitlesFn(CountingDoFn):
 class BelowAllThresholdsFn(CountingDoFn):
     """Takes out the clusters that no corpus keeps (fewer incoming links than the smallest
     k) and counts them for every corpus, under the keys its `SelectTitlesFn` counts them
-    with; passes the others on.
+    with; passes the others on, one element per cluster. Its input is batches of clusters
+    (tuples, `BuildClusters`).
 
     Most titles of a dump have a link or two (97% of the benchmark dump's are below k = 5),
     so this counts them once, instead of once per corpus and per-element DoFn call.
@@ -84,12 +85,14 @@ class BelowAllThresholdsFn(CountingDoFn):
         super().start_bundle()
         self._titles = self._pairs = 0
 
-    def process(self, cluster: TitleLinks):
-        if cluster.incoming >= self._min_k:
-            yield cluster
-            return
-        self._titles += 1
-        self._pairs += len(cluster.texts)
+    def process(self, batch: tuple[TitleLinks, ...]):
+        min_k = self._min_k
+        for cluster in batch:
+            if cluster.incoming >= min_k:
+                yield cluster
+            else:
+                self._titles += 1
+                self._pairs += len(cluster.texts)
 
     def finish_bundle(self):
         for titles_key, pairs_key in zip(self._titles_keys, self._pairs_keys):
@@ -99,7 +102,8 @@ class BelowAllThresholdsFn(CountingDoFn):
 
 
 class DropBelowAllThresholds(CountedParDo):
-    """TitleLinks -> {"clusters": those with at least min(k) incoming links, "stats"}.
+    """Batches (tuples) of TitleLinks -> {"clusters": each cluster with at least min(k)
+    incoming links, "stats"}.
 
     Args:
         thresholds: the corpora's k.
@@ -116,7 +120,7 @@ class BuildCorpus(beam.PTransform):
 
     With the default negatives (random only, no link pairs) the input is the clusters'
     PCollection; otherwise (`mixed`) a dict: {"clusters", "redirects": redirect pages,
-    "cooccurrence": co-occurrence candidates (cooccurrence.py)}.
+    "cooccurrence": this corpus's co-occurrence candidates (cooccurrence.py)}.
 
     Args:
         k: the threshold.
@@ -134,7 +138,7 @@ class BuildCorpus(beam.PTransform):
         self.mixed = is_mixed(mix, link_pairs_cap)
         self._select = SelectTitlesFn(k, seed, split_fractions, keep_dropped=self.mixed)
         self._sample = (SampleMixedNegatives(corpus_name(k), seed, split_fractions,
-                                             mix or {RANDOM: 1.0}, link_pairs_cap, k)
+                                             mix or {RANDOM: 1.0}, link_pairs_cap)
                         if self.mixed else SampleNegatives(corpus_name(k), seed))
 
     def stat_keys(self) -> list[StatKey]:

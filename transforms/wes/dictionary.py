@@ -14,8 +14,8 @@ from transforms.wes.tally import TitleLinks
 
 
 class AnnotateDictionaryFn(CountingDoFn):
-    """`(title, cluster)` -> the cluster, with the texts the dictionary-word filter drops
-    marked (when it is on)."""
+    """A batch of clusters (a tuple, `BuildClusters`) -> the batch, with the texts the
+    dictionary-word filter drops marked in each cluster (when it is on)."""
 
     def __init__(self, dictionary_filter: bool):
         super().__init__("dedup", ["titles", "pairs", "incoming_links",
@@ -29,17 +29,22 @@ class AnnotateDictionaryFn(CountingDoFn):
 
             self._lexicon = load_lexicon()
 
-    def process(self, keyed: tuple[str, TitleLinks]):
-        _, cluster = keyed
-        self.count("titles")
-        self.count("pairs", len(cluster.texts))
-        self.count("incoming_links", cluster.incoming)
-        if self._lexicon is None or self._lexicon.is_dictionary_word(cluster.title):
-            yield cluster
-            return
-        dropped = frozenset(t for t in cluster.texts if self._lexicon.is_dictionary_word(t))
+    def _annotated(self, cluster: TitleLinks) -> TitleLinks:
+        is_word = self._lexicon.is_dictionary_word
+        if is_word(cluster.title):
+            return cluster
+        dropped = frozenset(t for t in cluster.texts if is_word(t))
         if not dropped:
-            yield cluster
+            return cluster
+        return dataclasses.replace(cluster, dictionary_dropped=dropped)
+
+    def process(self, batch: tuple[TitleLinks, ...]):
+        self.count("titles", len(batch))
+        self.count("pairs", sum(len(c.texts) for c in batch))
+        self.count("incoming_links", sum(c.incoming for c in batch))
+        if self._lexicon is None:
+            yield batch
             return
-        self.count("pairs:dictionary_word_text", len(dropped))
-        yield dataclasses.replace(cluster, dictionary_dropped=dropped)
+        batch = tuple(map(self._annotated, batch))
+        self.count("pairs:dictionary_word_text", sum(len(c.dictionary_dropped) for c in batch))
+        yield batch

@@ -253,7 +253,8 @@ class Lexicon:
         self._noun_lemmas = data.noun_lemmas
         self._exceptions = data.noun_exceptions
         self._substitutions = data.noun_substitutions
-        self.is_dictionary_word = functools.lru_cache(maxsize=1 << 18)(self._is_dictionary_word)
+        self._single_token_is_word = functools.lru_cache(maxsize=1 << 18)(
+            self._lemma_is_word)
 
     def noun_lemmas(self, form: str) -> list[str]:
         """NLTK's `_morphy(form, "n")`: the exception list's lemmas for a listed form,
@@ -280,9 +281,15 @@ class Lexicon:
         """Number of distinct lower-cased words in the `words` corpus."""
         return len(self._words)
 
-    def _is_dictionary_word(self, text: str) -> bool:
+    def is_dictionary_word(self, text: str) -> bool:
+        """Whether `text` is a dictionary word (the class's rule). Only one-token texts
+        reach the cache: most titles and link texts have several, and a cache of them
+        would only churn."""
         if not text or len(text.split()) != 1:
             return False
+        return self._single_token_is_word(text)
+
+    def _lemma_is_word(self, text: str) -> bool:
         return self.lemmatize(text.lower()).lower() in self._words
 
 

@@ -81,7 +81,9 @@ class MineWes(beam.PTransform):
                          for k in self._thresholds}
         self._mixed = is_mixed(negatives, link_pairs)
         self._hard = has_hard_test(negatives)
-        self._cooccurrence = LinkCooccurrence() if cooccurrence else None
+        self._cooccurrence = (LinkCooccurrence(
+            self._thresholds, [kind for kind in (ARTICLE, WORD) if kind in negatives])
+            if cooccurrence else None)
 
     def stat_keys(self):
         """Every count a stage can make: each appears in stats.json, 0 when none."""
@@ -101,17 +103,19 @@ class MineWes(beam.PTransform):
                  kept["stats"]]
         outputs = [dump["redirects"] | "RedirectRows" >> beam.FlatMap(keyed_redirect_rows)]
         schemas = {REDIRECTS_DESTINATION: REDIRECT_SCHEMA}
-        corpus_input = kept["clusters"]
+        corpus_inputs = dict.fromkeys(self._thresholds, kept["clusters"])
         if self._mixed:
-            corpus_input = {"clusters": kept["clusters"], "redirects": dump["redirects"]}
+            corpus_inputs = {k: {"clusters": kept["clusters"], "redirects": dump["redirects"]}
+                             for k in self._thresholds}
             if self._cooccurrence is not None:
                 cooccurrence = {"pages": pairs[PAGE_LINKS_TAG], "titles": kept["clusters"]} | (
                     "LinkCooccurrence" >> self._cooccurrence)
-                corpus_input["cooccurrence"] = cooccurrence["candidates"]
+                for k in self._thresholds:
+                    corpus_inputs[k]["cooccurrence"] = cooccurrence["candidates"][k]
                 stats.append(cooccurrence["stats"])
         for k in self._thresholds:
             name = corpus_name(k)
-            corpus = corpus_input | f"BuildCorpus[{name}]" >> self._corpora[k]
+            corpus = corpus_inputs[k] | f"BuildCorpus[{name}]" >> self._corpora[k]
             keyed, corpus_schemas = corpus_outputs(name, corpus, self._mixed, self._hard)
             outputs += keyed
             schemas.update(corpus_schemas)

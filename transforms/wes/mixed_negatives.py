@@ -27,7 +27,6 @@ import apache_beam as beam
 
 from transforms.io.counting import STATS_TAG, CountingDoFn, StatKey
 from transforms.wes.candidates import F1Candidates, SubstringCandidates
-from transforms.wes.cooccurrence import corpus_candidates
 from transforms.wes.hard_test import HARD_PREFIX, HARD_TAG, hard_rows, hard_stat_keys, has_hard_test
 from transforms.wes.negative_mix import (
     ADVERSARIAL_KINDS,
@@ -175,8 +174,9 @@ def redirect_edges(page):
 
 
 class SampleMixedNegatives(beam.PTransform):
-    """{"titles": CorpusTitles, "redirects": redirect pages, "cooccurrence": co-occurrence
-    candidates (cooccurrence.py; needed when the mix has a co-occurrence kind)} ->
+    """{"titles": CorpusTitles, "redirects": redirect pages, "cooccurrence": the corpus's
+    co-occurrence candidates (cooccurrence.py; needed when the mix has a co-occurrence
+    kind)} ->
     {"rows", "clusters", "stats", "hard"}, like `SampleNegatives` with a `pair_kind` per
     row; "hard": the rows of the WES-hard test split (hard_test.py; none unless the mix
     has an adversarial kind).
@@ -187,14 +187,11 @@ class SampleMixedNegatives(beam.PTransform):
         fractions: the split fractions (a redirect's target's split).
         mix: `negative_mix.parse_negative_mix`.
         link_pairs_cap: link-to-link positive pairs per cluster at most (0: none).
-        min_incoming: the corpus's threshold k: co-occurrence candidates of titles with
-            fewer incoming links are left out before the join.
     """
 
     def __init__(self, namespace: str, seed: int, fractions: Sequence[float],
-                 mix: Mapping[str, float], link_pairs_cap: int = 0, min_incoming: int = 1):
+                 mix: Mapping[str, float], link_pairs_cap: int = 0):
         super().__init__()
-        self._min_incoming = min_incoming
         self._seed = seed
         self._mix = dict(mix)
         self._request = RequestDonorsFn(namespace, seed, NegativesWanted(link_pairs_cap))
@@ -224,9 +221,7 @@ class SampleMixedNegatives(beam.PTransform):
             candidates["substring"] = spans["candidates"]
             stats.append(spans["stats"])
         if any(k.endswith("_cooccurrence") for k in self._mix):
-            candidates["cooccurrence"] = inputs["cooccurrence"] | (
-                "KeepMixedCooccurrence" >> beam.FlatMap(
-                    corpus_candidates, frozenset(self._mix), self._min_incoming))
+            candidates["cooccurrence"] = inputs["cooccurrence"]
         edges = inputs["redirects"] | "RedirectEdges" >> beam.FlatMap(
             redirect_edges).with_outputs("redirects_in", "redirect_out")
         # each source of candidates is an input of its own: a Flatten of them before the

@@ -7,7 +7,7 @@ bundle's links per title, `{title: [occurrences, {texts}]}`, and emits the tally
 `shard_tallies`: one dict per shard of titles (`tally_shard`), so the shuffle gets a few
 thousand elements per bundle instead of one per link or per title, and ample keys to
 spread the merge over any number of workers. `BuildClusters` (clusters.py) groups the
-tallies per shard and adds them up with `merge_tallies`: the incoming-link count
+tallies per shard and adds them up with `merge_shard`: the incoming-link count
 (occurrences, before dedup) and the exact, case-sensitive dedup of link texts. A title
 gets one entry per bundle however many links point at it, so a combiner would only repeat
 that work before the shuffle. `merge_title_links` adds up whole clusters (a title and its
@@ -64,12 +64,15 @@ def shard_tallies(pending: PendingTallies, shards: int = TALLY_SHARDS
     yield from by_shard.items()
 
 
-def merge_tallies(
-    shard: int, parts: Iterable[Mapping[str, tuple[int, Sequence[str]]]]
-) -> Iterator[tuple[str, TitleLinks]]:
-    """`FilterLinks`' partial tallies of one shard -> `(title, cluster)` for each of its
-    titles: occurrences added up, link texts deduplicated exactly (case-sensitive) and
-    sorted."""
+def merge_shard(shard: int, parts: Iterable[Mapping[str, tuple[int, Sequence[str]]]]
+                ) -> tuple[TitleLinks, ...]:
+    """`FilterLinks`' partial tallies of one shard -> the cluster of each of its titles:
+    occurrences added up, link texts deduplicated exactly (case-sensitive) and sorted.
+
+    One element per shard crosses the stages after the merge (`BuildClusters`): most
+    titles of a dump have a link or two and are dropped at the first threshold, so an
+    element per title would cost the runner more than the title's work.
+    """
     merged: dict[str, list] = {}
     for part in parts:
         for title, (n, texts) in part.items():
@@ -79,8 +82,16 @@ def merge_tallies(
             else:
                 tally[0] += n
                 tally[1].update(texts)
-    for title, (count, texts) in merged.items():
-        yield title, TitleLinks(title, count, tuple(sorted(texts)))
+    return tuple(TitleLinks(title, count, tuple(sorted(texts)))
+                 for title, (count, texts) in merged.items())
+
+
+def merge_tallies(
+    shard: int, parts: Iterable[Mapping[str, tuple[int, Sequence[str]]]]
+) -> Iterator[tuple[str, TitleLinks]]:
+    """`merge_shard`, one `(title, cluster)` per title (keyed for `ResolveRedirects`)."""
+    for cluster in merge_shard(shard, parts):
+        yield cluster.title, cluster
 
 
 def merge_title_links(title: str, parts: Iterable[TitleLinks]) -> TitleLinks:
