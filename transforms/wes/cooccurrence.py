@@ -29,6 +29,7 @@ once per run, before the corpora; each corpus keeps the candidates of its own ti
 
 from __future__ import annotations
 
+import collections
 import heapq
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 
@@ -82,16 +83,19 @@ def decode_key(a: str, rest: str) -> tuple:
 
 
 def wanted_keys(links: Sequence[tuple[str, str]], wanted: Sequence[bool],
-                window: int = WINDOW) -> set[tuple[str, str]]:
+                window: int = WINDOW) -> dict[str, set[str]]:
     """The keys of `page_pairs(links, window)` whose first title's link is `wanted` (one
-    flag per link), in their wire form: only the neighbourhoods of wanted links are
-    visited."""
-    keys: set[tuple[str, str]] = set()
+    flag per link), in their wire form, as {A: {rest}}: only the neighbourhoods of wanted
+    links are visited."""
+    keys: dict[str, set[str]] = {}
     rests: list[tuple[str, str | None] | None] = [None] * len(links)
     for i, want in enumerate(wanted):
         if not want:
             continue
         a = links[i][0]
+        of_a = keys.get(a)
+        if of_a is None:
+            of_a = keys[a] = set()
         for j in range(max(0, i - window), min(len(links), i + 1 + window)):
             b, text_b = links[j]
             if a == b:
@@ -99,10 +103,10 @@ def wanted_keys(links: Sequence[tuple[str, str]], wanted: Sequence[bool],
             rest = rests[j]
             if rest is None:  # link j's rests, made once however many neighbours it has
                 rest = rests[j] = (b, None if text_b == b else text_b + _US + b)
-            keys.add((a, rest[0]))
+            of_a.add(rest[0])
             if rest[1] is not None:
-                keys.add((a, rest[1]))
-    return keys
+                of_a.add(rest[1])
+    return {a: of_a for a, of_a in keys.items() if of_a}
 
 
 class CountCooccurrenceFn(CountingDoFn):
@@ -127,7 +131,7 @@ class CountCooccurrenceFn(CountingDoFn):
         self._window = window
         self._max_pending = max_pending
         self._shards = shards
-        self._pending: dict[str, dict[str, int]] = {}
+        self._pending: dict[str, collections.Counter[str]] = {}
         self._held = 0  # distinct keys in _pending
         self._filter: tuple[bytes, TitleBloom] | None = None
 
@@ -143,26 +147,23 @@ class CountCooccurrenceFn(CountingDoFn):
         self.count("keys_emitted", held)
         by_shard: dict[int, dict[str, dict[str, int]]] = {}
         for a, counts in pending.items():
-            by_shard.setdefault(tally_shard(a, self._shards), {})[a] = counts
+            # a plain dict: Beam's coder pickles a Counter
+            by_shard.setdefault(tally_shard(a, self._shards), {})[a] = dict(counts)
         yield from by_shard.items()
 
     def process(self, links: Sequence[tuple[str, str]], wanted: bytes):
         if self._filter is None or self._filter[0] is not wanted:
             self._filter = wanted, TitleBloom(wanted)
-        bloom = self._filter[1]
-        flags = [a in bloom for a, _ in links]
+        flags = self._filter[1].flags([a for a, _ in links])
         self.count("pages")
         pending = self._pending
-        for a, rest in wanted_keys(links, flags, self._window):
+        for a, rests in wanted_keys(links, flags, self._window).items():
             counts = pending.get(a)
             if counts is None:
-                counts = pending[a] = {}
-            n = counts.get(rest)
-            if n is None:
-                self._held += 1
-                counts[rest] = 1
-            else:
-                counts[rest] = n + 1
+                counts = pending[a] = collections.Counter()
+            before = len(counts)
+            counts.update(rests)  # each key once per page
+            self._held += len(counts) - before
         if self._held >= self._max_pending:
             yield from self._flush()
 

@@ -13,7 +13,7 @@ in every process (unlike `hash`).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import apache_beam as beam
 
@@ -49,8 +49,18 @@ class TitleBloom:
 
     def __contains__(self, title: str) -> bool:
         known = self._known.get(title)
-        if known is not None:
-            return known
+        return self._test(title) if known is None else known
+
+    def flags(self, titles: Sequence[str]) -> list[bool]:
+        """`title in self` for each title (one call per page of links, not per link)."""
+        get, test = self._known.get, self._test
+        out = []
+        for title in titles:
+            known = get(title)
+            out.append(test(title) if known is None else known)
+        return out
+
+    def _test(self, title: str) -> bool:
         if len(self._known) >= MAX_KNOWN:
             self._known.clear()
         array = self._array
