@@ -67,14 +67,26 @@ def rank_token_group(entries: Iterable[tuple[str, str]], max_entries: int, per_t
     owners: dict[str, list[str]] = {}
     for name, owner in set(head):
         owners.setdefault(name, []).append(owner)
-    bags = {name: token_bag(name) for name in owners}
+    # each name's token bag as an int with one bit per distinct bag element of the group:
+    # the overlap of two bags is the popcount of their masks' AND
+    bits: dict[str | tuple[str, int], int] = {}
+    masks: dict[str, tuple[int, int]] = {}
+    for name in owners:
+        bag, size = token_bag(name)
+        mask = 0
+        for element in bag:
+            bit = bits.get(element)
+            if bit is None:
+                bit = bits[element] = 1 << len(bits)
+            mask |= bit
+        masks[name] = (mask, size)
     # a name's only owner (None when it has several): a query skips its own names
-    rows = [(*bags[name], name, sorted(names_of), names_of[0] if len(names_of) == 1 else None)
+    rows = [(*masks[name], name, sorted(names_of), names_of[0] if len(names_of) == 1 else None)
             for name, names_of in owners.items()]
     longest = max(size for _, size, _, _, _ in rows)
     tables: dict[int, list[list[float]]] = {}
     for query, owner in queries:
-        bag, size = bags[query]
+        mask, size = masks[query]
         # -F1 by (overlap, other name's size), from `f1_of` itself: the hot loop below
         # then indexes instead of calling
         table = tables.get(size)
@@ -86,8 +98,8 @@ def rank_token_group(entries: Iterable[tuple[str, str]], max_entries: int, per_t
         # distinct name scored once; its owners follow it in order, so the best names
         # that have an owner other than the query's hold the best candidates
         best = heapq.nsmallest(per_token, [
-            (table[len(bag & other_bag)][other_size], name, names_of)
-            for other_bag, other_size, name, names_of, only in rows if only != owner])
+            (table[(mask & other_mask).bit_count()][other_size], name, names_of)
+            for other_mask, other_size, name, names_of, only in rows if only != owner])
         scored = [(score, name, other) for score, name, names_of in best
                   for other in names_of if other != owner][:per_token]
         out += [(owner, candidate) for candidate in scored]
