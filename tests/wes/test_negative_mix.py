@@ -350,3 +350,23 @@ def test_corpus_candidates_go_to_each_corpus_holding_the_title():
         ("k5", ("A", (ARTICLE, [(-1, "B", "B")]))), ("k10", ("A", (ARTICLE, [(-1, "B", "B")])))]
     assert not routed(frozenset({ARTICLE}), (11,))
     assert not routed(frozenset({WORD}), (5,))
+
+
+def test_pool_memo_says_where_each_source_may_donate():
+    """Against a look-up in every pool, for sources asked again and again, with pools
+    replaced midway (a new side input): the memo starts again."""
+    from transforms.wes.mixed_negatives import PoolMemo
+    from transforms.wes.negatives import DonorPool
+
+    rng = random.Random(5)
+    memo = PoolMemo()
+    for _ in range(2):
+        titles = [f"T{i}" for i in rng.sample(range(60), 40)]
+        pools = {split: DonorPool(tuple(sorted(titles[k::3])), frozenset())
+                 for k, split in enumerate(("train", "dev", "test"))}
+        for _ in range(300):
+            source, split = f"T{rng.randrange(70)}", rng.choice(["train", "dev", "test"])
+            where = [name for name, pool in pools.items() if source in pool.titles]
+            expected = ("not_in_corpus" if not where else None if where == [split]
+                        else "other_split")
+            assert memo.eligibility(pools, split, source) == expected

@@ -202,13 +202,20 @@ def top_per_title(shard: int, parts: Iterable[Mapping[str, Mapping[str, int]]],
             for rest, n in counts.items():
                 summed[rest] = summed.get(rest, 0) + n
     for a in sorted(total):
-        articles, words = [], []
-        for rest, n in total[a].items():
-            (words if _US in rest else articles).append((-n, rest))
-        for kind, ranked in ((ARTICLE, articles), (WORD, words)):
-            if ranked:
-                best = [(n, *split_rest(rest)[1:]) for n, rest in heapq.nsmallest(per_title, ranked)]
-                yield a, (kind, best, incoming[a])
+        counts = total[a]
+        articles = _best(per_title, [(-n, rest) for rest, n in counts.items() if _US not in rest])
+        if articles:
+            yield a, (ARTICLE, [(n, b, b) for n, b in articles], incoming[a])
+        words = _best(per_title, [(-n, rest) for rest, n in counts.items() if _US in rest])
+        if words:
+            # a word key's rest is its text and B around the one US
+            yield a, (WORD, [(n, *rest.split(_US)) for n, rest in words], incoming[a])
+
+
+def _best(n: int, items: list) -> list:
+    """The n smallest items in order: `heapq.nsmallest` (a loop in Python over the items)
+    for long lists, a sort in C for short ones; the same items either way."""
+    return heapq.nsmallest(n, items) if len(items) > 256 else sorted(items)[:n]
 
 
 def top_of_shard(element: tuple[int, Mapping[str, Iterable]], per_title: int

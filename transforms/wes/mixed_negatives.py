@@ -73,13 +73,34 @@ def size_by_split(title: CorpusTitle, wanted: NegativesWanted) -> tuple[str, tup
     return title.split, (title.title, wanted(title))
 
 
-def pool_eligibility(pools, split: str, source: str) -> str | None:
-    """None when `source` is a donor of `split`'s pool, else why not."""
+def pool_of(pools, source: str) -> str | None:
+    """The split whose donor pool holds `source`, None when none does."""
     for name, pool in pools.items():
         i = bisect.bisect_left(pool.titles, source)
         if i < len(pool.titles) and pool.titles[i] == source:
-            return None if name == split else "other_split"
-    return "not_in_corpus"
+            return name
+    return None
+
+
+class PoolMemo:
+    """Whether a candidate's source may donate to a title of a split: None when `source`
+    is a donor of that split's pool, else why not ("other_split", "not_in_corpus"). Each
+    source's split is kept (up to `MAX_SOURCES` of them): a corpus's candidates name the
+    same titles again and again. Starts again when the pools object changes."""
+
+    MAX_SOURCES = 1_000_000
+
+    def __init__(self) -> None:
+        self._pools = None
+        self._found: dict[str, str | None] = {}
+
+    def eligibility(self, pools, split: str, source: str) -> str | None:
+        if pools is not self._pools or len(self._found) >= self.MAX_SOURCES:
+            self._pools, self._found = pools, {}
+        found = self._found.get(source, "")
+        if found == "":  # no split is named ""
+            found = self._found[source] = pool_of(pools, source)
+        return "not_in_corpus" if found is None else None if found == split else "other_split"
 
 
 def kinded(base: dict, kind: str) -> dict:
@@ -106,6 +127,7 @@ class EmitMixedRowsFn(CountingDoFn):
         self._seed = seed
         self._mix = dict(mix)
         self._cap = link_pairs_cap
+        self._pools = PoolMemo()
 
     def process(self, element, pools):
         _, grouped = element
@@ -127,7 +149,7 @@ class EmitMixedRowsFn(CountingDoFn):
             kind_quotas(self._seed, title.title, n, self._mix), candidates,
             [(donor, text) for _, donor, _, texts in offers for text in texts],
             lambda text, source: synonym_reason(synonyms, text, source, normalised),
-            lambda source: pool_eligibility(pools, title.split, source))
+            lambda source: self._pools.eligibility(pools, title.split, source))
         for name, c in counts.items():
             self.count(f"negatives:{name}", c)
         if chosen is None:
