@@ -53,7 +53,7 @@ class CountingDoFn(beam.DoFn):
     `namespace`, or a whole `(namespace, name)` key for a count that belongs to another
     stage's namespace.
     Subclasses that override `start_bundle` or `finish_bundle` must call (and, for
-    `finish_bundle`, yield from) this class's.
+    `finish_bundle`, yield from) this class's, the latter after their own last counts.
     """
 
     def __init__(self, namespace: str, names: Sequence[str | StatKey]):
