@@ -206,6 +206,27 @@ def test_rank_token_group_equals_ranking_every_entry(seed):
     assert ranked == expected
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_rank_token_group_with_numpy_equals_the_loop(seed):
+    """Large groups are scored with numpy: the same candidates, floats and order as the
+    loop, with names shared by owners, ties, repeated tokens and a query's own names."""
+    rng = random.Random(seed)
+    words = [f"w{i}" for i in range(rng.choice([3, 12, 60]))]
+
+    def phrase() -> str:
+        return " ".join(rng.choice(words) for _ in range(rng.randint(1, 4)))
+
+    owners = sorted({phrase().title() for _ in range(40)})
+    entries = [(o, o) for o in owners]
+    entries += [(phrase(), rng.choice(owners)) for _ in range(300)]
+    entries += [(name, rng.choice(owners)) for name, _ in rng.sample(entries, 40)]
+    rng.shuffle(entries)
+    loop, read = rank_token_group(iter(entries), 1000, 5, vector_rows=10_000)
+    vectorised, _ = rank_token_group(iter(entries), 1000, 5, vector_rows=1)
+    assert loop and vectorised == loop
+    assert [type(score) for _, (score, _, _) in vectorised] == [float] * len(loop)
+
+
 @pytest.mark.parametrize("max_pending", [1, 5, 10_000])
 def test_rank_token_group_fn_emits_each_titles_best_of_what_it_held(max_pending):
     """Candidates gathered per title across a bundle's token groups, emitted at

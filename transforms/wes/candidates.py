@@ -18,6 +18,7 @@ import itertools
 from collections.abc import Iterable, Iterator
 
 import apache_beam as beam
+import numpy as np
 from apache_beam.metrics import Metrics
 
 from transforms.io.counting import STATS_TAG, CountingDoFn, StatKey, in_global_window
@@ -31,6 +32,7 @@ MAX_TOKEN_ENTRIES = 1_000   # names sharing one token beyond which the token is 
 PER_TOKEN = 8               # candidates kept per (title, token)
 F1_PER_TITLE = 32           # candidates kept per title, over its tokens
 MAX_PENDING_CANDIDATES = 200_000  # F1 candidates a bundle holds before it emits them
+VECTOR_ROWS = 256           # distinct names of a group from which numpy scores it
 MAX_NAME_ENTRIES = 1_000    # titles and owners sharing one substring key
 MAX_SUBSTRING_WORDS = 3     # a "short" span: at most this many words
 OWNERS_PER_SUBSTRING = 3    # other clusters a span may name, kept per span
@@ -48,14 +50,16 @@ def index_entries(title: CorpusTitle) -> Iterator[tuple[tuple[str, str], tuple[s
             yield (title.split, token), (name, title.title)
 
 
-def rank_token_group(entries: Iterable[tuple[str, str]], max_entries: int, per_token: int
+def rank_token_group(entries: Iterable[tuple[str, str]], max_entries: int, per_token: int,
+                     vector_rows: int = VECTOR_ROWS
                      ) -> tuple[list[tuple[str, Candidate]] | None, int]:
     """The best `per_token` candidates of each title among the names sharing one token.
 
     Reads at most `max_entries + 1` entries (the group may be far larger: it is never
     held whole). Returns (None, entries read) when the token is too common, else
     ([(title, (-F1, name, owner))], entries read). A title's query is its own title
-    entry (name == owner); its candidates are the names of other owners.
+    entry (name == owner); its candidates are the names of other owners. A group of at
+    least `vector_rows` distinct names is scored with numpy (`_Columns`), the same result.
     """
     head = list(itertools.islice(entries, max_entries + 1))
     if len(head) > max_entries:
@@ -84,7 +88,9 @@ def rank_token_group(entries: Iterable[tuple[str, str]], max_entries: int, per_t
     rows = [(*masks[name], name, sorted(names_of), names_of[0] if len(names_of) == 1 else None)
             for name, names_of in owners.items()]
     longest = max(size for _, size, _, _, _ in rows)
+    dense = _Columns(rows, len(bits)) if len(rows) >= vector_rows else None
     tables: dict[int, list[list[float]]] = {}
+    arrays: dict[int, np.ndarray] = {}  # the same tables for numpy
     for query, owner in queries:
         mask, size = masks[query]
         # -F1 by (overlap, other name's size), from `f1_of` itself: the hot loop below
@@ -94,16 +100,59 @@ def rank_token_group(entries: Iterable[tuple[str, str]], max_entries: int, per_t
             table = tables[size] = [[-f1_of(c, size, b) if c <= b else 0.0
                                      for b in range(longest + 1)]
                                     for c in range(min(size, longest) + 1)]
-        # the hot loop of the F1 index (a group holds up to `max_entries` names): each
-        # distinct name scored once; its owners follow it in order, so the best names
-        # that have an owner other than the query's hold the best candidates
-        best = heapq.nsmallest(per_token, [
-            (table[(mask & other_mask).bit_count()][other_size], name, names_of)
-            for other_mask, other_size, name, names_of, only in rows if only != owner])
+        if dense is not None:
+            scores = arrays.get(size)
+            if scores is None:
+                scores = arrays[size] = np.array(table, dtype=np.float64)
+            best = dense.best(mask, scores, owner, per_token)
+        else:
+            # the hot loop of the F1 index: each distinct name scored once; its owners
+            # follow it in order, so the best names that have an owner other than the
+            # query's hold the best candidates
+            best = heapq.nsmallest(per_token, [
+                (table[(mask & other_mask).bit_count()][other_size], name, names_of)
+                for other_mask, other_size, name, names_of, only in rows if only != owner])
         scored = [(score, name, other) for score, name, names_of in best
                   for other in names_of if other != owner][:per_token]
         out += [(owner, candidate) for candidate in scored]
     return out, len(head)
+
+
+class _Columns:
+    """A large token group's rows for numpy: per bag element, the rows that hold it.
+
+    `best` gives what `heapq.nsmallest(k, [(table[overlap][size], name, names_of)])` over
+    the rows a query keeps gives, with the same floats: the overlaps added up column by
+    column, the scores looked up in the same table, ties ordered by name.
+    """
+
+    def __init__(self, rows: list[tuple], n_bits: int):
+        self._rows = rows
+        holders: list[list[int]] = [[] for _ in range(n_bits)]
+        for i, (mask, *_rest) in enumerate(rows):
+            while mask:
+                low = mask & -mask
+                holders[low.bit_length() - 1].append(i)
+                mask ^= low
+        self._holders = [np.array(h, dtype=np.intp) for h in holders]
+        self._sizes = np.array([row[1] for row in rows], dtype=np.intp)
+        self._name_rank = np.empty(len(rows), dtype=np.intp)
+        self._name_rank[sorted(range(len(rows)), key=lambda i: rows[i][2])] = np.arange(len(rows))
+        self._only = np.array([row[4] for row in rows], dtype=object)
+
+    def best(self, mask: int, table: np.ndarray, owner: str, k: int) -> list[tuple]:
+        overlap = np.zeros(len(self._rows), dtype=np.intp)
+        while mask:
+            low = mask & -mask
+            overlap[self._holders[low.bit_length() - 1]] += 1
+            mask ^= low
+        scores = table[overlap, self._sizes]
+        kept = np.flatnonzero(self._only != owner)
+        if kept.size > k:  # the rows at or below the k-th score, ties included
+            kth = np.partition(scores[kept], k - 1)[k - 1]
+            kept = kept[scores[kept] <= kth]
+        order = kept[np.lexsort((self._name_rank[kept], scores[kept]))][:k]
+        return [(float(scores[i]), self._rows[i][2], self._rows[i][3]) for i in order]
 
 
 class RankTokenGroupFn(CountingDoFn):
