@@ -103,6 +103,47 @@ class CountingDoFn(beam.DoFn):
         progress.flush()
 
 
+class HoldingDoFn(CountingDoFn):
+    """A `CountingDoFn` that holds what it emits across a bundle's elements in
+    `self._pending` (a dict), `self._held` of them, and emits them as `_drain` turns them
+    into elements: from `process` through `_emit_when_full` once `max_pending` are held,
+    and at the bundle's end (in the global window), before the counts. Subclasses add
+    to `_pending` and `_held` and define `_drain(pending, held)`.
+
+    Args:
+        namespace, names: see `CountingDoFn`.
+        max_pending: what is held before it is emitted (the subclass's unit).
+    """
+
+    def __init__(self, namespace: str, names: Sequence[str | StatKey], max_pending: int):
+        super().__init__(namespace, names)
+        if max_pending < 1:
+            raise ValueError(f"max_pending must be positive, got {max_pending}")
+        self._max_pending = max_pending
+        self._pending: dict = {}
+        self._held = 0
+
+    def start_bundle(self):
+        super().start_bundle()
+        self._pending, self._held = {}, 0
+
+    def _drain(self, pending: dict, held: int) -> Iterable:
+        raise NotImplementedError
+
+    def _flush(self) -> Iterable:
+        pending, held = self._pending, self._held
+        self._pending, self._held = {}, 0
+        return self._drain(pending, held) if held else ()
+
+    def _emit_when_full(self) -> Iterable:
+        return self._flush() if self._held >= self._max_pending else ()
+
+    def finish_bundle(self):
+        for item in self._flush():
+            yield in_global_window(item)
+        yield from super().finish_bundle()
+
+
 class CountedParDo(beam.PTransform):
     """A `CountingDoFn` as a stage: input -> {main: its main output, "stats": its counts}.
 

@@ -21,7 +21,7 @@ import apache_beam as beam
 import numpy as np
 from apache_beam.metrics import Metrics
 
-from transforms.io.counting import STATS_TAG, CountingDoFn, StatKey, in_global_window
+from transforms.io.counting import STATS_TAG, CountingDoFn, HoldingDoFn, StatKey
 from transforms.wes.negative_mix import Candidate
 from transforms.wes.negatives import CorpusTitle
 from transforms.wes.redirects import redirect_pair
@@ -73,22 +73,19 @@ def rank_token_group(entries: Iterable[tuple[str, str]], max_entries: int, per_t
         owners.setdefault(name, []).append(owner)
     # each name's token bag as an int with one bit per distinct bag element of the group:
     # the overlap of two bags is the popcount of their masks' AND
-    bits: dict[str | tuple[str, int], int] = {}
+    index: dict[str | tuple[str, int], int] = {}
     masks: dict[str, tuple[int, int]] = {}
+    positions: dict[str, list[int]] = {}  # the bits of each mask, for `_Columns`
     for name in owners:
         bag, size = token_bag(name)
-        mask = 0
-        for element in bag:
-            bit = bits.get(element)
-            if bit is None:
-                bit = bits[element] = 1 << len(bits)
-            mask |= bit
-        masks[name] = (mask, size)
+        where = positions[name] = [index.setdefault(element, len(index)) for element in bag]
+        masks[name] = (sum(1 << i for i in where), size)
     # a name's only owner (None when it has several): a query skips its own names
     rows = [(*masks[name], name, sorted(names_of), names_of[0] if len(names_of) == 1 else None)
             for name, names_of in owners.items()]
     longest = max(size for _, size, _, _, _ in rows)
-    dense = _Columns(rows, len(bits)) if len(rows) >= vector_rows else None
+    dense = (_Columns(rows, [positions[row[2]] for row in rows], len(index))
+             if len(rows) >= vector_rows else None)
     tables: dict[int, list[list[float]]] = {}
     arrays: dict[int, np.ndarray] = {}  # the same tables for numpy
     for query, owner in queries:
@@ -104,7 +101,7 @@ def rank_token_group(entries: Iterable[tuple[str, str]], max_entries: int, per_t
             scores = arrays.get(size)
             if scores is None:
                 scores = arrays[size] = np.array(table, dtype=np.float64)
-            best = dense.best(mask, scores, owner, per_token)
+            best = dense.best(positions[query], scores, owner, per_token)
         else:
             # the hot loop of the F1 index: each distinct name scored once; its owners
             # follow it in order, so the best names that have an owner other than the
@@ -126,26 +123,22 @@ class _Columns:
     column, the scores looked up in the same table, ties ordered by name.
     """
 
-    def __init__(self, rows: list[tuple], n_bits: int):
+    def __init__(self, rows: list[tuple], positions: list[list[int]], n_elements: int):
         self._rows = rows
-        holders: list[list[int]] = [[] for _ in range(n_bits)]
-        for i, (mask, *_rest) in enumerate(rows):
-            while mask:
-                low = mask & -mask
-                holders[low.bit_length() - 1].append(i)
-                mask ^= low
+        holders: list[list[int]] = [[] for _ in range(n_elements)]
+        for i, where in enumerate(positions):
+            for element in where:
+                holders[element].append(i)
         self._holders = [np.array(h, dtype=np.intp) for h in holders]
         self._sizes = np.array([row[1] for row in rows], dtype=np.intp)
         self._name_rank = np.empty(len(rows), dtype=np.intp)
         self._name_rank[sorted(range(len(rows)), key=lambda i: rows[i][2])] = np.arange(len(rows))
         self._only = np.array([row[4] for row in rows], dtype=object)
 
-    def best(self, mask: int, table: np.ndarray, owner: str, k: int) -> list[tuple]:
+    def best(self, where: list[int], table: np.ndarray, owner: str, k: int) -> list[tuple]:
         overlap = np.zeros(len(self._rows), dtype=np.intp)
-        while mask:
-            low = mask & -mask
-            overlap[self._holders[low.bit_length() - 1]] += 1
-            mask ^= low
+        for element in where:  # the query's bag elements: distinct, so no row twice
+            overlap[self._holders[element]] += 1
         scores = table[overlap, self._sizes]
         kept = np.flatnonzero(self._only != owner)
         if kept.size > k:  # the rows at or below the k-th score, ties included
@@ -155,7 +148,7 @@ class _Columns:
         return [(float(scores[i]), self._rows[i][2], self._rows[i][3]) for i in order]
 
 
-class RankTokenGroupFn(CountingDoFn):
+class RankTokenGroupFn(HoldingDoFn):
     """((split, token), names) -> (title, [candidate]), counting skipped tokens.
 
     A bundle's candidates are gathered per title and emitted with the title's best
@@ -167,24 +160,16 @@ class RankTokenGroupFn(CountingDoFn):
 
     def __init__(self, namespace: str, max_entries: int, per_token: int,
                  per_title: int = F1_PER_TITLE, max_pending: int = MAX_PENDING_CANDIDATES):
-        super().__init__(namespace, ["f1_index:tokens", "f1_index:skipped_common_tokens"])
-        if max_pending < 1:
-            raise ValueError(f"max_pending must be positive, got {max_pending}")
+        super().__init__(namespace, ["f1_index:tokens", "f1_index:skipped_common_tokens"],
+                         max_pending)
         self._max_entries = max_entries
         self._per_token = per_token
         self._per_title = per_title
-        self._max_pending = max_pending
-        self._pending: dict[str, list[Candidate]] = {}
-        self._held = 0
         # entries of a group held in memory: its maximum shows the cap holds
         self._read = Metrics.distribution(namespace, "f1_index:group_entries_read")
 
-    def start_bundle(self):
-        super().start_bundle()
-        self._pending, self._held = {}, 0
-
-    def _flush(self) -> Iterator[tuple[str, list[Candidate]]]:
-        pending, self._pending, self._held = self._pending, {}, 0
+    def _drain(self, pending: dict[str, list[Candidate]], held: int
+               ) -> Iterator[tuple[str, list[Candidate]]]:
         for title, candidates in pending.items():
             yield title, sorted(set(candidates))[:self._per_title]
 
@@ -204,13 +189,7 @@ class RankTokenGroupFn(CountingDoFn):
             else:
                 held.append(candidate)
         self._held += len(ranked)
-        if self._held >= self._max_pending:
-            yield from self._flush()
-
-    def finish_bundle(self):
-        for item in self._flush():
-            yield in_global_window(item)
-        yield from super().finish_bundle()
+        yield from self._emit_when_full()
 
 
 def best_f1(title: str, parts: Iterable[Iterable[Candidate]], keep: int = F1_PER_TITLE

@@ -35,7 +35,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 import apache_beam as beam
 
-from transforms.io.counting import STATS_TAG, CountingDoFn, StatKey, in_global_window
+from transforms.io.counting import STATS_TAG, HoldingDoFn, StatKey
 from transforms.wes.tally import tally_shard
 from transforms.wes.title_bloom import BuildTitleBloom, TitleBloom
 
@@ -109,7 +109,7 @@ def wanted_keys(links: Sequence[tuple[str, str]], wanted: Sequence[bool],
     return {a: of_a for a, of_a in keys.items() if of_a}
 
 
-class CountCooccurrenceFn(CountingDoFn):
+class CountCooccurrenceFn(HoldingDoFn):
     """Pages' passing links, with the titles' Bloom filter as a side input ->
     `(shard, {A: {rest: pages}})` (keys in their wire form), counted per bundle.
 
@@ -125,25 +125,15 @@ class CountCooccurrenceFn(CountingDoFn):
 
     def __init__(self, window: int = WINDOW, max_pending: int = MAX_PENDING,
                  shards: int = COOCCURRENCE_SHARDS):
-        super().__init__("cooccurrence", ["pages", "keys_emitted"])
-        if min(window, max_pending, shards) < 1:
-            raise ValueError("window, max_pending and shards must be positive")
+        super().__init__("cooccurrence", ["pages", "keys_emitted"], max_pending)
+        if min(window, shards) < 1:
+            raise ValueError("window and shards must be positive")
         self._window = window
-        self._max_pending = max_pending
         self._shards = shards
-        self._pending: dict[str, collections.Counter[str]] = {}
-        self._held = 0  # distinct keys in _pending
         self._filter: tuple[bytes, TitleBloom] | None = None
 
-    def start_bundle(self):
-        super().start_bundle()
-        self._pending, self._held = {}, 0
-
-    def _flush(self) -> Iterator[tuple[int, dict[str, dict[str, int]]]]:
-        pending, held = self._pending, self._held
-        self._pending, self._held = {}, 0
-        if not held:
-            return
+    def _drain(self, pending: dict[str, collections.Counter[str]], held: int
+               ) -> Iterator[tuple[int, dict[str, dict[str, int]]]]:
         self.count("keys_emitted", held)
         by_shard: dict[int, dict[str, dict[str, int]]] = {}
         for a, counts in pending.items():
@@ -156,7 +146,7 @@ class CountCooccurrenceFn(CountingDoFn):
             self._filter = wanted, TitleBloom(wanted)
         flags = self._filter[1].flags([a for a, _ in links])
         self.count("pages")
-        pending = self._pending
+        pending = self._pending  # {A: Counter of rests}; _held: the distinct keys in it
         for a, rests in wanted_keys(links, flags, self._window).items():
             counts = pending.get(a)
             if counts is None:
@@ -164,13 +154,7 @@ class CountCooccurrenceFn(CountingDoFn):
             before = len(counts)
             counts.update(rests)  # each key once per page
             self._held += len(counts) - before
-        if self._held >= self._max_pending:
-            yield from self._flush()
-
-    def finish_bundle(self):
-        for item in self._flush():
-            yield in_global_window(item)
-        yield from super().finish_bundle()
+        yield from self._emit_when_full()
 
 
 def top_per_title(shard: int, parts: Iterable[Mapping[str, Mapping[str, int]]],
