@@ -257,7 +257,8 @@ def test_on_a_gpu_the_match_never_makes_the_host_wait(match_model, monkeypatch):
     """Everything of `match` but the copy of its two results back runs under CUDA's sync
     debug mode "error", which raises at any host-device wait (a boolean mask, a copy from
     ordinary memory, `.item()`): the passes, the index copy, every chunk. Same maxima as
-    on the CPU, up to the GPU's float rounding."""
+    on the CPU, up to half precision's rounding (a GPU loads the model in bfloat16, whose
+    8-bit mantissa moves a cosine by a few thousandths)."""
     spec = loading.ModelSpec.of(None, device="cuda")
     model = device.DeviceModel(uses.encoder_use(spec, 4, task="token_match"))
     assert model._mask_form is not None  # else transformers' mask helper waits per pass
@@ -274,8 +275,8 @@ def test_on_a_gpu_the_match_never_makes_the_host_wait(match_model, monkeypatch):
         np.testing.assert_array_equal(cand_max.cpu().numpy(), expected[0])
         np.testing.assert_array_equal(ref_max.cpu().numpy(), expected[1])
         on_cpu = match_model.match(*args)
-        np.testing.assert_allclose(expected[0], on_cpu[0], atol=1e-4)
-        np.testing.assert_allclose(expected[1], on_cpu[1], atol=1e-4)
+        np.testing.assert_allclose(expected[0], on_cpu[0], atol=1e-2)
+        np.testing.assert_allclose(expected[1], on_cpu[1], atol=1e-2)
 
 
 def test_the_match_calls_no_operator_that_waits_for_the_device(match_model):
