@@ -3,7 +3,13 @@ from __future__ import annotations
 import pytest
 from apache_beam.transforms.window import GlobalWindow, IntervalWindow
 
-from transforms.wes.filters import PAGE_LINKS_TAG, FilterLinksFn, classify_link
+from transforms.wes.filters import (
+    PAGE_LINKS_TAG,
+    FilterLinksFn,
+    classify_link,
+    page_wire,
+    unpack_page,
+)
 from transforms.wes.tally import TALLY_SHARDS, TitleLinks, merge_tallies, tally_shard
 from transforms.wiki.links import RawLink
 
@@ -141,6 +147,14 @@ def test_filter_links_stage_and_its_defaults():
         assert (fn._max_pending, fn._cache_size, fn._shards) == (50_000, 50_000, TALLY_SHARDS)
 
 
+@pytest.mark.parametrize("links", [
+    [], [("A", "A")], [("A", "a"), ("B", "B"), ("C d", "é f"), ("A", "a")]])
+def test_a_page_s_wire_form_keeps_its_links_and_writes_a_text_equal_to_its_title_empty(links):
+    titles, texts = unpack_page(page_wire(links))
+    assert [(t, x or t) for t, x in zip(titles, texts, strict=True)] == links
+    assert all(x == "" for (t, text), x in zip(links, texts) if t == text)
+
+
 def test_page_links_are_each_pages_passing_links_in_order():
     pages = [(RawLink("paris", None), RawLink("Styx (band)", "Styx"), RawLink("London", "city")),
              (RawLink("VAX#x", "y"),)]
@@ -148,8 +162,8 @@ def test_page_links_are_each_pages_passing_links_in_order():
     fn.setup()
     fn.start_bundle()
     out = [x for page in pages for x in fn.process(page, window=GlobalWindow())]
-    assert [x.value for x in out if getattr(x, "tag", None) == PAGE_LINKS_TAG] == [
-        (("Paris", "paris"), ("London", "city")), ()]
+    assert [unpack_page(x.value) for x in out if getattr(x, "tag", None) == PAGE_LINKS_TAG] == [
+        (["Paris", "London"], ["paris", "city"]), ([], [])]
     fn = FilterLinksFn()
     fn.setup()
     fn.start_bundle()

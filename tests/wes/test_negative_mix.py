@@ -17,10 +17,15 @@ from transforms.wes.cooccurrence import (
     CountCooccurrenceFn,
     corpus_candidates,
     decode_key,
+    pack_candidates,
+    pack_counts,
     page_pairs,
     top_per_title,
+    unpack_candidates,
+    unpack_counts,
     wanted_keys,
 )
+from transforms.wes.filters import page_wire, unpack_page
 from transforms.wes.negative_mix import (
     is_random_only,
     kind_quotas,
@@ -277,10 +282,20 @@ def test_page_pairs_window_and_kinds():
     assert not any(k[1] == k[-1] for k in keys)
 
 
+def packed_parts(parts: list[dict]) -> list[dict]:
+    """Parts of {A: {rest: pages}} in `CountCooccurrenceFn`'s wire form."""
+    return [{a: pack_counts(counts) for a, counts in part.items()} for part in parts]
+
+
+def unpacked_top(out) -> list:
+    return [(a, (kind, unpack_candidates(packed), incoming))
+            for a, (kind, packed, incoming) in out]
+
+
 def test_top_per_title_adds_up_shards_parts_and_ranks():
     parts = [{"A": {"B": 1, "C": 2, "c\x1fC": 1}, "Z": {"A": 5}}, {"A": {"B": 2}}]
-    out = {(a, kind): (cands, incoming)
-           for a, (kind, cands, incoming) in top_per_title(0, parts, [("A", 7)], 1)}
+    out = {(a, kind): (cands, incoming) for a, (kind, cands, incoming)
+           in unpacked_top(top_per_title(0, packed_parts(parts), [("A", 7)], 1))}
     assert out[("A", ARTICLE)] == ([(-3, "B", "B")], 7)
     assert out[("A", WORD)] == ([(-1, "c", "C")], 7)
     assert set(out) == {("A", ARTICLE), ("A", WORD)}  # "Z" is no title of the shard
@@ -306,9 +321,10 @@ def test_top_per_title_ranks_as_the_decoded_keys_rank(seed):
                 counts[rest] = rng.randint(1, 3)
             part[a] = counts
         parts.append(part)
-    before = repr(parts)
-    got = list(top_per_title(0, parts, [("A", 9), ("Q", 4)], 5))
-    assert repr(parts) == before  # a part's dict is summed into a copy, never itself
+    wire = packed_parts(parts)
+    before = repr(wire)
+    got = unpacked_top(top_per_title(0, wire, [("A", 9), ("Q", 4)], 5))
+    assert repr(wire) == before  # a part is read, never changed
     expected = []
     for a, incoming in (("A", 9), ("Q", 4)):
         summed = collections.Counter()
@@ -328,7 +344,8 @@ def test_wanted_keys_are_the_page_keys_of_wanted_first_titles(window):
     keys = page_pairs(links, window=window)
     for wanted in ({"C"}, {"A", "E"}, set("ABCDE"), set()):
         flags = [t in wanted for t, _ in links]
-        got = [(a, rest) for a, rests in wanted_keys(links, flags, window=window).items()
+        got = [(a, rest) for a, rests
+               in wanted_keys(*unpack_page(page_wire(links)), flags, window=window).items()
                for rest in rests]
         assert {decode_key(*key) for key in got} == {k for k in keys if k[1] in wanted}
         assert len(got) == len({decode_key(*key) for key in got})
@@ -342,7 +359,7 @@ def test_cooccurrence_counts_the_keys_of_filtered_titles_within_max_pending():
     fn.start_bundle()
     pages = [[("A", "a"), ("B", "bee"), ("C", "c")], [("C", "C"), ("A", "A")],
              [("B", "b"), ("C", "C")]]
-    emitted = [list(fn.process(page, bloom)) for page in pages]
+    emitted = [list(fn.process(page_wire(page), bloom)) for page in pages]
     # the first page's two keys of "A" reach max_pending and are emitted at once
     assert [len(out) for out in emitted] == [1, 0, 0]
     batches, stats = [part for out in emitted for part in out], {}
@@ -355,10 +372,22 @@ def test_cooccurrence_counts_the_keys_of_filtered_titles_within_max_pending():
     for shard, part in batches:
         assert shard == tally_shard("A", 4)
         counted.update({decode_key(a, rest): n for a, counts in part.items()
-                        for rest, n in counts.items()})
+                        for rest, n in unpack_counts(counts)})
     assert counted == {(ARTICLE, "A", "B"): 1, (WORD, "A", "bee", "B"): 1,
                        (ARTICLE, "A", "C"): 1}
     assert stats == {("cooccurrence", "pages"): 3, ("cooccurrence", "keys_emitted"): 3}
+
+
+@pytest.mark.parametrize("kind", [ARTICLE, WORD])
+def test_packed_counts_and_candidates_round_trip(kind):
+    counts = {"B": 3, "c d\x1fC": 2**40, "Ü": 1}
+    assert list(unpack_counts(pack_counts(counts))) == list(counts.items())
+    rng = random.Random(3)
+    ranked = [(-rng.randint(1, 2**35), rest) for rest in (
+        ["B", "B B", "É", "x"] if kind == ARTICLE else ["t\x1fB", "t u\x1fB", "É\x1fZ"])]
+    expected = [(n, *(rest.split("\x1f") if kind == WORD else (rest, rest)))
+                for n, rest in ranked]
+    assert unpack_candidates(pack_candidates(kind, ranked)) == expected
 
 
 def test_corpus_candidates_go_to_each_corpus_holding_the_title():

@@ -31,11 +31,13 @@ from __future__ import annotations
 
 import collections
 import heapq
+from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 import apache_beam as beam
 
 from transforms.io.counting import STATS_TAG, HoldingDoFn, StatKey
+from transforms.wes.filters import unpack_page
 from transforms.wes.tally import tally_shard
 from transforms.wes.title_bloom import BuildTitleBloom, TitleBloom
 
@@ -68,6 +70,44 @@ def page_pairs(links: Sequence[tuple[str, str]], window: int = WINDOW) -> set[tu
 # A, text, B). US (U+001F) cannot occur in a dump's text: XML 1.0 forbids it. One string
 # per key, and A once per batch, is what crosses the shuffle.
 _US = "\x1f"
+# Between the keys, texts or titles of one title's list on the wire (RS, U+001E: no text
+# holds it either, filters.py), with their counts as the bytes of an int64 array: three
+# objects a list for the coder instead of two or three an entry.
+_RS = "\x1e"
+
+
+def pack_counts(counts: Mapping[str, int]) -> tuple[str, bytes]:
+    """A title's {rest: pages} -> its wire form (the rests joined, their counts)."""
+    return _RS.join(counts), array("q", counts.values()).tobytes()
+
+
+def unpack_counts(packed: tuple[str, bytes]) -> Iterator[tuple[str, int]]:
+    """`pack_counts`' form -> (rest, pages) in their order."""
+    rests, pages = packed
+    values = array("q")
+    values.frombytes(pages)
+    return zip(rests.split(_RS), values)
+
+
+def pack_candidates(kind: str, ranked: Sequence[tuple[int, str]]
+                    ) -> tuple[bytes, str, str | None]:
+    """A title's best keys of one kind, (-pages, rest) in order -> the wire form of their
+    candidates: (-pages as int64 bytes, the texts joined, the titles B joined; None for
+    ARTICLE, whose text is B)."""
+    scores = array("q", [n for n, _ in ranked]).tobytes()
+    if kind == ARTICLE:
+        return scores, _RS.join([rest for _, rest in ranked]), None
+    texts, bs = zip(*(rest.split(_US) for _, rest in ranked))
+    return scores, _RS.join(texts), _RS.join(bs)
+
+
+def unpack_candidates(packed: tuple[bytes, str, str | None]) -> list[tuple[int, str, str]]:
+    """`pack_candidates`' form -> [(-pages, text, B)], the Candidates, in order."""
+    scores, texts, bs = packed
+    values = array("q")
+    values.frombytes(scores)
+    texts = texts.split(_RS)
+    return list(zip(values, texts, texts if bs is None else bs.split(_RS)))
 
 
 def split_rest(rest: str) -> tuple[str, str, str]:
@@ -82,27 +122,29 @@ def decode_key(a: str, rest: str) -> tuple:
     return (kind, a, text, b) if kind == WORD else (kind, a, b)
 
 
-def wanted_keys(links: Sequence[tuple[str, str]], wanted: Sequence[bool],
+def wanted_keys(titles: Sequence[str], texts: Sequence[str], wanted: Sequence[bool],
                 window: int = WINDOW) -> dict[str, set[str]]:
     """The keys of `page_pairs(links, window)` whose first title's link is `wanted` (one
     flag per link), in their wire form, as {A: {rest}}: only the neighbourhoods of wanted
-    links are visited."""
+    links are visited. The links as `filters.unpack_page` gives them: titles, and texts
+    with "" for a text equal to its title."""
     keys: dict[str, set[str]] = {}
-    rests: list[tuple[str, str | None] | None] = [None] * len(links)
+    rests: list[tuple[str, str | None] | None] = [None] * len(titles)
     for i, want in enumerate(wanted):
         if not want:
             continue
-        a = links[i][0]
+        a = titles[i]
         of_a = keys.get(a)
         if of_a is None:
             of_a = keys[a] = set()
-        for j in range(max(0, i - window), min(len(links), i + 1 + window)):
-            b, text_b = links[j]
+        for j in range(max(0, i - window), min(len(titles), i + 1 + window)):
+            b = titles[j]
             if a == b:
                 continue
             rest = rests[j]
             if rest is None:  # link j's rests, made once however many neighbours it has
-                rest = rests[j] = (b, None if text_b == b else text_b + _US + b)
+                text_b = texts[j]
+                rest = rests[j] = (b, text_b + _US + b if text_b else None)
             of_a.add(rest[0])
             if rest[1] is not None:
                 of_a.add(rest[1])
@@ -110,8 +152,9 @@ def wanted_keys(links: Sequence[tuple[str, str]], wanted: Sequence[bool],
 
 
 class CountCooccurrenceFn(HoldingDoFn):
-    """Pages' passing links, with the titles' Bloom filter as a side input ->
-    `(shard, {A: {rest: pages}})` (keys in their wire form), counted per bundle.
+    """Pages' passing links (`filters.page_wire`), with the titles' Bloom filter as a side
+    input -> `(shard, {A: pack_counts({rest: pages})})` (keys in their wire form), counted
+    per bundle.
 
     A bundle holds the page counts of the keys whose first title passes the filter (the
     only ones emitted), at most `max_pending` of them; `keys_emitted` counts the keys of
@@ -133,21 +176,21 @@ class CountCooccurrenceFn(HoldingDoFn):
         self._filter: tuple[bytes, TitleBloom] | None = None
 
     def _drain(self, pending: dict[str, collections.Counter[str]], held: int
-               ) -> Iterator[tuple[int, dict[str, dict[str, int]]]]:
+               ) -> Iterator[tuple[int, dict[str, tuple[str, bytes]]]]:
         self.count("keys_emitted", held)
-        by_shard: dict[int, dict[str, dict[str, int]]] = {}
+        by_shard: dict[int, dict[str, tuple[str, bytes]]] = {}
         for a, counts in pending.items():
-            # a plain dict: Beam's coder pickles a Counter
-            by_shard.setdefault(tally_shard(a, self._shards), {})[a] = dict(counts)
+            by_shard.setdefault(tally_shard(a, self._shards), {})[a] = pack_counts(counts)
         yield from by_shard.items()
 
-    def process(self, links: Sequence[tuple[str, str]], wanted: bytes):
+    def process(self, page: tuple[str, str], wanted: bytes):
         if self._filter is None or self._filter[0] is not wanted:
             self._filter = wanted, TitleBloom(wanted)
-        flags = self._filter[1].flags([a for a, _ in links])
+        titles, texts = unpack_page(page)
+        flags = self._filter[1].flags(titles)
         self.count("pages")
         pending = self._pending  # {A: Counter of rests}; _held: the distinct keys in it
-        for a, rests in wanted_keys(links, flags, self._window).items():
+        for a, rests in wanted_keys(titles, texts, flags, self._window).items():
             counts = pending.get(a)
             if counts is None:
                 counts = pending[a] = collections.Counter()
@@ -157,12 +200,12 @@ class CountCooccurrenceFn(HoldingDoFn):
         yield from self._emit_when_full()
 
 
-def top_per_title(shard: int, parts: Iterable[Mapping[str, Mapping[str, int]]],
+def top_per_title(shard: int, parts: Iterable[Mapping[str, tuple[str, bytes]]],
                   titles: Iterable[tuple[str, int]], per_title: int = COOCCURRENCE_PER_TITLE
                   ) -> Iterator[tuple[str, tuple]]:
-    """The counts of one title shard ({A: {rest: pages}}), added up for its `titles`
-    ((title, incoming links)) -> (A, (kind, [(-pages, text, B)], A's incoming links)),
-    the `per_title` best per (A, kind): most pages first, then text and B.
+    """The counts of one title shard ({A: pack_counts({rest: pages})}), added up for its
+    `titles` ((title, incoming links)) -> (A, (kind, pack_candidates(...), A's incoming
+    links)), the `per_title` best per (A, kind): most pages first, then text and B.
 
     Keys are ranked in their wire form, (-pages, rest), and only the best are split: a
     rest orders as its (text, B) does, since US sorts below every character a text or a
@@ -170,30 +213,24 @@ def top_per_title(shard: int, parts: Iterable[Mapping[str, Mapping[str, int]]],
     """
     incoming = dict(titles)
     total: dict[str, dict[str, int]] = {}
-    shared: set[str] = set()  # titles whose dict is still a part's own
     for part in parts:
-        for a, counts in part.items():
+        for a, packed in part.items():
             if a not in incoming:
                 continue
             summed = total.get(a)
             if summed is None:
-                total[a] = counts
-                shared.add(a)
+                total[a] = dict(unpack_counts(packed))
                 continue
-            if a in shared:
-                total[a] = summed = dict(summed)
-                shared.discard(a)
-            for rest, n in counts.items():
+            for rest, n in unpack_counts(packed):
                 summed[rest] = summed.get(rest, 0) + n
     for a in sorted(total):
         counts = total[a]
         articles = _best(per_title, [(-n, rest) for rest, n in counts.items() if _US not in rest])
         if articles:
-            yield a, (ARTICLE, [(n, b, b) for n, b in articles], incoming[a])
+            yield a, (ARTICLE, pack_candidates(ARTICLE, articles), incoming[a])
         words = _best(per_title, [(-n, rest) for rest, n in counts.items() if _US in rest])
         if words:
-            # a word key's rest is its text and B around the one US
-            yield a, (WORD, [(n, *rest.split(_US)) for n, rest in words], incoming[a])
+            yield a, (WORD, pack_candidates(WORD, words), incoming[a])
 
 
 def _best(n: int, items: list) -> list:
@@ -225,8 +262,8 @@ def corpus_tag(k: int) -> str:
 
 def corpus_candidates(candidates: tuple[str, tuple], kinds: frozenset[str],
                       thresholds: Sequence[int]) -> Iterator[beam.pvalue.TaggedOutput]:
-    """(title, (kind, [Candidate], incoming)) -> (title, (kind, [Candidate])) to the
-    output of each corpus that holds the title (threshold k <= its incoming links), when
+    """(title, (kind, candidates, incoming)) -> (title, (kind, candidates)) to the output
+    of each corpus that holds the title (threshold k <= its incoming links), when
     the mix has the kind. One step for every corpus: each reads only its own titles'
     candidates, instead of every title's."""
     title, (kind, listed, incoming) = candidates
@@ -239,7 +276,8 @@ def corpus_candidates(candidates: tuple[str, tuple], kinds: frozenset[str],
 class LinkCooccurrence(beam.PTransform):
     """{"pages": each page's passing links (`FilterLinks`' "page_links"), "titles": the
     clusters a corpus can hold (`DropBelowAllThresholds`)} -> {"candidates": {k: (title,
-    (kind, [Candidate])) of the corpus with threshold k, for the kinds asked for}, "stats"}.
+    (kind, candidates in `pack_candidates`' form)) of the corpus with threshold k, for the
+    kinds asked for}, "stats"}.
 
     Args:
         thresholds: the corpora's k.

@@ -27,6 +27,7 @@ import apache_beam as beam
 
 from transforms.io.counting import STATS_TAG, CountingDoFn, StatKey
 from transforms.wes.candidates import F1Candidates, SubstringCandidates
+from transforms.wes.cooccurrence import unpack_candidates
 from transforms.wes.hard_test import HARD_PREFIX, HARD_TAG, hard_rows, hard_stat_keys, has_hard_test
 from transforms.wes.negative_mix import (
     ADVERSARIAL_KINDS,
@@ -50,6 +51,7 @@ from transforms.wes.synonyms import SYNONYM_REASONS, TitleSynonyms, synonym_reas
 
 SOURCE_REASONS = ("other_split", "not_in_corpus")
 # the join's inputs of candidates, each `(title, (kind, [Candidate]))`, when the mix has them
+# (the co-occurrence ones in `cooccurrence.pack_candidates`' form)
 CANDIDATE_SOURCES = ("f1", "substring", "cooccurrence")
 
 
@@ -143,7 +145,8 @@ class EmitMixedRowsFn(CountingDoFn):
         candidates: dict[str, list] = {}
         for source in CANDIDATE_SOURCES:
             for kind, listed in grouped.get(source, ()):
-                candidates.setdefault(kind, []).extend(listed)
+                candidates.setdefault(kind, []).extend(
+                    unpack_candidates(listed) if source == "cooccurrence" else listed)
         offers = sorted(grouped["offers"])
         chosen, counts = pick_mixed(
             kind_quotas(self._seed, title.title, n, self._mix), candidates,
