@@ -33,3 +33,25 @@ def test_an_empty_filter_holds_nothing_and_positions_are_stable():
 def test_bits_must_be_whole_bytes(bits):
     with pytest.raises(ValueError):
         BuildTitleBloom(bits)
+
+
+def test_flags_test_each_title_s_two_positions_and_keep_at_most_max_known_answers(monkeypatch):
+    """`flags` tests the bits `bloom_positions` names (it computes them itself), answers
+    a title it has seen from its memory, and starts that memory again at `MAX_KNOWN`."""
+    from transforms.wes import title_bloom
+
+    rng = random.Random(1)
+    titles = [f"T{rng.randrange(10**6)}" for _ in range(400)]
+    bloom = _bloom(titles[:100], 1 << 9)  # small: many titles left out test in too
+    array = bloom._array
+
+    def bit(position):
+        return array[position >> 3] >> (position & 7) & 1
+
+    expected = [all(bit(p) for p in bloom_positions(t, 1 << 9)) for t in titles]
+    assert any(expected) and not all(expected)
+    monkeypatch.setattr(title_bloom, "MAX_KNOWN", 150)
+    for start in range(0, 400, 100):
+        assert bloom.flags(titles[start:start + 100]) == expected[start:start + 100]
+        assert len(bloom._known) <= 250
+    assert [t in bloom for t in titles] == expected

@@ -48,26 +48,27 @@ class TitleBloom:
         self._known: dict[str, bool] = {}
 
     def __contains__(self, title: str) -> bool:
-        known = self._known.get(title)
-        return self._test(title) if known is None else known
+        return self.flags((title,))[0]
 
     def flags(self, titles: Sequence[str]) -> list[bool]:
-        """`title in self` for each title (one call per page of links, not per link)."""
-        get, test = self._known.get, self._test
+        """`title in self` for each title (one call per page of links, not per link). The
+        answers kept start again once they reach `MAX_KNOWN`, checked once per call."""
+        known = self._known
+        if len(known) >= MAX_KNOWN:
+            known.clear()
+        get, array, bits, blake2b = known.get, self._array, self._bits, hashlib.blake2b
         out = []
         for title in titles:
-            known = get(title)
-            out.append(test(title) if known is None else known)
+            found = get(title)
+            if found is None:
+                # `bloom_positions`, inlined: the one loop that tests every link's title
+                h = int.from_bytes(blake2b(title.encode("utf-8"), digest_size=8).digest(),
+                                   "little")
+                first, second = (h & 0xFFFFFFFF) % bits, (h >> 32) % bits
+                found = known[title] = bool(
+                    array[first >> 3] >> (first & 7) & array[second >> 3] >> (second & 7) & 1)
+            out.append(found)
         return out
-
-    def _test(self, title: str) -> bool:
-        if len(self._known) >= MAX_KNOWN:
-            self._known.clear()
-        array = self._array
-        first, second = bloom_positions(title, self._bits)
-        found = self._known[title] = bool(
-            array[first >> 3] >> (first & 7) & array[second >> 3] >> (second & 7) & 1)
-        return found
 
 
 class BuildTitleBloom(beam.CombineFn):
