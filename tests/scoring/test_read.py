@@ -179,3 +179,42 @@ def test_sniffing_names_a_file_it_cannot_read(tmp_path):
     cut.write_bytes(data[: len(data) // 2])  # used to sniff as a file with no columns
     with pytest.raises(InputFileError, match=f"^input file {cut}: .*cut short"):
         sniff_columns(str(cut))
+
+
+def test_a_whole_compressed_parquet_file_reads_its_records(tmp_path):
+    """pyarrow seeks in a Parquet file: `ReadSplit.records` of a whole compressed one
+    decompresses it to a local file first (a JSONL or CSV one is read as a stream)."""
+    from transforms.scoring.reading.read import ReadSplit
+
+    packed = tmp_path / "t.parquet.gz"
+    packed.write_bytes(gzip.compress(_parquet()))
+    records = list(ReadSplit(str(packed), "parquet").records())
+    assert [(row, line) for row, line, _ in records] == [(i, None) for i in range(1, 100)]
+    assert records[0][2] == {"prediction": "a", "references": ["b"]}
+    jsonl = tmp_path / "t.jsonl.gz"
+    jsonl.write_bytes(gzip.compress(_rows_json(3)))
+    assert [row for row, _, _ in ReadSplit(str(jsonl), "jsonl").records()] == [1, 2, 3]
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_text_over_max_text_chars_is_dead_lettered_when_read_as_columns(tmp_path, fmt):
+    """Well-formed rows are read as columns (columnar.py); a text over `max_text_chars`
+    still goes to the dead letters, as on the per-row path."""
+    from transforms.scoring.reading.read import ReadSplit
+
+    rows = [{"prediction": "short", "references": ["b"]},
+            {"prediction": "far too long", "references": ["b"]},
+            {"prediction": "c", "references": ["a longer one"]}] * 4
+    path = tmp_path / f"in.{fmt}"
+    if fmt == "jsonl":
+        path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    else:
+        pq.write_table(pa.Table.from_pylist(rows), path)
+    fn = ReadRowsFn(ColumnMapping(), max_text_chars=5)
+    fn.start_bundle()
+    out = list(fn.process(ReadSplit(str(path), fmt)))
+    assert [key for key, _ in (o for o in out if not isinstance(o, beam.pvalue.TaggedOutput))
+            ] == [f"{path}:{row}" for row in (1, 4, 7, 10)]
+    assert [(o.value["row"], o.value["reason"]) for o in out
+            if isinstance(o, beam.pvalue.TaggedOutput)] == [
+        (row, "text_too_long") for row in (2, 3, 5, 6, 8, 9, 11, 12)]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 
 import apache_beam as beam
@@ -91,7 +92,7 @@ def test_parquet_is_planned_by_row_group_with_row_numbers(tmp_path):
 def test_a_file_that_changes_after_planning_fails_naming_it(tmp_path, change):
     """A file read in parts must be the file its parts were planned for: rows appended
     after planning would be skipped by the last range, a cut file would lose rows, so
-    every part checks the size and fails the run naming the file."""
+    every part checks the size and fails the run naming the file (once)."""
     path = _jsonl(tmp_path)
     size = len(open(path, "rb").read())
     splits = plan_splits(path, size, None, 97)
@@ -104,7 +105,7 @@ def test_a_file_that_changes_after_planning_fails_naming_it(tmp_path, change):
     else:
         _jsonl(tmp_path, lines=LINES[:10])
     now = len(open(path, "rb").read())
-    message = (rf"input file {re.escape(path)}: cannot be read.*FileChangedError: it is "
+    message = (rf"^input file {re.escape(path)}: cannot be read: FileChangedError: it is "
                rf"{now:,} bytes now and was {size:,} when the run planned its parts")
     with pytest.raises(InputFileError, match=message):
         count_newlines(splits[-1])
@@ -141,7 +142,7 @@ def test_a_file_rewritten_with_the_same_size_fails_naming_it(tmp_path, fmt):
         f.write(same_size)
     os.utime(path, (stamp, stamp))
     assert os.path.getsize(path) == splits[0].size
-    message = rf"input file {re.escape(path)}: cannot be read.*FileChangedError: it was modified"
+    message = rf"^input file {re.escape(path)}: cannot be read: FileChangedError: it was modified"
     for split in (splits[0], splits[-1]):
         with pytest.raises(InputFileError, match=message):
             list(split.records())
@@ -279,7 +280,8 @@ def test_plan_for_workers_gives_each_worker_about_four_ranges(tmp_path):
     assert (eight.split_bytes, eight.splits) == (-(-100 * mib // 32), 32) and eight.spreads(8)
     # never above the usual range size, never below the smallest
     huge = plan(("huge.jsonl", 1000 * mib), workers=2)
-    assert (huge.split_bytes, huge.splits) == (SPLIT_BYTES, 1000 // 16 + 1)
+    assert (huge.split_bytes, huge.splits, huge.largest) == (SPLIT_BYTES, 1000 // 16 + 1,
+                                                            SPLIT_BYTES)
     small = plan(("small.jsonl", 3 * mib), workers=8)
     assert (small.split_bytes, small.splits) == (MIN_SPLIT_BYTES, 3) and not small.spreads(8)
     # compressed files and CSV are read whole: one split each, weighed by their size
@@ -340,3 +342,30 @@ def test_batches_are_spread_only_where_the_splits_cannot_spread_them(tmp_path):
                                (small, multi, True), (big, ["--runner=DataflowRunner"], True)):
         config = build_config(input=path, output=str(tmp_path / "out"), metrics="em,f1")
         assert _spread_in_graph(config, argv) is spread, (path, argv)
+
+
+def test_plan_for_workers_reads_the_format_given_with_the_match_times(tmp_path, monkeypatch):
+    """Files without a known suffix are planned in the format given; one worker gets
+    four ranges too; a Parquet file's row groups are weighed as equal shares of it. The
+    modification time comes from the match: no file is looked up again (one request a
+    file on an object store)."""
+    from transforms.scoring.reading import read
+
+    mib = 1 << 20
+    monkeypatch.setattr(read, "modified_time", lambda path: pytest.fail(f"looked up {path}"))
+    (tmp_path / "txt").mkdir()
+    text = _sized(tmp_path / "txt" / "a.txt", 40 * mib)
+    table = tmp_path / "b.parquet"
+    pq.write_table(pa.table({"prediction": [f"p{i}" for i in range(30)]}), table,
+                   row_group_size=10)
+    size = table.stat().st_size
+    assert read.plan_for_workers(str(tmp_path / "txt" / "*"), "jsonl", 1) == (
+        10 * mib, 4, 10 * mib, 40 * mib)
+    parquet = read.plan_for_workers(str(table), None, 0)
+    assert parquet == (read.MIN_SPLIT_BYTES, 3, -(-size // 3), size)
+    assert isinstance(parquet.largest, int)  # a share is whole bytes, rounded up
+    modified = os.path.getmtime(table)
+    assert {s.modified for s in read.plan_splits(str(table), size, None, 1, modified + 5)} == {
+        modified + 5}
+    assert {s.modified for s in read.plan_splits(text, 40 * mib, "jsonl", 16 * mib,
+                                                 modified + 5)} == {modified + 5}

@@ -96,8 +96,16 @@ def test_read_rows_fn_counts_every_row_past_its_count_step(tmp_path, batch_rows)
         ("{bad\n" if i % 50 == 0 else json.dumps({"prediction": "a", "references": ["b"]})
          + "\n") for i in range(300)))
     kwargs = {} if batch_rows is None else {"batch_rows": batch_rows}
-    main, tagged, counts = run_dofn(ReadRowsFn(ColumnMapping(), **kwargs),
-                                    [ReadSplit(str(path), "jsonl")])
+    fn = ReadRowsFn(ColumnMapping(), **kwargs)
+    steps, counted = [], fn.count
+
+    def count(name, n=1):
+        if name == "passed":
+            steps.append(n)
+        counted(name, n)
+    fn.count = count
+    main, tagged, counts = run_dofn(fn, [ReadSplit(str(path), "jsonl")])
+    assert steps == [read._COUNT_EVERY, read._COUNT_EVERY, 294 - 2 * read._COUNT_EVERY]
     assert counts == {("read", "passed"): 294, ("read", "filtered:malformed_json"): 6}
     assert sum(1 if batch_rows is None else len(b) for b in main) == 294
     assert len(tagged[DEAD_LETTER]) == 6
@@ -265,11 +273,23 @@ def test_read_predictions_step_names(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.mutation
-def test_read_predictions_with_every_option(tmp_path):
+def test_read_predictions_with_every_option(tmp_path, caplog, monkeypatch):
     """Byte ranges of a file without a known suffix read as JSONL, text length checked,
-    rows batched; the same rows, keys and dead letters as the file read whole."""
+    rows batched; the same rows, keys and dead letters as the file read whole. The
+    ranges carry the modification time of the match (no file is looked up again); 512
+    rows a batch by default."""
+    from transforms.scoring.reading import read
+
     path = _jsonl(tmp_path, "in.txt")
+    size = os.path.getsize(path)
+    many = tmp_path / "many.jsonl"
+    many.write_text("".join(json.dumps(LINES[0]) + "\n" for _ in range(513)))
+    monkeypatch.setattr(read, "modified_time", _looked_up_again)
+    caplog.set_level(logging.INFO, logger="transforms.scoring.reading.read")
     with test_pipeline.TestPipeline(argv=RUNNER_ARGS["direct_in_process"]) as pipeline:
+        default = pipeline | "Default" >> ReadPredictions(str(many), ColumnMapping())
+        assert_that(default["batches"] | "DefaultSizes" >> beam.Map(len), equal_to([512, 1]),
+                    label="default")
         out = pipeline | ReadPredictions(path, ColumnMapping(id="id", system="system"),
                                          input_format="jsonl", max_text_chars=5,
                                          split_bytes=40, batch_rows=2)
@@ -281,6 +301,13 @@ def test_read_predictions_with_every_option(tmp_path):
                                     (4, 4, "text_too_long")]), label="dead")
         sizes = out["batches"] | beam.Map(len)
         assert_that(sizes, lambda got: _check(all(n <= 2 for n in got), got), label="batched")
+    assert sorted(m for m in caplog.messages if m.startswith(f"reading {path} ")) == sorted(
+        f"reading {path} as jsonl (bytes {start}-{min(start + 40, size)})"
+        for start in range(0, size, 40))
+
+
+def _looked_up_again(path):
+    raise AssertionError(f"{path} looked up again")
 
 
 def _check(ok, got):

@@ -41,10 +41,8 @@ from transforms.scoring.reading.formats import (
     iter_parquet_groups,
 )
 from transforms.scoring.reading.inputs import (
-    READ_ERRORS,
     check_unchanged,
     compression_of,
-    input_error,
     modified_time,
     open_input,
     read_input,
@@ -218,21 +216,19 @@ def plan_for_workers(file_pattern: str, input_format: str | None,
 
 
 def count_newlines(split: ReadSplit) -> tuple[str, tuple[int, int]]:
-    """(path, (start, newlines in [start, end))) of a JSONL byte-range split."""
+    """(path, (start, newlines in [start, end))) of a JSONL byte-range split; an error of
+    reading it is `open_input`'s `InputFileError`, which names the file."""
     count = 0
-    try:
-        with open_input(split.path, seekable=True) as fobj:
-            check_unchanged(fobj, split.size, split.path, split.modified)
-            fobj.seek(split.start)
-            remaining = split.end - split.start
-            while remaining > 0:
-                block = fobj.read(min(remaining, 1 << 22))
-                if not block:
-                    break
-                count += block.count(b"\n")
-                remaining -= len(block)
-    except READ_ERRORS as e:
-        raise input_error(split.path, e) from e
+    with open_input(split.path, seekable=True) as fobj:
+        check_unchanged(fobj, split.size, split.path, split.modified)
+        fobj.seek(split.start)
+        remaining = split.end - split.start
+        while remaining > 0:
+            block = fobj.read(min(remaining, 1 << 22))
+            if not block:
+                break
+            count += block.count(b"\n")
+            remaining -= len(block)
     return split.path, (split.start, count)
 
 
