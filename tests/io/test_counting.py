@@ -90,3 +90,30 @@ def test_progress_gets_the_first_count_at_once_and_every_count_by_the_bundle_end
     list(fn.process(7))
     list(fn.finish_bundle())
     assert added[3:] == [("even/filtered:odd", 1)]
+
+
+def test_count_all_counts_as_count_does_for_each_name(monkeypatch):
+    """`count_all` of a title's tally: the same stats and progress as a `count` per name,
+    the clock read once."""
+    from transforms.io import counting, progress
+
+    reads = []
+    monkeypatch.setattr(counting.time, "monotonic", lambda: reads.append(1) or 100.0)
+    added = []
+    monkeypatch.setattr(progress, "add", lambda key, n=1: added.append((key, n)))
+
+    def outputs(fn):
+        return sorted(out.value.value for out in fn.finish_bundle())
+
+    one, many = EvenFn(), EvenFn()
+    for fn in (one, many):
+        fn.start_bundle()
+    for name, n in (("passed", 2), ("filtered:odd", 3), ("passed", 1), ("never", 0)):
+        one.count(name, n)
+    added.clear()
+    reads.clear()
+    many.count_all({"passed": 2, "filtered:odd": 3})
+    many.count_all({"passed": 1, "never": 0})
+    assert len(reads) == 3  # a check per call, and the report's own
+    assert sorted(added) == [("even/filtered:odd", 3), ("even/passed", 2)]  # the first report
+    assert outputs(many) == outputs(one) == [(("even", "filtered:odd"), 3), (("even", "passed"), 3)]

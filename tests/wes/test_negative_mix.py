@@ -402,12 +402,16 @@ def test_corpus_candidates_go_to_each_corpus_holding_the_title():
     assert not routed(frozenset({WORD}), (5,))
 
 
-def test_pool_memo_says_where_each_source_may_donate():
+@pytest.mark.parametrize("max_sources", [1_000_000, 30, 5])
+def test_pool_memo_says_where_each_source_may_donate(monkeypatch, max_sources):
     """Against a look-up in every pool, for sources asked again and again, with pools
-    replaced midway (a new side input): the memo starts again."""
+    replaced midway (a new side input): the memo starts again. Pools of at most
+    `MAX_SOURCES` titles are one dict; larger ones are searched, and their memo starts
+    again when full."""
     from transforms.wes.mixed_negatives import PoolMemo
     from transforms.wes.negatives import DonorPool
 
+    monkeypatch.setattr(PoolMemo, "MAX_SOURCES", max_sources)
     rng = random.Random(5)
     memo = PoolMemo()
     for _ in range(2):
@@ -420,3 +424,6 @@ def test_pool_memo_says_where_each_source_may_donate():
             expected = ("not_in_corpus" if not where else None if where == [split]
                         else "other_split")
             assert memo.eligibility(pools, split, source) == expected
+            assert memo.checker(pools, split)(source) == expected
+            assert memo._complete == (max_sources >= 40)
+            assert len(memo._found) <= max(max_sources, 40)

@@ -8,7 +8,7 @@ reports in its own outputs (`stats.json`, the dataset card) therefore travel as 
 """
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
@@ -83,6 +83,15 @@ class CountingDoFn(beam.DoFn):
         counts, unreported = self._bundle_counts, self._unreported
         counts[name] = counts.get(name, 0) + n
         unreported[name] = unreported.get(name, 0) + n
+        if time.monotonic() >= self._report_at:
+            self._report()
+
+    def count_all(self, counts: Mapping[str | StatKey, int]) -> None:
+        """`count(name, n)` for each (name, n) of `counts`, the clock read once."""
+        bundle, unreported = self._bundle_counts, self._unreported
+        for name, n in counts.items():
+            bundle[name] = bundle.get(name, 0) + n
+            unreported[name] = unreported.get(name, 0) + n
         if time.monotonic() >= self._report_at:
             self._report()
 

@@ -33,6 +33,7 @@ import collections
 import heapq
 from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from operator import neg
 
 import apache_beam as beam
 
@@ -89,25 +90,27 @@ def unpack_counts(packed: tuple[str, bytes]) -> Iterator[tuple[str, int]]:
     return zip(rests.split(_RS), values)
 
 
-def pack_candidates(kind: str, ranked: Sequence[tuple[int, str]]
-                    ) -> tuple[bytes, str, str | None]:
+def pack_candidates(kind: str, ranked: Sequence[tuple[int, str]]) -> tuple[bytes, str, bool]:
     """A title's best keys of one kind, (-pages, rest) in order -> the wire form of their
-    candidates: (-pages as int64 bytes, the texts joined, the titles B joined; None for
-    ARTICLE, whose text is B)."""
-    scores = array("q", [n for n, _ in ranked]).tobytes()
-    if kind == ARTICLE:
-        return scores, _RS.join([rest for _, rest in ranked]), None
-    texts, bs = zip(*(rest.split(_US) for _, rest in ranked))
-    return scores, _RS.join(texts), _RS.join(bs)
+    candidates: (-pages as int64 bytes, the rests joined by RS, whether they are word
+    rests). A word rest's US becomes RS too, so that texts and titles alternate: no rest
+    is split here, and unpacking is two slices."""
+    scores, rests = zip(*ranked)
+    joined = _RS.join(rests)
+    word = kind == WORD
+    return array("q", scores).tobytes(), joined.replace(_US, _RS) if word else joined, word
 
 
-def unpack_candidates(packed: tuple[bytes, str, str | None]) -> list[tuple[int, str, str]]:
-    """`pack_candidates`' form -> [(-pages, text, B)], the Candidates, in order."""
-    scores, texts, bs = packed
+def unpack_candidates(packed: tuple[bytes, str, bool]) -> list[tuple[int, str, str]]:
+    """`pack_candidates`' form -> [(-pages, text, B)], the Candidates, in order (an
+    article candidate's text is B)."""
+    scores, joined, word = packed
     values = array("q")
     values.frombytes(scores)
-    texts = texts.split(_RS)
-    return list(zip(values, texts, texts if bs is None else bs.split(_RS)))
+    parts = joined.split(_RS)
+    if word:
+        return list(zip(values, parts[0::2], parts[1::2]))
+    return list(zip(values, parts, parts))
 
 
 def split_rest(rest: str) -> tuple[str, str, str]:
@@ -225,10 +228,11 @@ def top_per_title(shard: int, parts: Iterable[Mapping[str, tuple[str, bytes]]],
                 summed[rest] = summed.get(rest, 0) + n
     for a in sorted(total):
         counts = total[a]
-        articles = _best(per_title, [(-n, rest) for rest, n in counts.items() if _US not in rest])
+        keys = list(zip(map(neg, counts.values()), counts))
+        articles = _best(per_title, [key for key in keys if _US not in key[1]])
         if articles:
             yield a, (ARTICLE, pack_candidates(ARTICLE, articles), incoming[a])
-        words = _best(per_title, [(-n, rest) for rest, n in counts.items() if _US in rest])
+        words = _best(per_title, [key for key in keys if _US in key[1]])
         if words:
             yield a, (WORD, pack_candidates(WORD, words), incoming[a])
 

@@ -21,7 +21,7 @@ Flow, per corpus:
 from __future__ import annotations
 
 import bisect
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import apache_beam as beam
 
@@ -86,23 +86,40 @@ def pool_of(pools, source: str) -> str | None:
 
 class PoolMemo:
     """Whether a candidate's source may donate to a title of a split: None when `source`
-    is a donor of that split's pool, else why not ("other_split", "not_in_corpus"). Each
-    source's split is kept (up to `MAX_SOURCES` of them): a corpus's candidates name the
-    same titles again and again. Starts again when the pools object changes."""
+    is a donor of that split's pool, else why not ("other_split", "not_in_corpus").
+
+    Pools of at most `MAX_SOURCES` titles in all are turned into one {title: split} dict
+    when they arrive; larger ones are searched (bisect) and each source's answer is kept,
+    up to `MAX_SOURCES` of them (a corpus's candidates name the same titles again and
+    again). Starts again when the pools object changes."""
 
     MAX_SOURCES = 1_000_000
 
     def __init__(self) -> None:
         self._pools = None
         self._found: dict[str, str | None] = {}
+        self._complete = False  # `_found` holds every pool title
+
+    def checker(self, pools, split: str) -> Callable[[str], str | None]:
+        """The eligibility of sources for a title of `split` (one function per title)."""
+        if pools is not self._pools or len(self._found) >= self.MAX_SOURCES:
+            self._pools = pools
+            self._complete = sum(len(pool.titles) for pool in pools.values()) <= self.MAX_SOURCES
+            # reversed: a title in two pools (none is) answers with the first, as pool_of
+            self._found = ({t: name for name, pool in reversed(list(pools.items()))
+                            for t in pool.titles} if self._complete else {})
+        found, complete = self._found, self._complete
+        get = found.get
+
+        def eligibility(source: str) -> str | None:
+            where = get(source, "")
+            if where == "":  # no split is named ""
+                where = None if complete else found.setdefault(source, pool_of(pools, source))
+            return "not_in_corpus" if where is None else None if where == split else "other_split"
+        return eligibility
 
     def eligibility(self, pools, split: str, source: str) -> str | None:
-        if pools is not self._pools or len(self._found) >= self.MAX_SOURCES:
-            self._pools, self._found = pools, {}
-        found = self._found.get(source, "")
-        if found == "":  # no split is named ""
-            found = self._found[source] = pool_of(pools, source)
-        return "not_in_corpus" if found is None else None if found == split else "other_split"
+        return self.checker(pools, split)(source)
 
 
 def kinded(base: dict, kind: str) -> dict:
@@ -152,12 +169,13 @@ class EmitMixedRowsFn(CountingDoFn):
             kind_quotas(self._seed, title.title, n, self._mix), candidates,
             [(donor, text) for _, donor, _, texts in offers for text in texts],
             lambda text, source: synonym_reason(synonyms, text, source, normalised),
-            lambda source: self._pools.eligibility(pools, title.split, source))
-        for name, c in counts.items():
-            self.count(f"negatives:{name}", c)
+            self._pools.checker(pools, title.split))
+        # the title's counts, added up here and counted once each
+        tally = {f"negatives:{name}": c for name, c in counts.items()}
         if chosen is None:
             if offers:
-                self.count("filtered:negatives_unavailable")
+                tally["filtered:negatives_unavailable"] = 1
+            self.count_all(tally)
             return
         split = title.split
         rows = [kinded(row(title, text, 1, None), TITLE_LINK) for text in title.positives]
@@ -167,26 +185,24 @@ class EmitMixedRowsFn(CountingDoFn):
                  for kind, source, text in chosen]
         yield from rows
         for kind, _, _ in chosen:
-            self.count(f"negatives:{kind}")
-            self.count(f"{split}:negatives:{kind}")
+            for name in (f"negatives:{kind}", f"{split}:negatives:{kind}"):
+                tally[name] = tally.get(name, 0) + 1
         hard = hard_rows(split, rows) if self._hard else []
         for r in hard:
             yield beam.pvalue.TaggedOutput(HARD_TAG, r)
-            self.count(f"{HARD_PREFIX}{r['pair_kind']}")
+            name = f"{HARD_PREFIX}{r['pair_kind']}"
+            tally[name] = tally.get(name, 0) + 1
         if hard:
-            self.count(f"{HARD_PREFIX}titles")
+            tally[f"{HARD_PREFIX}titles"] = 1
         yield beam.pvalue.TaggedOutput(CLUSTERS_TAG, {
             "title": title.title, "cluster_id": title.cluster_id, "split": split,
             "incoming_links": title.incoming, "link_texts": list(title.positives)})
         for kind, c in ((TITLE_LINK, len(title.positives)), (LINK_LINK, len(pairs))):
-            self.count(f"positives:{kind}", c)
-            self.count(f"{split}:positives:{kind}", c)
-        self.count("titles_written")
-        self.count("positives", n)
-        self.count("negatives", n)
-        self.count(f"{split}:titles")
-        self.count(f"{split}:positives", n)
-        self.count(f"{split}:negatives", n)
+            tally[f"positives:{kind}"] = c
+            tally[f"{split}:positives:{kind}"] = c
+        tally.update({"titles_written": 1, "positives": n, "negatives": n,
+                      f"{split}:titles": 1, f"{split}:positives": n, f"{split}:negatives": n})
+        self.count_all(tally)
 
 
 def redirect_edges(page):

@@ -6,26 +6,27 @@ shuffle, the pairs of titles that no corpus can hold. A title in the filter alwa
 in (`in`); a title outside it tests in with a small probability (about 3% with 3 million
 titles), so the filter only trims, and the exact join after the shuffle decides. Its size
 is fixed, `BLOOM_BITS` bits whatever the number of titles, so the side input every worker
-holds stays bounded; its two bit positions come from one 64-bit blake2b digest, the same
-in every process (unlike `hash`).
+holds stays bounded; its two bit positions are the CRC-32s of the title's UTF-8 bytes
+forwards and backwards, the same in every process (unlike `hash`), and cheap enough to
+compute for every link instead of remembering answers.
 """
 
 from __future__ import annotations
 
-import hashlib
+import zlib
 from collections.abc import Iterable, Sequence
 
 import apache_beam as beam
 
 BLOOM_BITS = 1 << 25   # 4 MiB
-MAX_KNOWN = 1_000_000  # titles whose answer a filter keeps (a title is tested per link)
 
 
 def bloom_positions(title: str, bits: int = BLOOM_BITS) -> tuple[int, int]:
-    """The two bit positions of a title: the two halves of its 64-bit blake2b digest."""
-    h = int.from_bytes(hashlib.blake2b(title.encode("utf-8"), digest_size=8).digest(),
-                       "little")
-    return (h & 0xFFFFFFFF) % bits, (h >> 32) % bits
+    """The two bit positions of a title: the CRC-32s of its UTF-8 bytes and of those bytes
+    reversed (two different linear maps of the bytes, so two titles that share one
+    position rarely share the other)."""
+    data = title.encode("utf-8")
+    return zlib.crc32(data) % bits, zlib.crc32(data[::-1]) % bits
 
 
 def empty_bloom(bits: int = BLOOM_BITS) -> bytearray:
@@ -38,36 +39,25 @@ def bloom_add(array: bytearray, title: str) -> None:
 
 
 class TitleBloom:
-    """Membership tests against a filter's bytes (`BuildTitleBloom`'s output); the answers
-    for up to `MAX_KNOWN` titles are kept (a dump's links name the same titles again and
-    again)."""
+    """Membership tests against a filter's bytes (`BuildTitleBloom`'s output)."""
 
     def __init__(self, array: bytes):
         self._array = array
         self._bits = len(array) * 8
-        self._known: dict[str, bool] = {}
 
     def __contains__(self, title: str) -> bool:
         return self.flags((title,))[0]
 
     def flags(self, titles: Sequence[str]) -> list[bool]:
-        """`title in self` for each title (one call per page of links, not per link). The
-        answers kept start again once they reach `MAX_KNOWN`, checked once per call."""
-        known = self._known
-        if len(known) >= MAX_KNOWN:
-            known.clear()
-        get, array, bits, blake2b = known.get, self._array, self._bits, hashlib.blake2b
+        """`title in self` for each title (one call per page of links, not per link)."""
+        array, bits, crc32 = self._array, self._bits, zlib.crc32
         out = []
         for title in titles:
-            found = get(title)
-            if found is None:
-                # `bloom_positions`, inlined: the one loop that tests every link's title
-                h = int.from_bytes(blake2b(title.encode("utf-8"), digest_size=8).digest(),
-                                   "little")
-                first, second = (h & 0xFFFFFFFF) % bits, (h >> 32) % bits
-                found = known[title] = bool(
-                    array[first >> 3] >> (first & 7) & array[second >> 3] >> (second & 7) & 1)
-            out.append(found)
+            # `bloom_positions`, inlined: the one loop that tests every link's title
+            data = title.encode("utf-8")
+            first, second = crc32(data) % bits, crc32(data[::-1]) % bits
+            out.append(bool(
+                array[first >> 3] >> (first & 7) & array[second >> 3] >> (second & 7) & 1))
         return out
 
 
