@@ -247,7 +247,9 @@ def test_rank_token_group_fn_emits_each_titles_best_of_what_it_held(max_pending)
         groups.append(((None, token), entries))
     fn = RankTokenGroupFn("wes-k5", 1000, 4, per_title=3, max_pending=max_pending)
     fn.start_bundle()
-    emitted = [out for group in groups for out in fn.process(group)]
+    # as `GroupInBundleFn` hands a group over: lists of entries
+    emitted = [out for key, entries in groups
+               for out in fn.process((key, [entries[:5], entries[5:]]))]
     emitted += [out.value for out in fn.finish_bundle() if not isinstance(out, TaggedOutput)]
     assert all(len(candidates) <= 3 for _, candidates in emitted)
     if max_pending == 1:  # emitted after every group
@@ -427,3 +429,31 @@ def test_pool_memo_says_where_each_source_may_donate(monkeypatch, max_sources):
             assert memo.checker(pools, split)(source) == expected
             assert memo._complete == (max_sources >= 40)
             assert len(memo._found) <= max(max_sources, 40)
+
+
+@pytest.mark.parametrize("max_pending", [1, 4, 1000])
+def test_group_in_bundle_gathers_each_key_s_values_and_loses_none(max_pending):
+    from transforms.wes.candidates import GroupInBundleFn
+
+    def entries(n):
+        return [(k % 3, (n, k)) for k in range(n)]
+
+    fn = GroupInBundleFn(entries, max_pending=max_pending)
+    fn.start_bundle()
+    out = [x for n in range(6) for x in fn.process(n)]
+    out += [x.value for x in fn.finish_bundle()]
+    grouped = collections.defaultdict(list)
+    for key, values in out:
+        assert values and all(k % 3 == key for _, k in values)
+        grouped[key].extend(values)
+    assert {k: sorted(v) for k, v in grouped.items()} == {
+        k: sorted(v) for k, v in _by_key(e for n in range(6) for e in entries(n)).items()}
+    if max_pending == 1000:  # one list per key: every value held to the bundle's end
+        assert len(out) == 3
+
+
+def _by_key(pairs):
+    grouped = collections.defaultdict(list)
+    for key, value in pairs:
+        grouped[key].append(value)
+    return grouped

@@ -13,6 +13,7 @@ from transforms.wes.sampling import (
     parse_splits,
     pick_negatives,
     stable_hash,
+    stable_hash_with,
 )
 
 
@@ -84,3 +85,10 @@ def test_donor_offer_is_a_seeded_order_of_the_texts():
 ])
 def test_pick_negatives(positives, wanted, offers, expected):
     assert pick_negatives(frozenset(positives), wanted, offers) == expected
+
+
+@pytest.mark.parametrize("prefix", [(1,), (7, "Title", "a text"), ("x\x1fy", 0, "É")])
+def test_stable_hash_with_a_prefix_is_the_stable_hash_of_the_prefix_and_the_last_part(prefix):
+    hash_of = stable_hash_with(*prefix)
+    for last in ("", "B", "a\x1fb", 3, "Ünïcode"):
+        assert hash_of(last) == stable_hash(*prefix, last)

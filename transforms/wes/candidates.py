@@ -13,9 +13,11 @@ similarity, and its group is the index's worst case); the substring join groups 
 
 from __future__ import annotations
 
+import functools
 import heapq
 import itertools
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 import apache_beam as beam
 import numpy as np
@@ -25,13 +27,14 @@ from transforms.io.counting import STATS_TAG, CountingDoFn, HoldingDoFn, StatKey
 from transforms.wes.negative_mix import Candidate
 from transforms.wes.negatives import CorpusTitle
 from transforms.wes.redirects import redirect_pair
-from transforms.wes.sampling import assign_split, stable_hash
+from transforms.wes.sampling import assign_split, stable_hash, stable_hash_with
 from transforms.wes.synonyms import f1_of, token_bag, tokens
 
 MAX_TOKEN_ENTRIES = 1_000   # names sharing one token beyond which the token is skipped
 PER_TOKEN = 8               # candidates kept per (title, token)
 F1_PER_TITLE = 32           # candidates kept per title, over its tokens
 MAX_PENDING_CANDIDATES = 200_000  # F1 candidates a bundle holds before it emits them
+MAX_PENDING_ENTRIES = 200_000     # index and name entries a bundle groups before emitting
 VECTOR_ROWS = 256           # distinct names of a group from which numpy scores it
 MAX_NAME_ENTRIES = 1_000    # titles and owners sharing one substring key
 MAX_SUBSTRING_WORDS = 3     # a "short" span: at most this many words
@@ -133,19 +136,51 @@ class _Columns:
         self._sizes = np.array([row[1] for row in rows], dtype=np.intp)
         self._name_rank = np.empty(len(rows), dtype=np.intp)
         self._name_rank[sorted(range(len(rows)), key=lambda i: rows[i][2])] = np.arange(len(rows))
-        self._only = np.array([row[4] for row in rows], dtype=object)
+        # each row's only owner as a number (-1: several), so that leaving out a query's
+        # own names compares integers, not strings
+        self._owner_ids: dict[str, int] = {}
+        self._only = np.array([-1 if row[4] is None else
+                               self._owner_ids.setdefault(row[4], len(self._owner_ids))
+                               for row in rows], dtype=np.intp)
 
     def best(self, where: list[int], table: np.ndarray, owner: str, k: int) -> list[tuple]:
         overlap = np.zeros(len(self._rows), dtype=np.intp)
         for element in where:  # the query's bag elements: distinct, so no row twice
             overlap[self._holders[element]] += 1
         scores = table[overlap, self._sizes]
-        kept = np.flatnonzero(self._only != owner)
+        kept = np.flatnonzero(self._only != self._owner_ids.get(owner, -2))
         if kept.size > k:  # the rows at or below the k-th score, ties included
             kth = np.partition(scores[kept], k - 1)[k - 1]
             kept = kept[scores[kept] <= kth]
         order = kept[np.lexsort((self._name_rank[kept], scores[kept]))][:k]
         return [(float(scores[i]), self._rows[i][2], self._rows[i][3]) for i in order]
+
+
+class GroupInBundleFn(HoldingDoFn):
+    """An element -> its `entries(element)`, (key, value) pairs, gathered per key over a
+    bundle and emitted as (key, [values]) once `max_pending` values are held and at the
+    bundle's end. Before a `GroupByKey` whose consumer chains the lists: the local
+    runner's cost is per element, and a token or a name recurs across titles."""
+
+    def __init__(self, entries: Callable[[Any], Iterable[tuple[Any, Any]]],
+                 max_pending: int = MAX_PENDING_ENTRIES):
+        super().__init__("group_in_bundle", [], max_pending)
+        self._entries = entries
+
+    def _drain(self, pending: dict, held: int) -> Iterator[tuple[Any, list]]:
+        yield from pending.items()
+
+    def process(self, element):
+        pending, held = self._pending, 0
+        for key, value in self._entries(element):
+            values = pending.get(key)
+            if values is None:
+                pending[key] = [value]
+            else:
+                values.append(value)
+            held += 1
+        self._held += held
+        yield from self._emit_when_full()
 
 
 class RankTokenGroupFn(HoldingDoFn):
@@ -174,8 +209,9 @@ class RankTokenGroupFn(HoldingDoFn):
             yield title, sorted(set(candidates))[:self._per_title]
 
     def process(self, element):
-        _, entries = element
-        ranked, read = rank_token_group(entries, self._max_entries, self._per_token)
+        _, lists = element  # `GroupInBundleFn`'s lists of entries
+        ranked, read = rank_token_group(itertools.chain.from_iterable(lists),
+                                        self._max_entries, self._per_token)
         self._read.update(read)
         if ranked is None:
             self.count("f1_index:skipped_common_tokens")
@@ -223,7 +259,7 @@ class F1Candidates(beam.PTransform):
     def expand(self, titles):
         keep = self._per_title
         ranked = (titles
-                  | "IndexByToken" >> beam.FlatMap(index_entries)
+                  | "IndexByToken" >> beam.ParDo(GroupInBundleFn(index_entries))
                   | "GroupByToken" >> beam.GroupByKey()
                   | "RankTokenGroups" >> beam.ParDo(self._rank).with_outputs(
                       STATS_TAG, main="ranked"))
@@ -284,8 +320,9 @@ class MatchSpansFn(CountingDoFn):
         self._max_entries = max_entries
 
     def process(self, element):
-        (_, text), roles = element
-        head = list(itertools.islice(roles, self._max_entries + 1))
+        (_, text), lists = element  # `GroupInBundleFn`'s lists of roles
+        head = list(itertools.islice(itertools.chain.from_iterable(lists),
+                                     self._max_entries + 1))
         if len(head) > self._max_entries:
             self.count("substring:skipped_common_keys")
             return
@@ -296,7 +333,8 @@ class MatchSpansFn(CountingDoFn):
             if not others:
                 self.count("substring:spans_naming_nothing_else")
                 continue
-            others.sort(key=lambda o: (stable_hash(self._seed, title, text, o), o))
+            hash_of = stable_hash_with(self._seed, title, text)
+            others.sort(key=lambda o: (hash_of(o), o))
             rank = stable_hash(self._seed, "span", title, text)
             yield title, ("substring", [(rank, text, o) for o in others[:OWNERS_PER_SUBSTRING]])
 
@@ -315,9 +353,10 @@ class SubstringCandidates(beam.PTransform):
         return self._match.stat_keys()
 
     def expand(self, inputs):
-        names = inputs["titles"] | "SpansAndNames" >> beam.FlatMap(substring_entries)
-        redirects = inputs["redirects"] | "RedirectNames" >> beam.FlatMap(
-            redirect_entries, self._seed, self._fractions)
+        names = inputs["titles"] | "SpansAndNames" >> beam.ParDo(
+            GroupInBundleFn(substring_entries))
+        redirects = inputs["redirects"] | "RedirectNames" >> beam.ParDo(GroupInBundleFn(
+            functools.partial(redirect_entries, seed=self._seed, fractions=self._fractions)))
         matched = ((names, redirects) | "FlattenNames" >> beam.Flatten()
                    | "GroupByName" >> beam.GroupByKey()
                    | "MatchSpans" >> beam.ParDo(self._match).with_outputs(

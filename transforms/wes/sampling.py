@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 SPLIT_NAMES = ("train", "dev", "test")
 _BUCKETS = 1_000_000
@@ -19,6 +19,18 @@ def stable_hash(*parts: object) -> int:
     """A 63-bit hash of the parts' string forms, stable across processes and machines."""
     digest = hashlib.blake2b("\x1f".join(map(str, parts)).encode("utf-8"), digest_size=8)
     return int.from_bytes(digest.digest(), "big") >> 1
+
+
+def stable_hash_with(first: object, *rest: object) -> Callable[[object], int]:
+    """x -> `stable_hash(first, *rest, x)`, the parts' joined string made once (for
+    ranking many x under one prefix)."""
+    head = "\x1f".join(map(str, (first, *rest))) + "\x1f"
+    blake2b = hashlib.blake2b
+
+    def hash_of(last: object) -> int:
+        digest = blake2b((head + str(last)).encode("utf-8"), digest_size=8)
+        return int.from_bytes(digest.digest(), "big") >> 1
+    return hash_of
 
 
 def cluster_id(title: str) -> int:
