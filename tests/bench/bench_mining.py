@@ -161,12 +161,16 @@ def main(argv: list[str] | None = None) -> int:
     for key, runs in d_runs.items():
         best = dict(min(runs, key=lambda r: r["seconds"]))
         best["all_seconds"] = [r["seconds"] for r in runs]
+        best["all_cpu_seconds"] = [r["cpu_seconds"] for r in runs]
         best["peak_rss_mb_of_largest_process"] = max(
             r["peak_rss_mb_of_largest_process"] for r in runs)
         best["share_of_a"] = best["xml_mb_per_s"] / results["a_read"]["xml_mb_per_s"]
         results[key] = best
-    results["mix_cpu_over_random"] = (results["d_pipeline_mix_in_process"]["cpu_seconds"]
-                                      / results["d_pipeline_in_process"]["cpu_seconds"])
+    # each side's least CPU over its rounds: a round slowed by the machine's other work
+    # costs more CPU too, whichever side it falls on
+    results["mix_cpu_over_random"] = (
+        min(results["d_pipeline_mix_in_process"]["all_cpu_seconds"])
+        / min(results["d_pipeline_in_process"]["all_cpu_seconds"]))
     (out / "mining.json").write_text(json.dumps(results, indent=2))
     print(json.dumps(results, indent=2))
     return 0
