@@ -258,18 +258,20 @@ def test_title_spans_are_proper_and_short(title, spans):
     assert title_spans(title) == spans
 
 
-@pytest.mark.parametrize("max_sources", [1_000_000, 30, 5])
-def test_pool_memo_says_where_each_source_may_donate(monkeypatch, max_sources):
+@pytest.mark.parametrize("prefill, max_sources", [(40, 40), (1_000, 5), (30, 1_000), (5, 5)])
+def test_pool_memo_says_where_each_source_may_donate(monkeypatch, prefill, max_sources):
     """Against a look-up in every pool, for sources asked again and again, with pools
     replaced midway (a new side input): the memo starts again. Pools of at most
-    `MAX_SOURCES` titles are one dict; larger ones are searched, and their memo starts
-    again when full."""
+    `PREFILL_TITLES` titles are one dict, kept whole however many sources are asked;
+    larger ones are searched, and their memo starts again when full."""
     from transforms.wes.mixed_negatives import PoolMemo
     from transforms.wes.negatives import DonorPool
 
+    monkeypatch.setattr(PoolMemo, "PREFILL_TITLES", prefill)
     monkeypatch.setattr(PoolMemo, "MAX_SOURCES", max_sources)
     rng = random.Random(5)
     memo = PoolMemo()
+    first = None  # (pools, the dict made for them)
     for _ in range(2):
         titles = [f"T{i}" for i in rng.sample(range(60), 40)]
         pools = {split: DonorPool(tuple(sorted(titles[k::3])), frozenset())
@@ -281,8 +283,12 @@ def test_pool_memo_says_where_each_source_may_donate(monkeypatch, max_sources):
                         else "other_split")
             assert memo.eligibility(pools, split, source) == expected
             assert memo.checker(pools, split)(source) == expected
-            assert memo._complete == (max_sources >= 40)
-            assert len(memo._found) <= max(max_sources, 40)
+            assert memo._complete == (prefill >= 40)
+            if memo._complete:  # made once for these pools, kept whole
+                first = first if first is not None and first[0] is pools else (pools, memo._found)
+                assert memo._found is first[1] and len(memo._found) == 40
+            else:
+                assert len(memo._found) <= max_sources
 
 
 @pytest.mark.parametrize("max_pending", [1, 4, 1000])

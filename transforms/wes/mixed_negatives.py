@@ -88,11 +88,13 @@ class PoolMemo:
     """Whether a candidate's source may donate to a title of a split: None when `source`
     is a donor of that split's pool, else why not ("other_split", "not_in_corpus").
 
-    Pools of at most `MAX_SOURCES` titles in all are turned into one {title: split} dict
-    when they arrive; larger ones are searched (bisect) and each source's answer is kept,
-    up to `MAX_SOURCES` of them (a corpus's candidates name the same titles again and
-    again). Starts again when the pools object changes."""
+    Pools of at most `PREFILL_TITLES` titles in all are turned into one {title: split}
+    dict when they arrive (once per pools object, which a runner may hand over anew each
+    bundle: a bounded cost); larger ones are searched (bisect) and each source's answer is
+    kept, up to `MAX_SOURCES` of them (a corpus's candidates name the same titles again
+    and again). Starts again when the pools object changes."""
 
+    PREFILL_TITLES = 200_000
     MAX_SOURCES = 1_000_000
 
     def __init__(self) -> None:
@@ -102,9 +104,11 @@ class PoolMemo:
 
     def checker(self, pools, split: str) -> Callable[[str], str | None]:
         """The eligibility of sources for a title of `split` (one function per title)."""
-        if pools is not self._pools or len(self._found) >= self.MAX_SOURCES:
+        if pools is not self._pools or (
+                not self._complete and len(self._found) >= self.MAX_SOURCES):
             self._pools = pools
-            self._complete = sum(len(pool.titles) for pool in pools.values()) <= self.MAX_SOURCES
+            self._complete = (sum(len(pool.titles) for pool in pools.values())
+                              <= self.PREFILL_TITLES)
             # reversed: a title in two pools (none is) answers with the first, as pool_of
             self._found = ({t: name for name, pool in reversed(list(pools.items()))
                             for t in pool.titles} if self._complete else {})
