@@ -8,7 +8,9 @@ A corpus title's names are its title and its kept link texts. Neither stage comp
 pairs or gathers a whole corpus: the F1 index groups names by (split, token) and skips a
 token shared by more than `max_token_entries` names (it would say little about
 similarity, and its group is the index's worst case); the substring join groups by
-(split, name) with the same kind of cap. A worker holds at most one capped group.
+(split, name) with the same kind of cap. Entries reach each group as lists gathered per
+bundle (`GroupInBundleFn`, at most `MAX_PENDING_ENTRIES` in a bundle's lists), so a worker
+holds at most one capped group and the list being read.
 """
 
 from __future__ import annotations
