@@ -31,6 +31,7 @@ from pathlib import Path
 from tests.bench.baselines import time_full_parse, time_xml_reading
 from tests.bench.bench_data import WIKI_SAMPLE, data_path, require
 from tests.bench.make_dump import DEFAULT_SOURCES, build_dump
+from tests.bench.watchdog import HighWater
 from transforms.wiki.dump import iter_dump_file
 from transforms.wiki.links import extract_links, extract_links_full
 
@@ -106,9 +107,11 @@ def time_pipeline(parts: list[Path], xml_mb: float, out: Path, runner_args: list
     started = time.perf_counter()
     child = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)
-    # this child's own usage (its waited-for workers included), not the maximum over every
-    # child this benchmark has run, which is what RUSAGE_CHILDREN's peak would be
-    _, status, usage = os.wait4(child.pid, 0)
+    # this child's own CPU (its waited-for workers included), not every child's this
+    # benchmark has run (RUSAGE_CHILDREN); its memory from /proc: a forked child's rusage
+    # peak starts at this process's size
+    with HighWater(child.pid) as memory:
+        _, status, usage = os.wait4(child.pid, 0)
     child.returncode = os.waitstatus_to_exitcode(status)
     seconds = time.perf_counter() - started
     if child.returncode:
@@ -117,7 +120,7 @@ def time_pipeline(parts: list[Path], xml_mb: float, out: Path, runner_args: list
     return {"seconds": seconds, "cpu_seconds": usage.ru_utime + usage.ru_stime,
             "xml_mb_per_s": xml_mb / seconds,
             "pages_per_s": stats["stages"]["pages read"] / seconds,
-            "peak_rss_mb_of_largest_process": usage.ru_maxrss / 1024,
+            "peak_rss_mb_of_largest_process": memory.peak / 2**20,
             "positives_k5": stats["corpora"]["wes-k5"]["positives"]}
 
 

@@ -54,6 +54,47 @@ def tree_rss(pid: int) -> int:
     return total
 
 
+def largest_high_water(pid: int) -> int:
+    """The largest peak resident bytes (VmHWM) of a process and its descendants. A
+    process's own since its exec: unlike the rusage of a child forked from a large parent,
+    which starts from the parent's size."""
+    largest = 0
+    for p in descendants(pid):
+        try:
+            with open(f"/proc/{p}/status", "rb") as f:
+                for line in f:
+                    if line.startswith(b"VmHWM:"):
+                        largest = max(largest, int(line.split()[1]) * 1024)
+                        break
+        except (OSError, IndexError, ValueError):
+            pass
+    return largest
+
+
+class HighWater:
+    """Polls `largest_high_water` of a process tree until stopped; keeps the maximum."""
+
+    def __init__(self, pid: int, interval_s: float = 0.2) -> None:
+        self.pid = pid
+        self.interval = interval_s
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> HighWater:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, largest_high_water(self.pid))
+            self._stop.wait(self.interval)
+
+
 class Watchdog:
     """Polls a process tree's resident memory, keeps the peak, kills it above `limit`."""
 
