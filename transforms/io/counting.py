@@ -139,6 +139,19 @@ class HoldingDoFn(CountingDoFn):
     def _drain(self, pending: dict, held: int) -> Iterable:
         raise NotImplementedError
 
+    def _hold_grouped(self, pairs: Iterable[tuple]) -> None:
+        """Holds each (key, value) of `pairs` in `_pending` as {key: [values]}, one held
+        per value."""
+        pending, held = self._pending, 0
+        for key, value in pairs:
+            values = pending.get(key)
+            if values is None:
+                pending[key] = [value]
+            else:
+                values.append(value)
+            held += 1
+        self._held += held
+
     def _flush(self) -> Iterable:
         pending, held = self._pending, self._held
         self._pending, self._held = {}, 0

@@ -173,15 +173,7 @@ class GroupInBundleFn(HoldingDoFn):
         yield from pending.items()
 
     def process(self, element):
-        pending, held = self._pending, 0
-        for key, value in self._entries(element):
-            values = pending.get(key)
-            if values is None:
-                pending[key] = [value]
-            else:
-                values.append(value)
-            held += 1
-        self._held += held
+        self._hold_grouped(self._entries(element))
         yield from self._emit_when_full()
 
 
@@ -219,14 +211,7 @@ class RankTokenGroupFn(HoldingDoFn):
             self.count("f1_index:skipped_common_tokens")
             return
         self.count("f1_index:tokens")
-        pending = self._pending
-        for title, candidate in ranked:
-            held = pending.get(title)
-            if held is None:
-                pending[title] = [candidate]
-            else:
-                held.append(candidate)
-        self._held += len(ranked)
+        self._hold_grouped(ranked)
         yield from self._emit_when_full()
 
 

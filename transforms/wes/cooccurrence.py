@@ -38,7 +38,7 @@ from operator import neg
 import apache_beam as beam
 
 from transforms.io.counting import STATS_TAG, HoldingDoFn, StatKey
-from transforms.wes.filters import unpack_page
+from transforms.wes.filters import US, unpack_page
 from transforms.wes.tally import tally_shard
 from transforms.wes.title_bloom import BuildTitleBloom, TitleBloom
 
@@ -68,9 +68,8 @@ def page_pairs(links: Sequence[tuple[str, str]], window: int = WINDOW) -> set[tu
 
 
 # A key's wire form, (A, rest): rest is B for (ARTICLE, A, B) and "text<US>B" for (WORD,
-# A, text, B). US (U+001F) cannot occur in a dump's text: XML 1.0 forbids it. One string
-# per key, and A once per batch, is what crosses the shuffle.
-_US = "\x1f"
+# A, text, B), with the US no title or text holds (filters.py). One string per key, and A
+# once per batch, is what crosses the shuffle.
 # Between the keys, texts or titles of one title's list on the wire (RS, U+001E: no text
 # holds it either, filters.py), with their counts as the bytes of an int64 array: three
 # objects a list for the coder instead of two or three an entry.
@@ -98,7 +97,7 @@ def pack_candidates(kind: str, ranked: Sequence[tuple[int, str]]) -> tuple[bytes
     scores, rests = zip(*ranked)
     joined = _RS.join(rests)
     word = kind == WORD
-    return array("q", scores).tobytes(), joined.replace(_US, _RS) if word else joined, word
+    return array("q", scores).tobytes(), joined.replace(US, _RS) if word else joined, word
 
 
 def unpack_candidates(packed: tuple[bytes, str, bool]) -> list[tuple[int, str, str]]:
@@ -115,7 +114,7 @@ def unpack_candidates(packed: tuple[bytes, str, bool]) -> list[tuple[int, str, s
 
 def split_rest(rest: str) -> tuple[str, str, str]:
     """A key's wire-form rest -> (kind, negative text, B)."""
-    text, sep, b = rest.partition(_US)
+    text, sep, b = rest.partition(US)
     return (WORD, text, b) if sep else (ARTICLE, rest, rest)
 
 
@@ -147,7 +146,7 @@ def wanted_keys(titles: Sequence[str], texts: Sequence[str], wanted: Sequence[bo
             rest = rests[j]
             if rest is None:  # link j's rests, made once however many neighbours it has
                 text_b = texts[j]
-                rest = rests[j] = (b, text_b + _US + b if text_b else None)
+                rest = rests[j] = (b, text_b + US + b if text_b else None)
             of_a.add(rest[0])
             if rest[1] is not None:
                 of_a.add(rest[1])
@@ -210,9 +209,10 @@ def top_per_title(shard: int, parts: Iterable[Mapping[str, tuple[str, bytes]]],
     `titles` ((title, incoming links)) -> (A, (kind, pack_candidates(...), A's incoming
     links)), the `per_title` best per (A, kind): most pages first, then text and B.
 
-    Keys are ranked in their wire form, (-pages, rest), and only the best are split: a
-    rest orders as its (text, B) does, since US sorts below every character a text or a
-    title can hold (none below U+0020: XML 1.0 and the filters leave none).
+    Keys are ranked in their wire form, (-pages, rest), and never split (`pack_candidates`
+    joins the best as they are): a rest orders as its (text, B) does, since US sorts below
+    every character a text or a title can hold (none below U+0020: XML 1.0 and the
+    filters leave none).
     """
     incoming = dict(titles)
     total: dict[str, dict[str, int]] = {}
@@ -229,10 +229,10 @@ def top_per_title(shard: int, parts: Iterable[Mapping[str, tuple[str, bytes]]],
     for a in sorted(total):
         counts = total[a]
         keys = list(zip(map(neg, counts.values()), counts))
-        articles = _best(per_title, [key for key in keys if _US not in key[1]])
+        articles = _best(per_title, [key for key in keys if US not in key[1]])
         if articles:
             yield a, (ARTICLE, pack_candidates(ARTICLE, articles), incoming[a])
-        words = _best(per_title, [key for key in keys if _US in key[1]])
+        words = _best(per_title, [key for key in keys if US in key[1]])
         if words:
             yield a, (WORD, pack_candidates(WORD, words), incoming[a])
 

@@ -32,21 +32,22 @@ PAGE_LINKS_TAG = "page_links"
 # by US (U+001F; a text equal to its title is written ""): two objects per page for the
 # coder instead of three per link. No title or text holds US: titles refuse every
 # character below U+0020, a dump's text cannot hold one (XML 1.0), entity decoding drops
-# them and whitespace collapsing (`\s`) turns U+001C-U+001F into spaces.
-_US = "\x1f"
+# them and whitespace collapsing (`\s`) turns U+001C-U+001F into spaces. Co-occurrence's
+# keys use it too (cooccurrence.py).
+US = "\x1f"
 
 
 def page_wire(links) -> tuple[str, str]:
     """A page's passing links ((title, text) in page order) -> their wire form."""
-    return (_US.join(title for title, _ in links),
-            _US.join("" if text == title else text for title, text in links))
+    return (US.join(title for title, _ in links),
+            US.join("" if text == title else text for title, text in links))
 
 
 def unpack_page(wire: tuple[str, str]) -> tuple[list[str], list[str]]:
     """`page_wire`'s form -> (titles, texts) in page order; a text equal to its title is
     ""."""
     titles, texts = wire
-    return (titles.split(_US), texts.split(_US)) if titles else ([], [])
+    return (titles.split(US), texts.split(US)) if titles else ([], [])
 
 
 def _title_rejection(title: str | None) -> str | None:

@@ -15,22 +15,21 @@ SPLIT_NAMES = ("train", "dev", "test")
 _BUCKETS = 1_000_000
 
 
+def _hash63(joined: str) -> int:
+    digest = hashlib.blake2b(joined.encode("utf-8"), digest_size=8)
+    return int.from_bytes(digest.digest(), "big") >> 1
+
+
 def stable_hash(*parts: object) -> int:
     """A 63-bit hash of the parts' string forms, stable across processes and machines."""
-    digest = hashlib.blake2b("\x1f".join(map(str, parts)).encode("utf-8"), digest_size=8)
-    return int.from_bytes(digest.digest(), "big") >> 1
+    return _hash63("\x1f".join(map(str, parts)))
 
 
 def stable_hash_with(first: object, *rest: object) -> Callable[[object], int]:
     """x -> `stable_hash(first, *rest, x)`, the parts' joined string made once (for
     ranking many x under one prefix)."""
     head = "\x1f".join(map(str, (first, *rest))) + "\x1f"
-    blake2b = hashlib.blake2b
-
-    def hash_of(last: object) -> int:
-        digest = blake2b((head + str(last)).encode("utf-8"), digest_size=8)
-        return int.from_bytes(digest.digest(), "big") >> 1
-    return hash_of
+    return lambda last: _hash63(head + str(last))
 
 
 def cluster_id(title: str) -> int:
