@@ -1,6 +1,7 @@
 """The negative mix's pure parts: the `--negatives` value, each title's quotas, link pairs,
-the choice of negatives, the synonym rules, token F1, spans, the donor pools' look-up and the
-grouping within a bundle (co-occurrence's: test_cooccurrence_units.py)."""
+the choice of negatives, the synonym rules, token F1, spans and the donor pools' look-up
+(co-occurrence's: test_cooccurrence_units.py; the grouping within a bundle and the joins by
+shard: test_gather.py)."""
 
 from __future__ import annotations
 
@@ -289,31 +290,3 @@ def test_pool_memo_says_where_each_source_may_donate(monkeypatch, prefill, max_s
                 assert memo._found is first[1] and len(memo._found) == 40
             else:
                 assert len(memo._found) <= max_sources
-
-
-@pytest.mark.parametrize("max_pending", [1, 4, 1000])
-def test_group_in_bundle_gathers_each_key_s_values_and_loses_none(max_pending):
-    from transforms.wes.candidates import GroupInBundleFn
-
-    def entries(n):
-        return [(k % 3, (n, k)) for k in range(n)]
-
-    fn = GroupInBundleFn(entries, max_pending=max_pending)
-    fn.start_bundle()
-    out = [x for n in range(6) for x in fn.process(n)]
-    out += [x.value for x in fn.finish_bundle()]
-    grouped = collections.defaultdict(list)
-    for key, values in out:
-        assert values and all(k % 3 == key for _, k in values)
-        grouped[key].extend(values)
-    assert {k: sorted(v) for k, v in grouped.items()} == {
-        k: sorted(v) for k, v in _by_key(e for n in range(6) for e in entries(n)).items()}
-    if max_pending == 1000:  # one list per key: every value held to the bundle's end
-        assert len(out) == 3
-
-
-def _by_key(pairs):
-    grouped = collections.defaultdict(list)
-    for key, value in pairs:
-        grouped[key].append(value)
-    return grouped

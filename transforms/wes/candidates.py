@@ -8,9 +8,10 @@ A corpus title's names are its title and its kept link texts. Neither stage comp
 pairs or gathers a whole corpus: the F1 index groups names by (split, token) and skips a
 token shared by more than `max_token_entries` names (it would say little about
 similarity, and its group is the index's worst case); the substring join groups by
-(split, name) with the same kind of cap. Entries reach each group as lists gathered per
-bundle (`GroupInBundleFn`, at most `MAX_PENDING_ENTRIES` in a bundle's lists), so a worker
-holds at most one capped group and the list being read.
+(split, name) with the same kind of cap. Index entries reach each group as lists gathered
+per bundle (`GroupInBundleFn`, at most `MAX_PENDING_ENTRIES` in a bundle's lists), so a
+worker holds at most one capped group and the list being read; names meet in shards of
+the name (`JoinByShard`), a worker holding one shard's names, each capped.
 """
 
 from __future__ import annotations
@@ -18,14 +19,20 @@ from __future__ import annotations
 import functools
 import heapq
 import itertools
-from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from collections.abc import Iterable, Iterator
 
 import apache_beam as beam
 import numpy as np
 from apache_beam.metrics import Metrics
 
 from transforms.io.counting import STATS_TAG, CountingDoFn, HoldingDoFn, StatKey
+from transforms.wes.gather import (
+    MAX_PENDING_ENTRIES,
+    GroupInBundleFn,
+    JoinByShard,
+    per_key,
+    text_shard,
+)
 from transforms.wes.negative_mix import Candidate
 from transforms.wes.negatives import CorpusTitle
 from transforms.wes.redirects import redirect_pair
@@ -36,7 +43,6 @@ MAX_TOKEN_ENTRIES = 1_000   # names sharing one token beyond which the token is 
 PER_TOKEN = 8               # candidates kept per (title, token)
 F1_PER_TITLE = 32           # candidates kept per title, over its tokens
 MAX_PENDING_CANDIDATES = 200_000  # F1 candidates a bundle holds before it emits them
-MAX_PENDING_ENTRIES = 200_000     # index and name entries a bundle groups before emitting
 VECTOR_ROWS = 256           # distinct names of a group from which numpy scores it
 MAX_NAME_ENTRIES = 1_000    # titles and owners sharing one substring key
 MAX_SUBSTRING_WORDS = 3     # a "short" span: at most this many words
@@ -156,25 +162,6 @@ class _Columns:
             kept = kept[scores[kept] <= kth]
         order = kept[np.lexsort((self._name_rank[kept], scores[kept]))][:k]
         return [(float(scores[i]), self._rows[i][2], self._rows[i][3]) for i in order]
-
-
-class GroupInBundleFn(HoldingDoFn):
-    """An element -> its `entries(element)`, (key, value) pairs, gathered per key over a
-    bundle and emitted as (key, [values]) once `max_pending` values are held and at the
-    bundle's end. Before a `GroupByKey` whose consumer chains the lists: the local
-    runner's cost is per element, and a token or a name recurs across titles."""
-
-    def __init__(self, entries: Callable[[Any], Iterable[tuple[Any, Any]]],
-                 max_pending: int = MAX_PENDING_ENTRIES):
-        super().__init__("group_in_bundle", [], max_pending)
-        self._entries = entries
-
-    def _drain(self, pending: dict, held: int) -> Iterator[tuple[Any, list]]:
-        yield from pending.items()
-
-    def process(self, element):
-        self._hold_grouped(self._entries(element))
-        yield from self._emit_when_full()
 
 
 class RankTokenGroupFn(HoldingDoFn):
@@ -297,8 +284,9 @@ def redirect_entries(page, seed: int, fractions) -> Iterator:
 
 
 class MatchSpansFn(CountingDoFn):
-    """((split, text), roles) -> (title, ("substring", [Candidate])) for each title whose
-    span `text` names another cluster; a span that names nothing else is counted."""
+    """A shard of (split, text) keys, each with its roles -> (title, ("substring",
+    [Candidate])) for each title whose span `text` names another cluster; a span that
+    names nothing else is counted."""
 
     def __init__(self, namespace: str, seed: int, max_entries: int):
         super().__init__(namespace, ["substring:spans_naming_nothing_else",
@@ -307,9 +295,12 @@ class MatchSpansFn(CountingDoFn):
         self._max_entries = max_entries
 
     def process(self, element):
-        (_, text), lists = element  # `GroupInBundleFn`'s lists of roles
-        head = list(itertools.islice(itertools.chain.from_iterable(lists),
-                                     self._max_entries + 1))
+        """A shard of the name join (`JoinByShard`) -> its spans' candidates."""
+        for (_, text), roles in per_key(element[1], self._max_entries):
+            yield from self._match_span(text, itertools.chain(roles["names"], roles["redirects"]))
+
+    def _match_span(self, text: str, roles: Iterable[tuple[str, str]]):
+        head = list(itertools.islice(roles, self._max_entries + 1))
         if len(head) > self._max_entries:
             self.count("substring:skipped_common_keys")
             return
@@ -340,12 +331,11 @@ class SubstringCandidates(beam.PTransform):
         return self._match.stat_keys()
 
     def expand(self, inputs):
-        names = inputs["titles"] | "SpansAndNames" >> beam.ParDo(
-            GroupInBundleFn(substring_entries))
-        redirects = inputs["redirects"] | "RedirectNames" >> beam.ParDo(GroupInBundleFn(
-            functools.partial(redirect_entries, seed=self._seed, fractions=self._fractions)))
-        matched = ((names, redirects) | "FlattenNames" >> beam.Flatten()
-                   | "GroupByName" >> beam.GroupByKey()
+        # titles' names and spans and redirects' names meet by (split, text), in shards
+        entries = {"names": substring_entries, "redirects": functools.partial(
+            redirect_entries, seed=self._seed, fractions=self._fractions)}
+        matched = ({"names": inputs["titles"], "redirects": inputs["redirects"]}
+                   | "JoinByName" >> JoinByShard(text_shard, MAX_PENDING_ENTRIES, entries)
                    | "MatchSpans" >> beam.ParDo(self._match).with_outputs(
                        STATS_TAG, main="candidates"))
         return {"candidates": matched.candidates, "stats": matched[STATS_TAG]}

@@ -30,7 +30,9 @@ once per run, before the corpora; each corpus keeps the candidates of its own ti
 from __future__ import annotations
 
 import collections
+import functools
 import heapq
+import itertools
 from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from operator import neg
@@ -39,6 +41,7 @@ import apache_beam as beam
 
 from transforms.io.counting import STATS_TAG, HoldingDoFn, StatKey
 from transforms.wes.filters import US, unpack_page
+from transforms.wes.gather import GroupInBundleFn
 from transforms.wes.tally import tally_shard
 from transforms.wes.title_bloom import BuildTitleBloom, TitleBloom
 
@@ -245,18 +248,19 @@ def _best(n: int, items: list) -> list:
 
 def top_of_shard(element: tuple[int, Mapping[str, Iterable]], per_title: int
                  ) -> Iterator[tuple[str, tuple]]:
-    """`top_per_title` of a shard joined with its titles."""
+    """`top_per_title` of a shard joined with its titles (lists of them per bundle)."""
     shard, grouped = element
-    yield from top_per_title(shard, grouped["pairs"], grouped["titles"], per_title)
+    titles = itertools.chain.from_iterable(grouped["titles"])
+    yield from top_per_title(shard, grouped["pairs"], titles, per_title)
 
 
 def title_of(cluster) -> str:
     return cluster.title
 
 
-def shard_key(cluster, shards: int) -> tuple[int, tuple[str, int]]:
-    """A cluster -> (its title's shard, (title, incoming links))."""
-    return tally_shard(cluster.title, shards), (cluster.title, cluster.incoming)
+def shard_entry(cluster, shards: int) -> tuple[tuple[int, tuple[str, int]]]:
+    """A cluster -> its entry (its title's shard, (title, incoming links))."""
+    return ((tally_shard(cluster.title, shards), (cluster.title, cluster.incoming)),)
 
 
 def corpus_tag(k: int) -> str:
@@ -313,8 +317,8 @@ class LinkCooccurrence(beam.PTransform):
         counted = inputs["pages"] | "CountPagePairs" >> beam.ParDo(
             self._count, wanted=beam.pvalue.AsSingleton(bloom)).with_outputs(
                 STATS_TAG, main="pairs")
-        keyed_titles = inputs["titles"] | "KeyTitlesByShard" >> beam.Map(
-            shard_key, self._shards)
+        keyed_titles = inputs["titles"] | "KeyTitlesByShard" >> beam.ParDo(GroupInBundleFn(
+            functools.partial(shard_entry, shards=self._shards)))
         candidates = (
             {"pairs": counted.pairs, "titles": keyed_titles}
             | "JoinPairsWithTitles" >> beam.CoGroupByKey()

@@ -12,7 +12,7 @@ Flow, per corpus:
    (candidates.py) from this corpus's titles, the co-occurrence ones (cooccurrence.py)
    computed once per run.
 3. One join per title: its cluster, its offers, its candidates, the redirects into it
-   and its own redirect target. `EmitMixedRowsFn` takes each kind's quota
+   and its own redirect target (in shards of titles: gather.JoinByShard). `EmitMixedRowsFn` takes each kind's quota
    (negative_mix.kind_quotas) from its best candidates that are not synonyms
    (synonyms.synonym_reason) and whose source is a title of the same split in this
    corpus (the donor pools, a side input), counting every rejection by reason.
@@ -28,6 +28,7 @@ import apache_beam as beam
 from transforms.io.counting import STATS_TAG, CountingDoFn, StatKey
 from transforms.wes.candidates import F1Candidates, SubstringCandidates
 from transforms.wes.cooccurrence import unpack_candidates
+from transforms.wes.gather import JoinByShard, per_key, title_shard
 from transforms.wes.hard_test import HARD_PREFIX, HARD_TAG, hard_rows, hard_stat_keys, has_hard_test
 from transforms.wes.negative_mix import (
     ADVERSARIAL_KINDS,
@@ -153,8 +154,12 @@ class EmitMixedRowsFn(CountingDoFn):
         self._pools = PoolMemo()
 
     def process(self, element, pools):
-        _, grouped = element
-        titles = list(grouped["title"])
+        """A shard of the title join (`JoinByShard`) -> its titles' rows."""
+        for _, grouped in per_key(element[1]):
+            yield from self._emit_title(grouped, pools)
+
+    def _emit_title(self, grouped: Mapping[str, Sequence], pools):
+        titles = grouped["title"]
         if not titles:
             return
         title = titles[0]
@@ -269,12 +274,12 @@ class SampleMixedNegatives(beam.PTransform):
             candidates["cooccurrence"] = inputs["cooccurrence"]
         edges = inputs["redirects"] | "RedirectEdges" >> beam.FlatMap(
             redirect_edges).with_outputs("redirects_in", "redirect_out")
-        # each source of candidates is an input of its own: a Flatten of them before the
-        # join is a stage of its own on the local runner
+        # each source of candidates is an input of its own (a Flatten of them before the
+        # join is a stage of its own on the local runner), met by title in shards
         joined = {
             "title": keyed, "offers": offers, **candidates,
             "redirects_in": edges.redirects_in, "redirect_out": edges.redirect_out,
-        } | "JoinTitleInputs" >> beam.CoGroupByKey()
+        } | "JoinTitleInputs" >> JoinByShard(title_shard)
         rows = joined | "EmitRows" >> beam.ParDo(
             self._emit, pools=beam.pvalue.AsDict(pools)).with_outputs(
                 STATS_TAG, CLUSTERS_TAG, HARD_TAG, main="rows")
