@@ -18,6 +18,7 @@ never emitted as a negative, when (the first rule that applies is its counted re
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 import string
 from collections.abc import Iterable
@@ -100,7 +101,7 @@ class TitleSynonyms:
         out = sorted(redirect_out)
         return cls(title, frozenset(texts), frozenset(redirects_in), out[0] if out else None)
 
-    @property
+    @functools.cached_property
     def redirects(self) -> frozenset[str]:
         """The redirect titles on either side of the title."""
         return self.redirects_in | ({self.redirect_out} if self.redirect_out else set())
@@ -108,6 +109,14 @@ class TitleSynonyms:
     def normalised(self) -> frozenset[str]:
         """The normalised forms a non-synonym must differ from."""
         return frozenset(normalize_text(t) for t in (self.title, *self.texts, *self.redirects))
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _forms(text: str) -> tuple[str, str]:
+    """A candidate text as a title and normalised: the texts of one corpus's candidates
+    recur from title to title (on the 300 MB benchmark dump 110,000 checks name 24,000
+    texts)."""
+    return normalize_title(text), normalize_text(text)
 
 
 def synonym_reason(synonyms: TitleSynonyms, text: str, source: str,
@@ -126,9 +135,11 @@ def synonym_reason(synonyms: TitleSynonyms, text: str, source: str,
     if source == synonyms.title:
         return "same_cluster"
     redirects = synonyms.redirects
-    if source in redirects or normalize_title(text) in redirects:
+    if source in redirects:
         return "redirect"
-    norm = normalize_text(text)
+    as_title, norm = _forms(text)
+    if as_title in redirects:
+        return "redirect"
     if not norm:
         return "empty_after_normalisation"
     if norm in (synonyms.normalised() if normalised is None else normalised):
