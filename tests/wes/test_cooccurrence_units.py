@@ -44,16 +44,15 @@ def packed_parts(parts: list[dict]) -> list[dict]:
 
 
 def unpacked_top(out) -> list:
-    return [(a, (kind, unpack_candidates(packed), incoming))
-            for a, (kind, packed, incoming) in out]
+    return [(a, (kind, unpack_candidates(packed), k)) for a, (kind, packed, k) in out]
 
 
 def test_top_per_title_adds_up_shards_parts_and_ranks():
     parts = [{"A": {"B": 1, "C": 2, "c\x1fC": 1}, "Z": {"A": 5}}, {"A": {"B": 2}}]
-    out = {(a, kind): (cands, incoming) for a, (kind, cands, incoming)
-           in unpacked_top(top_per_title(0, packed_parts(parts), [("A", 7)], 1))}
-    assert out[("A", ARTICLE)] == ([(-3, "B", "B")], 7)
-    assert out[("A", WORD)] == ([(-1, "c", "C")], 7)
+    out = {(a, kind): (cands, k) for a, (kind, cands, k)
+           in unpacked_top(top_per_title(0, packed_parts(parts), [("A", 7)], 1, (5,)))}
+    assert out[("A", ARTICLE)] == ([(-3, "B", "B")], 5)
+    assert out[("A", WORD)] == ([(-1, "c", "C")], 5)
     assert set(out) == {("A", ARTICLE), ("A", WORD)}  # "Z" is no title of the shard
 
 
@@ -79,7 +78,7 @@ def test_top_per_title_ranks_as_the_decoded_keys_rank(seed):
         parts.append(part)
     wire = packed_parts(parts)
     before = repr(wire)
-    got = unpacked_top(top_per_title(0, wire, [("A", 9), ("Q", 4)], 5))
+    got = unpacked_top(top_per_title(0, wire, [("A", 9), ("Q", 4)], 5, (4,)))
     assert repr(wire) == before  # a part is read, never changed
     expected = []
     for a, incoming in (("A", 9), ("Q", 4)):
@@ -89,35 +88,70 @@ def test_top_per_title_ranks_as_the_decoded_keys_rank(seed):
         for kind in (ARTICLE, WORD):
             ranked = sorted((-n, key[2], key[-1]) for key, n in summed.items() if key[0] == kind)
             if ranked:
-                expected.append((a, (kind, ranked[:5], incoming)))
+                expected.append((a, (kind, ranked[:5], 4)))
     assert got == expected
 
 
+def _bloom(titles, bits=1 << 12) -> bytes:
+    combine = BuildTitleBloom(bits=bits)
+    accumulator = combine.create_accumulator()
+    for title in titles:
+        accumulator = combine.add_input(accumulator, title)
+    return combine.extract_output(accumulator)
+
+
+def test_top_per_title_ranks_each_corpus_among_its_own_titles():
+    """A title of corpora 2 and 5 gets candidates for each: for k = 5 among the keys whose
+    B is in corpus 5's filter only, the same as a run of k = 5 alone counts."""
+    incoming = {"A": 6, "B": 9, "C": 3, "D": 7, "E": 1}
+    blooms = {k: _bloom([t for t, n in incoming.items() if n >= k]) for k in (2, 5)}
+    assert "C" not in TitleBloom(blooms[5]) and "E" not in TitleBloom(blooms[2])
+    counts = {"C": 5, "B": 2, "see\x1fC": 4, "bee\x1fB": 1, "D": 2}
+    parts = packed_parts([{"A": counts}])
+    got = unpacked_top(top_per_title(0, parts, [("A", 6)], 2, (2, 5), blooms))
+    assert got == [
+        ("A", (ARTICLE, [(-5, "C", "C"), (-2, "B", "B")], 2)),
+        ("A", (WORD, [(-4, "see", "C"), (-1, "bee", "B")], 2)),
+        ("A", (ARTICLE, [(-2, "B", "B"), (-2, "D", "D")], 5)),
+        ("A", (WORD, [(-1, "bee", "B")], 5))]
+    # the run of k = 5 alone counts the keys whose B is in corpus 5's filter
+    alone = packed_parts([{"A": {r: n for r, n in counts.items()
+                                 if r.rpartition("\x1f")[2] in TitleBloom(blooms[5])}}])
+    assert unpacked_top(top_per_title(0, alone, [("A", 6)], 2, (5,), blooms)) == got[2:]
+    # a title below a corpus's k gets nothing for it
+    assert all(k == 2 for _, (_, _, k) in unpacked_top(
+        top_per_title(0, packed_parts([{"C": {"A": 1}}]), [("C", 3)], 2, (2, 5), blooms)))
+
+
 @pytest.mark.parametrize("window", [1, 2, 5])
-def test_wanted_keys_are_the_page_keys_of_wanted_first_titles(window):
+def test_wanted_keys_are_the_page_keys_between_wanted_titles(window):
     links = [("A", "a"), ("B", "B"), ("A", "A"), ("C", "see"), ("D", "D"), ("C", "C"),
              ("E", "e")]
     keys = page_pairs(links, window=window)
-    for wanted in ({"C"}, {"A", "E"}, set("ABCDE"), set()):
+    for wanted in ({"C"}, {"A", "E"}, {"A", "C"}, {"B", "C", "D"}, set("ABCDE"), set()):
         flags = [t in wanted for t, _ in links]
         got = [(a, rest) for a, rests
                in wanted_keys(*unpack_page(page_wire(links)), flags, window=window).items()
                for rest in rests]
-        assert {decode_key(*key) for key in got} == {k for k in keys if k[1] in wanted}
+        # both titles wanted: the second title of a key is its negative's source
+        assert {decode_key(*key) for key in got} == {
+            k for k in keys if k[1] in wanted and k[-1] in wanted}
         assert len(got) == len({decode_key(*key) for key in got})
 
 
 def test_cooccurrence_counts_the_keys_of_filtered_titles_within_max_pending():
-    combine = BuildTitleBloom(bits=1 << 12)
-    bloom = combine.extract_output(combine.add_input(combine.create_accumulator(), "A"))
-    assert "B" not in TitleBloom(bloom) and "C" not in TitleBloom(bloom)
-    fn = CountCooccurrenceFn(window=1, max_pending=2, shards=4)
+    bloom = _bloom(["A", "B"])
+    assert "C" not in TitleBloom(bloom) and "D" not in TitleBloom(bloom)
+    fn = CountCooccurrenceFn(window=1, max_pending=3, shards=4)
     fn.start_bundle()
     pages = [[("A", "a"), ("B", "bee"), ("C", "c")], [("C", "C"), ("A", "A")],
-             [("B", "b"), ("C", "C")]]
-    emitted = [list(fn.process(page_wire(page), bloom)) for page in pages]
-    # the first page's two keys of "A" reach max_pending and are emitted at once
-    assert [len(out) for out in emitted] == [1, 0, 0]
+             [("B", "b"), ("D", "D"), ("A", "A")], [("A", "A"), ("B", "B")]]
+    # {k: filter}: the smallest k's filter decides
+    blooms = {5: bloom, 9: _bloom(["A"])}
+    emitted = [list(fn.process(page_wire(page), blooms)) for page in pages]
+    # the first page's four keys reach max_pending and are emitted at once; a link next
+    # to an unwanted title only (pages 2 and 3) makes no key
+    assert [bool(out) for out in emitted] == [True, False, False, False]
     batches, stats = [part for out in emitted for part in out], {}
     for out in fn.finish_bundle():
         if isinstance(out, TaggedOutput):
@@ -126,12 +160,12 @@ def test_cooccurrence_counts_the_keys_of_filtered_titles_within_max_pending():
             batches.append(out.value)
     counted: collections.Counter = collections.Counter()
     for shard, part in batches:
-        assert shard == tally_shard("A", 4)
-        counted.update({decode_key(a, rest): n for a, counts in part.items()
-                        for rest, n in unpack_counts(counts)})
-    assert counted == {(ARTICLE, "A", "B"): 1, (WORD, "A", "bee", "B"): 1,
-                       (ARTICLE, "A", "C"): 1}
-    assert stats == {("cooccurrence", "pages"): 3, ("cooccurrence", "keys_emitted"): 3}
+        assert all(tally_shard(a, 4) == shard for a in part)
+        for a, counts in part.items():
+            counted.update({decode_key(a, rest): n for rest, n in unpack_counts(counts)})
+    assert counted == {(ARTICLE, "A", "B"): 2, (WORD, "A", "bee", "B"): 1,
+                       (ARTICLE, "B", "A"): 2, (WORD, "B", "a", "A"): 1}
+    assert stats == {("cooccurrence", "pages"): 4, ("cooccurrence", "keys_emitted"): 6}
 
 
 @pytest.mark.parametrize("kind", [ARTICLE, WORD])
@@ -146,13 +180,10 @@ def test_packed_counts_and_candidates_round_trip(kind):
     assert unpack_candidates(pack_candidates(kind, ranked)) == expected
 
 
-def test_corpus_candidates_go_to_each_corpus_holding_the_title():
-    element = ("A", (ARTICLE, [(-1, "B", "B")], 10))
+def test_corpus_candidates_go_to_their_corpus_when_the_mix_has_the_kind():
+    def routed(element, kinds):
+        return [(out.tag, out.value) for out in corpus_candidates(element, kinds)]
 
-    def routed(kinds, thresholds):
-        return [(out.tag, out.value) for out in corpus_candidates(element, kinds, thresholds)]
-
-    assert routed(frozenset({ARTICLE}), (5, 10, 11)) == [
-        ("k5", ("A", (ARTICLE, [(-1, "B", "B")]))), ("k10", ("A", (ARTICLE, [(-1, "B", "B")])))]
-    assert not routed(frozenset({ARTICLE}), (11,))
-    assert not routed(frozenset({WORD}), (5,))
+    assert routed(("A", (ARTICLE, [(-1, "B", "B")], 10)), frozenset({ARTICLE})) == [
+        ("k10", ("A", (ARTICLE, [(-1, "B", "B")])))]
+    assert not routed(("A", (ARTICLE, [(-1, "B", "B")], 5)), frozenset({WORD}))

@@ -13,18 +13,22 @@ page. For a title A:
 - `word_cooccurrence`: a link text t of a link to B next to a link to A, on many pages;
   t must differ from B's title (that would be the article kind again).
 
-Only the titles that a corpus can hold need candidates: those with at least the smallest
-k incoming links (`DropBelowAllThresholds`' clusters, about 3% of a dump's titles, and
-about 12% of its pair keys on the benchmark dump). Counting is distributed, as the
+Only the titles that a corpus can hold need candidates, and only they can be a negative's
+source: those with at least the smallest k incoming links (`DropBelowAllThresholds`'
+clusters, about 3% of a dump's titles; the keys between two of them are about 3% of the
+100 MB benchmark dump's pair keys, 225,000 of 7.6 million). Counting is distributed, as the
 incoming-link tallies are (tally.py): `FilterLinks` hands over each page's passing links
-(filters.py), each bundle counts its pages' keys whose first title is in a Bloom
-filter of those titles (title_bloom.py, a side input of fixed size; only the neighbourhoods
-of those links are visited), holds at most `max_pending` keys and emits them as one dict
-per shard of the first title (`COOCCURRENCE_SHARDS`, crc32), keys in a wire form of one
-string each, so the shuffle moves a few thousand elements per bundle, not one per pair. After the shuffle each shard is joined with its titles, and
-`top_per_title` adds up the counts of those titles only and keeps the `per_title` best
-per (title, kind): a worker holds the pairs of one shard's titles at a time. Computed
-once per run, before the corpora; each corpus keeps the candidates of its own titles.
+(filters.py), each bundle counts its pages' keys whose two titles are in the Bloom filter
+of the smallest k's titles (title_bloom.py, a side input of fixed size, one filter per
+corpus; only the neighbourhoods of those links are visited), holds at most `max_pending`
+keys and emits them as one dict per shard of the first title (`COOCCURRENCE_SHARDS`,
+crc32), keys in a wire form of one string each, so the shuffle moves a few thousand
+elements per bundle, not one per pair. After the shuffle each shard is joined with its
+titles, and `top_per_title` adds up the counts of those titles only and keeps the
+`per_title` best per (title, kind) for each corpus that holds the title, among the keys
+whose B is in that corpus's filter: a worker holds the pairs of one shard's titles at a
+time. Computed once per run, before the corpora; a corpus's candidates do not depend on
+the run's other thresholds.
 """
 
 from __future__ import annotations
@@ -56,7 +60,7 @@ WORD = "word_cooccurrence"
 def page_pairs(links: Sequence[tuple[str, str]], window: int = WINDOW) -> set[tuple]:
     """The distinct co-occurrence keys of one page's passing links ((title, text) in page
     order): (ARTICLE, A, B) and (WORD, A, text, B), both directions. The definition that
-    `wanted_keys` computes for some first titles only."""
+    `wanted_keys` computes for wanted titles only."""
     keys: set[tuple] = set()
     for i, (a, text_a) in enumerate(links):
         for b, text_b in links[i + 1:i + 1 + window]:
@@ -129,10 +133,13 @@ def decode_key(a: str, rest: str) -> tuple:
 
 def wanted_keys(titles: Sequence[str], texts: Sequence[str], wanted: Sequence[bool],
                 window: int = WINDOW) -> dict[str, set[str]]:
-    """The keys of `page_pairs(links, window)` whose first title's link is `wanted` (one
-    flag per link), in their wire form, as {A: {rest}}: only the neighbourhoods of wanted
-    links are visited. The links as `filters.unpack_page` gives them: titles, and texts
-    with "" for a text equal to its title."""
+    """The keys of `page_pairs(links, window)` whose two links are both `wanted` (one flag
+    per link), in their wire form, as {A: {rest}}: only the neighbourhoods of wanted links
+    are visited. A key's second title B is the source of its negative, which must be a
+    title of the corpus as much as A (the join's consumer rejects any other as
+    `not_in_corpus`), so a key with an unwanted B is never counted. The links as
+    `filters.unpack_page` gives them: titles, and texts with "" for a text equal to its
+    title."""
     keys: dict[str, set[str]] = {}
     rests: list[tuple[str, str | None] | None] = [None] * len(titles)
     for i, want in enumerate(wanted):
@@ -144,7 +151,7 @@ def wanted_keys(titles: Sequence[str], texts: Sequence[str], wanted: Sequence[bo
             of_a = keys[a] = set()
         for j in range(max(0, i - window), min(len(titles), i + 1 + window)):
             b = titles[j]
-            if a == b:
+            if a == b or not wanted[j]:
                 continue
             rest = rests[j]
             if rest is None:  # link j's rests, made once however many neighbours it has
@@ -157,11 +164,12 @@ def wanted_keys(titles: Sequence[str], texts: Sequence[str], wanted: Sequence[bo
 
 
 class CountCooccurrenceFn(HoldingDoFn):
-    """Pages' passing links (`filters.page_wire`), with the titles' Bloom filter as a side
-    input -> `(shard, {A: pack_counts({rest: pages})})` (keys in their wire form), counted
-    per bundle.
+    """Pages' passing links (`filters.page_wire`), with the Bloom filters of each corpus's
+    titles as a side input ({k: filter}; the smallest k's holds every corpus's titles) ->
+    `(shard, {A: pack_counts({rest: pages})})` (keys in their wire form), counted per
+    bundle.
 
-    A bundle holds the page counts of the keys whose first title passes the filter (the
+    A bundle holds the page counts of the keys whose two titles pass the filter (the
     only ones emitted), at most `max_pending` of them; `keys_emitted` counts the keys of
     each emitted batch, the elements' contents that cross the shuffle.
 
@@ -188,12 +196,15 @@ class CountCooccurrenceFn(HoldingDoFn):
             by_shard.setdefault(tally_shard(a, self._shards), {})[a] = pack_counts(counts)
         yield from by_shard.items()
 
-    def process(self, page: tuple[str, str], wanted: bytes):
+    def process(self, page: tuple[str, str], blooms: Mapping[int, bytes]):
+        self.count("pages")
+        if not blooms:  # no title any corpus can hold
+            return
+        wanted = blooms[min(blooms)]  # the smallest k's titles: every corpus's
         if self._filter is None or self._filter[0] is not wanted:
             self._filter = wanted, TitleBloom(wanted)
         titles, texts = unpack_page(page)
         flags = self._filter[1].flags(titles)
-        self.count("pages")
         pending = self._pending  # {A: Counter of rests}; _held: the distinct keys in it
         for a, rests in wanted_keys(titles, texts, flags, self._window).items():
             counts = pending.get(a)
@@ -206,11 +217,17 @@ class CountCooccurrenceFn(HoldingDoFn):
 
 
 def top_per_title(shard: int, parts: Iterable[Mapping[str, tuple[str, bytes]]],
-                  titles: Iterable[tuple[str, int]], per_title: int = COOCCURRENCE_PER_TITLE
+                  titles: Iterable[tuple[str, int]], per_title: int = COOCCURRENCE_PER_TITLE,
+                  thresholds: Sequence[int] = (0,), blooms: Mapping[int, bytes] | None = None
                   ) -> Iterator[tuple[str, tuple]]:
     """The counts of one title shard ({A: pack_counts({rest: pages})}), added up for its
-    `titles` ((title, incoming links)) -> (A, (kind, pack_candidates(...), A's incoming
-    links)), the `per_title` best per (A, kind): most pages first, then text and B.
+    `titles` ((title, incoming links)) -> (A, (kind, pack_candidates(...), k)) for each
+    corpus threshold k (sorted `thresholds`) that A's incoming links reach: the
+    `per_title` best per (A, kind), most pages first, then text and B, among the keys
+    whose B may be a title of corpus k. The counts hold the keys whose B is in the
+    smallest k's filter; for a larger k, B must be in `blooms[k]` too, the filter of that
+    corpus's titles. Each filter's bits are a subset of the smallest k's (its titles are a
+    subset), so a corpus's candidates are the same whatever other thresholds the run has.
 
     Keys are ranked in their wire form, (-pages, rest), and never split (`pack_candidates`
     joins the best as they are): a rest orders as its (text, B) does, since US sorts below
@@ -229,15 +246,22 @@ def top_per_title(shard: int, parts: Iterable[Mapping[str, tuple[str, bytes]]],
                 continue
             for rest, n in unpack_counts(packed):
                 summed[rest] = summed.get(rest, 0) + n
+    filters = {k: TitleBloom(blooms[k]) for k in thresholds[1:] if blooms and k in blooms}
     for a in sorted(total):
         counts = total[a]
         keys = list(zip(map(neg, counts.values()), counts))
-        articles = _best(per_title, [key for key in keys if US not in key[1]])
-        if articles:
-            yield a, (ARTICLE, pack_candidates(ARTICLE, articles), incoming[a])
-        words = _best(per_title, [key for key in keys if US in key[1]])
-        if words:
-            yield a, (WORD, pack_candidates(WORD, words), incoming[a])
+        for k in thresholds:
+            if incoming[a] < k:
+                break
+            if k != thresholds[0]:  # B a title of corpus k (its filter has A, so it exists)
+                flags = filters[k].flags([rest.rpartition(US)[2] for _, rest in keys])
+                keys = [key for key, flag in zip(keys, flags) if flag]
+            articles = _best(per_title, [key for key in keys if US not in key[1]])
+            if articles:
+                yield a, (ARTICLE, pack_candidates(ARTICLE, articles), k)
+            words = _best(per_title, [key for key in keys if US in key[1]])
+            if words:
+                yield a, (WORD, pack_candidates(WORD, words), k)
 
 
 def _best(n: int, items: list) -> list:
@@ -246,16 +270,20 @@ def _best(n: int, items: list) -> list:
     return heapq.nsmallest(n, items) if len(items) > 256 else sorted(items)[:n]
 
 
-def top_of_shard(element: tuple[int, Mapping[str, Iterable]], per_title: int
+def top_of_shard(element: tuple[int, Mapping[str, Iterable]], per_title: int,
+                 thresholds: Sequence[int], blooms: Mapping[int, bytes]
                  ) -> Iterator[tuple[str, tuple]]:
     """`top_per_title` of a shard joined with its titles (lists of them per bundle)."""
     shard, grouped = element
     titles = itertools.chain.from_iterable(grouped["titles"])
-    yield from top_per_title(shard, grouped["pairs"], titles, per_title)
+    yield from top_per_title(shard, grouped["pairs"], titles, per_title, thresholds, blooms)
 
 
-def title_of(cluster) -> str:
-    return cluster.title
+def titles_by_threshold(cluster, thresholds: Sequence[int]) -> Iterator[tuple[int, str]]:
+    """A cluster -> (k, its title) for each corpus threshold k its incoming links reach."""
+    for k in thresholds:
+        if cluster.incoming >= k:
+            yield k, cluster.title
 
 
 def shard_entry(cluster, shards: int) -> tuple[tuple[int, tuple[str, int]]]:
@@ -268,17 +296,14 @@ def corpus_tag(k: int) -> str:
     return f"k{k}"
 
 
-def corpus_candidates(candidates: tuple[str, tuple], kinds: frozenset[str],
-                      thresholds: Sequence[int]) -> Iterator[beam.pvalue.TaggedOutput]:
-    """(title, (kind, candidates, incoming)) -> (title, (kind, candidates)) to the output
-    of each corpus that holds the title (threshold k <= its incoming links), when
-    the mix has the kind. One step for every corpus: each reads only its own titles'
-    candidates, instead of every title's."""
-    title, (kind, listed, incoming) = candidates
+def corpus_candidates(candidates: tuple[str, tuple], kinds: frozenset[str]
+                      ) -> Iterator[beam.pvalue.TaggedOutput]:
+    """(title, (kind, candidates, k)) -> (title, (kind, candidates)) to the output of the
+    corpus with threshold k, when the mix has the kind. One step for every corpus: each
+    reads only its own titles' candidates, instead of every title's."""
+    title, (kind, listed, k) = candidates
     if kind in kinds:
-        for k in thresholds:
-            if incoming >= k:
-                yield beam.pvalue.TaggedOutput(corpus_tag(k), (title, (kind, listed)))
+        yield beam.pvalue.TaggedOutput(corpus_tag(k), (title, (kind, listed)))
 
 
 class LinkCooccurrence(beam.PTransform):
@@ -312,19 +337,20 @@ class LinkCooccurrence(beam.PTransform):
         return self._count.stat_keys()
 
     def expand(self, inputs):
-        titles = inputs["titles"] | "CooccurrenceTitles" >> beam.Map(title_of)
-        bloom = titles | "TitleBloom" >> beam.CombineGlobally(BuildTitleBloom())
+        blooms = beam.pvalue.AsDict(
+            inputs["titles"]
+            | "TitlesByThreshold" >> beam.FlatMap(titles_by_threshold, self._thresholds)
+            | "TitleBlooms" >> beam.CombinePerKey(BuildTitleBloom()))
         counted = inputs["pages"] | "CountPagePairs" >> beam.ParDo(
-            self._count, wanted=beam.pvalue.AsSingleton(bloom)).with_outputs(
-                STATS_TAG, main="pairs")
+            self._count, blooms=blooms).with_outputs(STATS_TAG, main="pairs")
         keyed_titles = inputs["titles"] | "KeyTitlesByShard" >> beam.ParDo(GroupInBundleFn(
             functools.partial(shard_entry, shards=self._shards)))
         candidates = (
             {"pairs": counted.pairs, "titles": keyed_titles}
             | "JoinPairsWithTitles" >> beam.CoGroupByKey()
-            | "TopPerTitle" >> beam.FlatMap(top_of_shard, self._per_title)
-            | "ToCorpora" >> beam.FlatMap(
-                corpus_candidates, self._kinds, self._thresholds).with_outputs(
-                    *(corpus_tag(k) for k in self._thresholds)))
+            | "TopPerTitle" >> beam.FlatMap(
+                top_of_shard, self._per_title, self._thresholds, blooms=blooms)
+            | "ToCorpora" >> beam.FlatMap(corpus_candidates, self._kinds).with_outputs(
+                *(corpus_tag(k) for k in self._thresholds)))
         return {"candidates": {k: candidates[corpus_tag(k)] for k in self._thresholds},
                 "stats": counted[STATS_TAG]}
