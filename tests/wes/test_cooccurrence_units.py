@@ -81,7 +81,7 @@ def test_top_per_title_ranks_as_the_decoded_keys_rank(seed):
     got = unpacked_top(top_per_title(0, wire, [("A", 9), ("Q", 4)], 5, (4,)))
     assert repr(wire) == before  # a part is read, never changed
     expected = []
-    for a, incoming in (("A", 9), ("Q", 4)):
+    for a in ("A", "Q"):
         summed = collections.Counter()
         for part in parts:
             summed.update({decode_key(a, rest): n for rest, n in part[a].items()})
