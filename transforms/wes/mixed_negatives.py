@@ -11,11 +11,12 @@ Flow, per corpus:
 2. Candidates of the adversarial kinds: `F1Candidates` and `SubstringCandidates`
    (candidates.py) from this corpus's titles, the co-occurrence ones (cooccurrence.py)
    computed once per run.
-3. One join per title: its cluster, its offers, its candidates, the redirects into it
-   and its own redirect target (in shards of titles: gather.JoinByShard). `EmitMixedRowsFn` takes each kind's quota
-   (negative_mix.kind_quotas) from its best candidates that are not synonyms
-   (synonyms.synonym_reason) and whose source is a title of the same split in this
-   corpus (the donor pools, a side input), counting every rejection by reason.
+3. One join per title, in shards of titles (gather.JoinByShard): its cluster, its
+   offers, its candidates, the redirects into it and its own redirect target.
+   `EmitMixedRowsFn` takes each kind's quota (negative_mix.kind_quotas) from its best
+   candidates that are not synonyms (synonyms.synonym_reason) and whose source is a
+   title of the same split in this corpus (the donor pools, a side input), counting
+   every rejection by reason.
 """
 
 from __future__ import annotations
