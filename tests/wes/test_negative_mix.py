@@ -282,7 +282,7 @@ def test_pool_memo_says_where_each_source_may_donate(monkeypatch, prefill, max_s
             where = [name for name, pool in pools.items() if source in pool.titles]
             expected = ("not_in_corpus" if not where else None if where == [split]
                         else "other_split")
-            assert memo.eligibility(pools, split, source) == expected
+            assert memo.checker(pools, split)(source) == expected
             assert memo.checker(pools, split)(source) == expected
             assert memo._complete == (prefill >= 40)
             if memo._complete:  # made once for these pools, kept whole

@@ -83,6 +83,12 @@ def page_pairs(links: Sequence[tuple[str, str]], window: int = WINDOW) -> set[tu
 _RS = "\x1e"
 
 
+def _int64s(data: bytes) -> array:
+    values = array("q")
+    values.frombytes(data)
+    return values
+
+
 def pack_counts(counts: Mapping[str, int]) -> tuple[str, bytes]:
     """A title's {rest: pages} -> its wire form (the rests joined, their counts)."""
     return _RS.join(counts), array("q", counts.values()).tobytes()
@@ -91,9 +97,7 @@ def pack_counts(counts: Mapping[str, int]) -> tuple[str, bytes]:
 def unpack_counts(packed: tuple[str, bytes]) -> Iterator[tuple[str, int]]:
     """`pack_counts`' form -> (rest, pages) in their order."""
     rests, pages = packed
-    values = array("q")
-    values.frombytes(pages)
-    return zip(rests.split(_RS), values)
+    return zip(rests.split(_RS), _int64s(pages))
 
 
 def pack_candidates(kind: str, ranked: Sequence[tuple[int, str]]) -> tuple[bytes, str, bool]:
@@ -111,8 +115,7 @@ def unpack_candidates(packed: tuple[bytes, str, bool]) -> list[tuple[int, str, s
     """`pack_candidates`' form -> [(-pages, text, B)], the Candidates, in order (an
     article candidate's text is B)."""
     scores, joined, word = packed
-    values = array("q")
-    values.frombytes(scores)
+    values = _int64s(scores)
     parts = joined.split(_RS)
     if word:
         return list(zip(values, parts[0::2], parts[1::2]))

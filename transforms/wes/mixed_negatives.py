@@ -22,6 +22,7 @@ Flow, per corpus:
 from __future__ import annotations
 
 import bisect
+import collections
 from collections.abc import Callable, Mapping, Sequence
 
 import apache_beam as beam
@@ -124,8 +125,6 @@ class PoolMemo:
             return "not_in_corpus" if where is None else None if where == split else "other_split"
         return eligibility
 
-    def eligibility(self, pools, split: str, source: str) -> str | None:
-        return self.checker(pools, split)(source)
 
 
 def kinded(base: dict, kind: str) -> dict:
@@ -181,7 +180,7 @@ class EmitMixedRowsFn(CountingDoFn):
             lambda text, source: synonym_reason(synonyms, text, source, normalised),
             self._pools.checker(pools, title.split))
         # the title's counts, added up here and counted once each
-        tally = {f"negatives:{name}": c for name, c in counts.items()}
+        tally = collections.Counter({f"negatives:{name}": c for name, c in counts.items()})
         if chosen is None:
             if offers:
                 tally["filtered:negatives_unavailable"] = 1
@@ -196,12 +195,12 @@ class EmitMixedRowsFn(CountingDoFn):
         yield from rows
         for kind, _, _ in chosen:
             for name in (f"negatives:{kind}", f"{split}:negatives:{kind}"):
-                tally[name] = tally.get(name, 0) + 1
+                tally[name] += 1
         hard = hard_rows(split, rows) if self._hard else []
         for r in hard:
             yield beam.pvalue.TaggedOutput(HARD_TAG, r)
             name = f"{HARD_PREFIX}{r['pair_kind']}"
-            tally[name] = tally.get(name, 0) + 1
+            tally[name] += 1
         if hard:
             tally[f"{HARD_PREFIX}titles"] = 1
         yield beam.pvalue.TaggedOutput(CLUSTERS_TAG, {
