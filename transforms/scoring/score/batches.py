@@ -27,6 +27,8 @@ from transforms.io.counting import STATS_TAG, CountingDoFn
 from transforms.metrics.base import CorpusStatistic, Metric, MetricInputError, QAExample
 from transforms.metrics.corpus import unique_statistics
 from transforms.scoring.incremental.carry import (
+    CARRIED_FIELD,
+    CHANGED_FIELD,
     CarrySpec,
     carried_values,
     finish_old_record,
@@ -198,7 +200,7 @@ class ScoreRowsFn(CountingDoFn):
         start = time.perf_counter()
         rows, carry = batch.rows, batch.carry if self._carry is not None else None
         given = (self._in_process(rows, corpus_stats) if carry is None
-                 else self._in_process_carrying(rows, carry, corpus_stats))
+                 else self._in_process_carrying(rows, carry, corpus_stats, batch.results))
         self._latency.update(int((time.perf_counter() - start) * 1e6))
         self._batch_size.update(len(rows))
         yield from self._records(rows, given, batch.results, carry)
@@ -216,9 +218,11 @@ class ScoreRowsFn(CountingDoFn):
         self.count("filtered:metric_input_error", len(results) - passed)
 
     def _in_process_carrying(self, rows: Sequence[tuple[str, ScoringRow]], carry: Carry,
-                             corpus_stats: dict) -> list[dict[str, list[ScoreResult]]]:
+                             corpus_stats: dict, batch_results: Sequence[tuple] | None
+                             ) -> list[dict[str, list[ScoreResult]] | None]:
         """Each distinct content scored once: the recomputed metrics on every one, the
-        carried ones on new ones; an old row's carried branch is its previous values."""
+        carried ones on new ones; an old row's carried branch is its previous values
+        (None for the row when they are its whole record: `_plain_old_rows`)."""
         unique = unique_rows(carry, len(rows))
         fresh = [i for i in unique if not carry.old[i]]
         computed = score_examples(self._computed, [rows[i][1].example for i in unique],
@@ -233,27 +237,45 @@ class ScoreRowsFn(CountingDoFn):
                 i in new_by_row and new_by_row[i].scores is None) for i in scored)
             self.count("passed", len(scored) - failed)
             self.count("filtered:metric_input_error", failed)
-        given = []
-        for i, first in enumerate(carry.first.tolist()):
+        given: list[dict[str, list[ScoreResult]] | None] = []
+        plain = self._plain_old_rows(batch_results)
+        for i, (first, old) in enumerate(zip(carry.first.tolist(), carry.old.tolist(),
+                                             strict=True)):
+            if old and plain:
+                given.append(None)  # its record is its previous values (`_records`)
+                continue
             branches = {IN_PROCESS: [by_row[first]]}  # no scores when nothing is computed
-            if carry.old[i]:
+            if old:
                 branches[CARRIED] = [ScoreResult(carried_values(self._carry, carry.values[i]))]
             elif self._carried:
                 branches[CARRIED] = [new_by_row[first]]
             given.append(branches)
         return given
 
+    def _plain_old_rows(self, model_results: Sequence[tuple] | None) -> bool:
+        """Whether an old row's record is its carried values alone: no metric is
+        recomputed in process, none compared, and the batch has no model results."""
+        return (model_results is None and not self._computed and self._carry is not None
+                and not self._carry.compared)
+
     def _records(self, rows: Sequence[tuple[str, ScoringRow]],
-                 given: Sequence[dict[str, list[ScoreResult]]],
+                 given: Sequence[dict[str, list[ScoreResult]] | None],
                  model_results: Sequence[tuple] | None, carry: Carry | None) -> Iterator[Any]:
         """The batch's scored records as one list (none when every row was rejected);
         each rejected row's dead-letter record on `dead_letter`."""
         records = []
+        previous = (carry.values[:, :len(self._carry.carried)].tolist()
+                    if carry is not None and None in given else None)
         for i, ((key, row), branches) in enumerate(zip(rows, given, strict=True)):
+            digest = carry.keys[16 * i:16 * (i + 1)].hex() if carry is not None else None
+            if branches is None:  # an old row whose record is its carried values
+                record = scored_record(row, dict(zip(self._carry.carried, previous[i])), digest)
+                record[CARRIED_FIELD], record[CHANGED_FIELD] = self._carry.carried, ()
+                records.append(record)
+                continue
             if model_results is not None:
                 branches[MODELS] = [ScoreResult(*model_results[i])]
             names = [b for b in (IN_PROCESS, CARRIED, MODELS) if b in branches]
-            digest = carry.keys[16 * i:16 * (i + 1)].hex() if carry is not None else None
             ok, record = merge_branch_results(row, branches, names, digest)
             if ok:
                 if carry is not None and carry.old[i]:
