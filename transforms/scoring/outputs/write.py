@@ -121,6 +121,18 @@ def output_row(record: Mapping[str, Any], metric_columns: Sequence[str], with_hu
     return row
 
 
+def columns_table(records: Sequence[Mapping[str, Any]], schema: Any,
+                  metric_columns: Sequence[str]) -> Any:
+    """Scored records -> a pyarrow table of the scores schema, column by column: the
+    table of their `output_row`s (a missing field null, a metric's NaN null)."""
+    import pyarrow as pa
+
+    metrics = set(metric_columns)
+    return pa.Table.from_arrays(
+        [pa.array([r.get(f.name) for r in records], type=f.type, from_pandas=f.name in metrics)
+         for f in schema], schema=schema)
+
+
 def _json_safe(value: Any) -> Any:
     """NaN -> None, recursively (JSON has no NaN)."""
     if isinstance(value, dict):
@@ -174,21 +186,19 @@ class WriteScorePartsFn(beam.DoFn):
             self._writer = pq.ParquetWriter(self._file, self._schema)
 
     def _flush(self) -> None:
-        import pyarrow as pa
-
         if self._pending:
-            self._writer.write_table(pa.Table.from_pylist(self._pending, self._schema))
+            self._writer.write_table(columns_table(self._pending, self._schema, self._args[0]))
             self._pending = []
 
     def process(self, records: Sequence[dict[str, Any]]) -> None:
         if self._file is None:
             self._open()
-        rows = [output_row(r, *self._args) for r in records]
         if self._format == "parquet":
-            self._pending.extend(rows)
+            self._pending.extend(records)
             if len(self._pending) >= ROW_GROUP_ROWS:
                 self._flush()
         else:
+            rows = [output_row(r, *self._args) for r in records]
             self._file.write("".join(to_json_line(r) + "\n" for r in rows).encode("utf-8"))
 
     def finish_bundle(self) -> Iterator[Any]:
