@@ -110,6 +110,15 @@ def test_parts_are_merged_into_one_file_of_every_row(tmp_path):
     (part,) = [w.value for w in fn.finish_bundle()]
     merge_parts([part], str(tmp_path / "j.jsonl"), "jsonl", None)
     assert json.loads((tmp_path / "j.jsonl").read_text())["em"] is None
+    fn = WriteScorePartsFn(temp, "parquet", schema, ["em"], False, ())
+    fn.start_bundle()
+    fn.process([{"row_key": "f:7", "row": 7, "em": 0.5}])
+    (part,) = [w.value for w in fn.finish_bundle()]
+    one = str(tmp_path / "one.parquet")
+    assert merge_parts([part], one, "parquet", schema) == one  # the one part is the file
+    assert pq.read_table(one).to_pylist()[0]["em"] == 0.5
+    assert pq.read_schema(one).metadata == schema.metadata
+    assert not list(tmp_path.glob("*.part-*"))
 
 
 def test_a_summary_that_misses_rows_read_fails_the_run(tmp_path):

@@ -15,11 +15,31 @@ from transforms.scoring.outputs.finalize import FinalizeOutputs, finalize
 from transforms.scoring.outputs.paths import OutputPaths
 from transforms.scoring.outputs.write import (
     SIGNATURES_KEY,
+    columns_table,
     output_row,
     read_signatures,
     scores_schema,
     to_json_line,
 )
+
+
+def test_a_row_group_built_by_column_holds_the_output_rows():
+    import pyarrow as pa
+
+    kept = ["question", "references"]
+    schema = scores_schema(["em", "f1"], True, {"em": "em|v1"}, kept)
+    records = [{"row_key": f"f:{i}", "content_key": "c", "file": "f", "row": i,
+                "id": None if i % 2 else f"id{i}", "system": "s", "human": 0.5 * i,
+                "em": math.nan if i == 1 else 1.0, "f1": 0.25, "_carried": ("em",),
+                "question": None if i == 2 else "q?", "references": ("a",) if i else ["b", "c"]}
+               for i in range(4)]
+    del records[3]["f1"], records[3]["human"]  # a field a record lacks is null
+    table = columns_table(records, schema, ["em", "f1"])
+    rows = [output_row(r, ["em", "f1"], True, kept) for r in records]
+    assert table.equals(pa.Table.from_pylist(rows, schema=schema))
+    assert table.schema.equals(schema, check_metadata=True)
+    assert table.column("em").to_pylist() == [1.0, None, 1.0, 1.0]  # NaN written as null
+    assert table.column("f1").to_pylist()[3] is None and table.column("human")[3].as_py() is None
 
 
 def test_output_paths():

@@ -214,9 +214,13 @@ class WriteScorePartsFn(beam.DoFn):
 
 def merge_parts(parts: Sequence[str], path: str, output_format: str, schema: Any) -> str:
     """Writes the part files into one file at `path` (row group by row group, or byte
-    for byte: memory stays one row group), then deletes the parts; returns `path`. No
-    part: an empty file (a Parquet file with the schema and no row)."""
+    for byte: memory stays one row group), then deletes the parts; returns `path`. One
+    part: renamed to `path` (it is that file). No part: an empty file (a Parquet file with
+    the schema and no row)."""
     parts = sorted(parts)
+    if len(parts) == 1:
+        FileSystems.rename(parts, [path])
+        return path
     with FileSystems.create(path, mime_type="application/octet-stream") as out:
         if output_format == "parquet":
             import pyarrow.parquet as pq
