@@ -333,6 +333,29 @@ def test_a_replaced_checkpoint_recomputes_only_its_model_metric(tmp_path, cross_
 
 
 @pytest.mark.slow
+def test_a_model_metric_new_to_the_run_is_computed_for_the_old_rows(tmp_path, cross_encoder_path):
+    """The previous run had no `sas`: the old rows carry `f1` and get `sas` computed (no
+    column compared), each row equal to a full run's."""
+    data = _write(tmp_path / "in.jsonl", BASE)
+
+    def score(prefix, metrics, *extra):
+        model = ["--sas_model", cross_encoder_path] if "sas" in metrics else []
+        run(["--input", data, "--output", str(tmp_path / prefix), "--metrics", metrics,
+             *model, *extra, *RUNNER_ARGS["direct_in_process"]],
+            save_main_session=False, handler_factory=CountingOverlapHandler)
+        summary = json.loads(open(str(tmp_path / prefix) + ".summary.json").read())
+        return pd.read_parquet(str(tmp_path / prefix) + ".scores.parquet"), summary
+
+    score("n1", "f1")
+    after, summary = score("n2", "f1,sas", "--previous_run", str(tmp_path / "n1"))
+    metrics = summary["overall"]["metrics"]
+    assert (metrics["f1"]["carried"], metrics["sas"]["computed"]) == (20, 20)
+    full, _ = score("full", "f1,sas")
+    assert _comparable(after, ("f1", "sas")) == _comparable(full, ("f1", "sas"))
+    assert after["sas"].notna().all()
+
+
+@pytest.mark.slow
 def test_cider_with_the_runs_statistics_equals_a_full_run_and_frozen_ones_carry(tmp_path):
     rows = [*BASE, _row(3, system="b"), _row(3, system="c")]  # duplicates count in df
     first = _write(tmp_path / "n1.jsonl", rows)

@@ -114,6 +114,12 @@ def _check_output(metric: Metric, results: list[dict[str, float]], n: int) -> No
             raise RuntimeError(f"metric {metric.family} returned no value for {missing}")
 
 
+def _nothing_computed(model_result: tuple) -> bool:
+    """Whether a row's model result holds no column (every model metric carried for it;
+    a rejected row's holds None)."""
+    return model_result[0] == {}
+
+
 def score_examples(metrics: Sequence[Metric], examples: Sequence[QAExample],
                    corpus_stats: dict[str, Any]) -> list[ScoreResult]:
     """Scores a batch with every metric, isolating examples a metric rejects.
@@ -222,7 +228,8 @@ class ScoreRowsFn(CountingDoFn):
                              ) -> list[dict[str, list[ScoreResult]] | None]:
         """Each distinct content scored once: the recomputed metrics on every one, the
         carried ones on new ones; an old row's carried branch is its previous values
-        (None for the row when they are its whole record: `_plain_old_rows`)."""
+        (None for the row when they are its whole record: no metric recomputed in
+        process, none compared, and no model column computed for it)."""
         unique = unique_rows(carry, len(rows))
         fresh = [i for i in unique if not carry.old[i]]
         computed = score_examples(self._computed, [rows[i][1].example for i in unique],
@@ -238,10 +245,10 @@ class ScoreRowsFn(CountingDoFn):
             self.count("passed", len(scored) - failed)
             self.count("filtered:metric_input_error", failed)
         given: list[dict[str, list[ScoreResult]] | None] = []
-        plain = self._plain_old_rows(batch_results)
+        plain = not self._computed and not self._carry.compared
         for i, (first, old) in enumerate(zip(carry.first.tolist(), carry.old.tolist(),
                                              strict=True)):
-            if old and plain:
+            if old and plain and (batch_results is None or _nothing_computed(batch_results[i])):
                 given.append(None)  # its record is its previous values (`_records`)
                 continue
             branches = {IN_PROCESS: [by_row[first]]}  # no scores when nothing is computed
@@ -252,11 +259,6 @@ class ScoreRowsFn(CountingDoFn):
             given.append(branches)
         return given
 
-    def _plain_old_rows(self, model_results: Sequence[tuple] | None) -> bool:
-        """Whether an old row's record is its carried values alone: no metric is
-        recomputed in process, none compared, and the batch has no model results."""
-        return (model_results is None and not self._computed and self._carry is not None
-                and not self._carry.compared)
 
     def _records(self, rows: Sequence[tuple[str, ScoringRow]],
                  given: Sequence[dict[str, list[ScoreResult]] | None],
