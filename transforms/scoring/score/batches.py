@@ -231,12 +231,16 @@ class ScoreRowsFn(CountingDoFn):
         (None for the row when they are its whole record: no metric recomputed in
         process, none compared, and no model column computed for it)."""
         unique = unique_rows(carry, len(rows))
-        fresh = [i for i in unique if not carry.old[i]]
-        computed = score_examples(self._computed, [rows[i][1].example for i in unique],
+        old_rows = carry.old.tolist()
+        fresh = [i for i in unique if not old_rows[i]]
+        # with nothing recomputed in process an old row's in-process branch holds no score
+        # (made below where it is needed): only the new rows are passed through
+        needed = unique if self._computed else fresh
+        computed = score_examples(self._computed, [rows[i][1].example for i in needed],
                                   corpus_stats)
         carried = score_examples(self._carried, [rows[i][1].example for i in fresh],
                                  corpus_stats)
-        by_row = dict(zip(unique, computed, strict=True))
+        by_row = dict(zip(needed, computed, strict=True))
         new_by_row = dict(zip(fresh, carried, strict=True))
         if self._metrics:  # the distinct contents the in-process metrics scored
             scored = [i for i in unique if self._computed or i in new_by_row]
@@ -246,12 +250,12 @@ class ScoreRowsFn(CountingDoFn):
             self.count("filtered:metric_input_error", failed)
         given: list[dict[str, list[ScoreResult]] | None] = []
         plain = not self._computed and not self._carry.compared
-        for i, (first, old) in enumerate(zip(carry.first.tolist(), carry.old.tolist(),
-                                             strict=True)):
+        for i, (first, old) in enumerate(zip(carry.first.tolist(), old_rows, strict=True)):
             if old and plain and (batch_results is None or _nothing_computed(batch_results[i])):
                 given.append(None)  # its record is its previous values (`_records`)
                 continue
-            branches = {IN_PROCESS: [by_row[first]]}  # no scores when nothing is computed
+            # no scores when nothing is computed
+            branches = {IN_PROCESS: [by_row[first] if first in by_row else ScoreResult({})]}
             if old:
                 branches[CARRIED] = [ScoreResult(carried_values(self._carry, carry.values[i]))]
             elif self._carried:
