@@ -99,7 +99,9 @@ class ExpandModelRequestsFn(CountingDoFn):
     def process(self, batch: RowBatch):
         old = (batch.carry.old.tolist() if batch.carry is not None and self._carried
                else [False] * len(batch))
-        rows = tuple(self._row(row_key, value, self._carried if is_old else ())
+        everything = len(self._carried) == len(self._metrics)  # an old row asks nothing
+        rows = tuple(RowRequests(row_key, value, (), (), self._carried) if is_old and everything
+                     else self._row(row_key, value, self._carried if is_old else ())
                      for (row_key, value), is_old in zip(batch.rows, old, strict=True))
         self.count("requests", sum(len(row.requests) for row in rows))
         progress.add(PROGRESS_ROWS_IN, len(rows))
@@ -153,6 +155,8 @@ class FoldModelMetricsFn(CountingDoFn):
         if len(values) != len(row.requests):  # BatchModelHandler's contract; a bug if broken
             raise RuntimeError(f"row {row.row_key!r}: {len(values)} model outputs for "
                                f"{len(row.requests)} requests")
+        if len(row.carried) == len(self._metrics):  # every metric carried: no column
+            return ModelScoreResult({})
         example = example_of(row.row)
         outputs: dict[int, list[Any]] = {}
         failed: dict[int, str] = {}
