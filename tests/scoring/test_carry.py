@@ -213,17 +213,18 @@ def test_an_old_row_whose_every_model_metric_is_carried_asks_and_folds_nothing()
     _, roles = plan_uses(metrics)
     [element] = ExpandModelRequestsFn(metrics, roles, spec).process(batch)
     old, new = element.rows
+    assert (old.row_key, old.row) == batch.rows[0]
     assert (old.requests, old.rejected, old.carried) == ((), (), (0, 1))
     assert sorted({i for i, *_ in new.requests}) == [0, 1] and new.carried == ()
     result = FoldModelMetricsFn(metrics)._fold(old, [], {})
     assert (result.scores, result.reason) == ({}, None)  # no column, and no failure
-    partly = CarrySpec(("f2", "f2_corpus_refs"), ())  # f1 computed for the old row too
+    partly = CarrySpec(("f1", "f1_corpus_refs"), ())  # f2, after it, computed for it too
     batch, _ = _attach([_row(1, "old")], {"old": [0.25, 2.0]}, partly)
     [element] = ExpandModelRequestsFn(metrics, roles, partly).process(batch)
     [old] = element.rows
     outputs = [0.75] * len(old.requests)
     assert FoldModelMetricsFn(metrics)._fold(old, outputs, {"n_refs": 3}).scores == {
-        "f1": 0.75, "f1_corpus_refs": 3}
+        "f2": 0.75, "f2_corpus_refs": 3}
 
 
 GROUPINGS = ("beam:transform:group_by_key:v1",)
