@@ -283,7 +283,6 @@ def test_pool_memo_says_where_each_source_may_donate(monkeypatch, prefill, max_s
             expected = ("not_in_corpus" if not where else None if where == [split]
                         else "other_split")
             assert memo.checker(pools, split)(source) == expected
-            assert memo.checker(pools, split)(source) == expected
             assert memo._complete == (prefill >= 40)
             if memo._complete:  # made once for these pools, kept whole
                 first = first if first is not None and first[0] is pools else (pools, memo._found)

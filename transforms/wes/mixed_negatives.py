@@ -126,7 +126,6 @@ class PoolMemo:
         return eligibility
 
 
-
 def kinded(base: dict, kind: str) -> dict:
     return {**base, "pair_kind": kind}
 

@@ -65,7 +65,7 @@ class CarrySpec:
 
 def carried_values(spec: CarrySpec, values: np.ndarray) -> dict[str, float]:
     """An old row's carried columns from its previous values (a row of the table)."""
-    return {c: float(values[i]) for i, c in enumerate(spec.carried)}
+    return dict(zip(spec.carried, values[:len(spec.carried)].tolist()))
 
 
 def _same(a: float, b: float) -> bool:

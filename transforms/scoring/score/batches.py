@@ -27,8 +27,6 @@ from transforms.io.counting import STATS_TAG, CountingDoFn
 from transforms.metrics.base import CorpusStatistic, Metric, MetricInputError, QAExample
 from transforms.metrics.corpus import unique_statistics
 from transforms.scoring.incremental.carry import (
-    CARRIED_FIELD,
-    CHANGED_FIELD,
     CarrySpec,
     carried_values,
     finish_old_record,
@@ -263,20 +261,17 @@ class ScoreRowsFn(CountingDoFn):
             given.append(branches)
         return given
 
-
     def _records(self, rows: Sequence[tuple[str, ScoringRow]],
                  given: Sequence[dict[str, list[ScoreResult]] | None],
                  model_results: Sequence[tuple] | None, carry: Carry | None) -> Iterator[Any]:
         """The batch's scored records as one list (none when every row was rejected);
         each rejected row's dead-letter record on `dead_letter`."""
         records = []
-        previous = (carry.values[:, :len(self._carry.carried)].tolist()
-                    if carry is not None and None in given else None)
         for i, ((key, row), branches) in enumerate(zip(rows, given, strict=True)):
             digest = carry.keys[16 * i:16 * (i + 1)].hex() if carry is not None else None
             if branches is None:  # an old row whose record is its carried values
-                record = scored_record(row, dict(zip(self._carry.carried, previous[i])), digest)
-                record[CARRIED_FIELD], record[CHANGED_FIELD] = self._carry.carried, ()
+                record = scored_record(row, carried_values(self._carry, carry.values[i]), digest)
+                finish_old_record(self._carry, record, carry.values[i])
                 records.append(record)
                 continue
             if model_results is not None:

@@ -99,15 +99,15 @@ class ExpandModelRequestsFn(CountingDoFn):
     def process(self, batch: RowBatch):
         old = (batch.carry.old.tolist() if batch.carry is not None and self._carried
                else [False] * len(batch))
-        everything = len(self._carried) == len(self._metrics)  # an old row asks nothing
-        rows = tuple(RowRequests(row_key, value, (), (), self._carried) if is_old and everything
-                     else self._row(row_key, value, self._carried if is_old else ())
+        rows = tuple(self._row(row_key, value, self._carried if is_old else ())
                      for (row_key, value), is_old in zip(batch.rows, old, strict=True))
         self.count("requests", sum(len(row.requests) for row in rows))
         progress.add(PROGRESS_ROWS_IN, len(rows))
         yield BatchRequests(batch, rows)
 
     def _row(self, row_key: Hashable, value: Any, carried: tuple[int, ...]) -> RowRequests:
+        if len(carried) == len(self._metrics):  # every metric carried: nothing to ask
+            return RowRequests(row_key, value, (), (), carried)
         example = example_of(value)
         requests, rejected = [], []
         for index, metric in enumerate(self._metrics):
