@@ -63,25 +63,29 @@ class CarrySpec:
         return bool(metric.columns) and metric.columns[0] in self.carried
 
 
-def carried_values(spec: CarrySpec, values: np.ndarray) -> dict[str, float]:
-    """An old row's carried columns from its previous values (a row of the table)."""
-    return dict(zip(spec.carried, values[:len(spec.carried)].tolist()))
+def carried_values(spec: CarrySpec, values: Sequence[float]) -> dict[str, float]:
+    """An old row's carried columns from its previous values (a row of the table, as a
+    list: `Carry.values.tolist()`, made once per batch)."""
+    return dict(zip(spec.carried, values))
 
 
 def _same(a: float, b: float) -> bool:
     return a == b or (math.isnan(a) and math.isnan(b))
 
 
-def changed_columns(spec: CarrySpec, record: Mapping[str, Any], values: np.ndarray
+def changed_columns(spec: CarrySpec, record: Mapping[str, Any], values: Sequence[float]
                     ) -> tuple[str, ...]:
     """The compared columns whose recomputed value differs from the previous one (NaN
     equals NaN)."""
+    if not spec.compared:  # most runs compare nothing: no generator per old row
+        return ()
     base = len(spec.carried)
     return tuple(c for i, c in enumerate(spec.compared)
                  if not _same(record[c], float(values[base + i])))
 
 
-def finish_old_record(spec: CarrySpec, record: dict[str, Any], values: np.ndarray) -> None:
+def finish_old_record(spec: CarrySpec, record: dict[str, Any], values: Sequence[float]
+                      ) -> None:
     """Marks a scored record of an old row: its carried columns and changed ones."""
     record[CARRIED_FIELD] = spec.carried
     record[CHANGED_FIELD] = changed_columns(spec, record, values)

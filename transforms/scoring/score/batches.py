@@ -229,7 +229,7 @@ class ScoreRowsFn(CountingDoFn):
         (None for the row when they are its whole record: no metric recomputed in
         process, none compared, and no model column computed for it)."""
         unique = unique_rows(carry, len(rows))
-        old_rows = carry.old.tolist()
+        old_rows, previous = carry.old.tolist(), carry.values.tolist()
         fresh = [i for i in unique if not old_rows[i]]
         # with nothing recomputed in process an old row's in-process branch holds no score
         # (made below where it is needed): only the new rows are passed through
@@ -255,7 +255,7 @@ class ScoreRowsFn(CountingDoFn):
             # no scores when nothing is computed
             branches = {IN_PROCESS: [by_row[first] if first in by_row else ScoreResult({})]}
             if old:
-                branches[CARRIED] = [ScoreResult(carried_values(self._carry, carry.values[i]))]
+                branches[CARRIED] = [ScoreResult(carried_values(self._carry, previous[i]))]
             elif self._carried:
                 branches[CARRIED] = [new_by_row[first]]
             given.append(branches)
@@ -267,11 +267,12 @@ class ScoreRowsFn(CountingDoFn):
         """The batch's scored records as one list (none when every row was rejected);
         each rejected row's dead-letter record on `dead_letter`."""
         records = []
+        previous = carry.values.tolist() if carry is not None else None
         for i, ((key, row), branches) in enumerate(zip(rows, given, strict=True)):
             digest = carry.keys[16 * i:16 * (i + 1)].hex() if carry is not None else None
             if branches is None:  # an old row whose record is its carried values
-                record = scored_record(row, carried_values(self._carry, carry.values[i]), digest)
-                finish_old_record(self._carry, record, carry.values[i])
+                record = scored_record(row, carried_values(self._carry, previous[i]), digest)
+                finish_old_record(self._carry, record, previous[i])
                 records.append(record)
                 continue
             if model_results is not None:
@@ -280,7 +281,7 @@ class ScoreRowsFn(CountingDoFn):
             ok, record = merge_branch_results(row, branches, names, digest)
             if ok:
                 if carry is not None and carry.old[i]:
-                    finish_old_record(self._carry, record, carry.values[i])
+                    finish_old_record(self._carry, record, previous[i])
                 records.append(record)
             else:
                 self.count(("join", f"filtered:{record['reason']}"))
