@@ -61,6 +61,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions
 
 from transforms.io import cli
+from transforms.io.in_process_memory import hold_stage_data_once
 from transforms.io.options import (
     absolute_local,
     add_input_argument,
@@ -252,8 +253,9 @@ def _run(args, argv, run_id, save_main_session, test_pipeline):
         link_pairs=args.link_pairs)
     pipeline = test_pipeline or new_pipeline(options)
     local = is_local_runner(pipeline.options if test_pipeline else options)
-    if local:  # worker processes, where there are some, stop together at the end
-        stop_workers_together()
+    if local:  # worker processes, where there are some, stop together at the end; the
+        stop_workers_together()  # in-process runner holds a stage's data once
+        hold_stage_data_once()
     logger.info("mining %d dump file(s) -> %s (k = %s)", len(paths), args.output,
                 ",".join(map(str, thresholds)))
     with ProgressReporter(describe_progress, args.progress_interval if local else 0,

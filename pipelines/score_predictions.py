@@ -65,6 +65,7 @@ from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions
 
 from transforms.inference.model_flags import MODEL_FLAGS
 from transforms.io import cli
+from transforms.io.in_process_memory import hold_stage_data_once
 from transforms.io.local_malloc import tune_local_malloc
 from transforms.io.options import (
     absolute_if_local_file,
@@ -311,8 +312,9 @@ def run(argv: list[str] | None = None, save_main_session: bool = True,
         pipeline = test_pipeline or new_pipeline(options)
         run_options = pipeline.options if test_pipeline else options
         local = is_local_runner(run_options)
-        if local:  # worker processes, where there are some, stop together at the end
-            stop_workers_together()
+        if local:  # worker processes, where there are some, stop together at the end; the
+            stop_workers_together()  # in-process runner holds a stage's data once
+            hold_stage_data_once()
         interval = args.progress_interval if local else 0
         logger.info("scoring %d input file(s) with %s -> %s.*", len(config.files),
                     ",".join(config.metric_columns), config.paths.prefix)

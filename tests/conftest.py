@@ -196,6 +196,19 @@ def worker_site(tmp_path_factory, project_wheel) -> str:
     return str(install_wheel(project_wheel, tmp_path_factory.mktemp("worker_site")))
 
 
+@pytest.fixture(autouse=True)
+def _root_handlers_restored():
+    """Every test leaves the root logger's handlers as it found them: a `main` run in the
+    test binds a handler to the test's captured stderr, which is closed after it, and a
+    later log (a METEOR JVM stopped at exit) would fail on that stream."""
+    import logging
+
+    root = logging.getLogger()
+    handlers = list(root.handlers)
+    yield
+    root.handlers[:] = handlers
+
+
 @pytest.fixture
 def restored_logging():
     """`main` configures logging (root handlers, levels; ours, Beam's, transformers'): put

@@ -26,4 +26,9 @@
   DoFn's state and timer specs once per DoFn, wherever `counting.py` is imported.
 - beam_option_views.py: Beam's pipeline-option views made once per options object and
   class (a third of a small run's time), wherever `counting.py` is imported.
+- worker_shutdown.py: the in-process runner's worker processes stopped together.
+- in_process_memory.py: Beam's in-process runner holding a stage's data once (its data
+  channel and the groupings a stage reads), installed by a local run.
+- private_folder.py: a folder of the machine's temporary directory only this user can
+  reach (the served models' address, lock and socket files).
 """
