@@ -39,7 +39,10 @@ from transforms.scoring.statistics.ngram_hashes import (
     found_frequencies,
     gram_hash,
     hashed_table,
+    narrow_frequencies,
     ngram_shard,
+    pack_answer,
+    unpack_answer,
 )
 
 WORDS = "a b c d e f g h i j k l m n o p".split()
@@ -131,17 +134,19 @@ def test_answer_requests_and_batch_corpora():
         answers += list(answer_requests(((index, shard), group)))
     assert {a[0] for a in answers} == {"f:1"}
     # one bit per n-gram the request reads in the corpus (found or not), the dfs of those
-    # found in the order of the request, in the narrowest dtype
+    # found in the order of the request, a byte each, 300 apart
     tables = {1: {"x": 3, "a": 7}, 0: {"a": 300}}
-    for (_, request), (_, (_, _, by_corpus)) in zip(requests, answers, strict=True):
-        for key, (bits, dfs) in by_corpus.items():
+    for (_, request), (_, (_, _, packed)) in zip(requests, answers, strict=True):
+        assert isinstance(packed, bytes)
+        for key, (bits, narrow, wide) in unpack_answer(packed).items():
             read = request[1][request[2].read_in(key, len(request[1]))]
             assert len(bits) == (len(read) + 7) // 8
-            found, got = found_frequencies((bits, dfs), len(read))
+            found, got = found_frequencies((bits, narrow, wide), len(read))
             expected = {gram_hash(g): d for g, d in tables[key].items()}
             assert found.tolist() == [h in expected for h in read.tolist()]
             assert got.tolist() == [expected[h] for h in read[found].tolist()]
-            assert dfs.dtype == (np.uint16 if key == 0 else np.uint8)
+            assert narrow.dtype == np.uint8
+            assert wide.tolist() == ([300] if key == 0 else [])
     corpora = batch_corpora([stat], examples, [a for _, a in answers],
                             {(0, 1): 4, (0, 0): 2}, shards=3)
     # corpus 1 is asked for "x" (df 3), not for "a" (reference 0's, read in corpus 0)
@@ -151,11 +156,13 @@ def test_answer_requests_and_batch_corpora():
     requested = np.array(sorted([gram_hash("x"), gram_hash("q")]), dtype=np.uint64)
     both = ReadBits((1,), np.packbits([[True], [True]], axis=0))
     empty = list(answer_requests(((0, 2), {DF: [], REQUESTS: [("b2", requested, both)]})))
-    assert empty == [("b2", (0, 2, {}))]
+    assert empty == [("b2", (0, 2, pack_answer({})))] and unpack_answer(pack_answer({})) == {}
     wide = list(answer_requests(((0, 2), {DF: [(1, _arrays({"x": 70_000}))],
                                           REQUESTS: [("b3", requested, both)]})))
-    found, dfs = found_frequencies(wide[0][1][2][1], 2)
-    assert dfs.dtype == np.uint32 and dfs.tolist() == [70_000]
+    (bits, narrow, apart), = unpack_answer(wide[0][1][2]).values()
+    assert narrow.tolist() == [255] and apart.dtype == np.uint32
+    found, dfs = found_frequencies((bits, narrow, apart), 2)
+    assert dfs.tolist() == [70_000]
     assert found.tolist() == [h == gram_hash("x") for h in requested.tolist()]
 
 
@@ -187,13 +194,51 @@ def test_requests_ask_each_corpus_for_what_cider_reads_in_it(df_mode):
 
 def test_found_frequencies_checks_the_answer_against_the_request():
     found = np.array([True, False, False, True, False, False, False, False, True])
-    answer = (np.packbits(found), np.array([2, 5, 9], dtype=np.uint8))
+    answer = (np.packbits(found), *narrow_frequencies(np.array([2, 70_000, 255])))
+    assert answer[1].tolist() == [2, 255, 255] and answer[2].tolist() == [70_000, 255]
     got, dfs = found_frequencies(answer, 9)
-    assert got.tolist() == found.tolist() and dfs.tolist() == [2, 5, 9]
+    assert got.tolist() == found.tolist() and dfs.tolist() == [2, 70_000, 255]
     with pytest.raises(RuntimeError, match="for 16 n-grams came back for a request of 17"):
         found_frequencies(answer, 17)
     with pytest.raises(RuntimeError, match="names 3 n-grams and holds 2 frequencies"):
-        found_frequencies((answer[0], answer[1][:2]), 9)
+        found_frequencies((answer[0], answer[1][:2], answer[2]), 9)
+    with pytest.raises(RuntimeError, match="marks 2 frequencies as wide and holds 1"):
+        found_frequencies((*answer[:2], answer[2][:1]), 9)
+
+
+def test_an_answer_packed_is_read_back_whole_and_checked():
+    answer = {-1: (np.packbits([True, False, True]), np.array([3, 255], dtype=np.uint8),
+                   np.array([70_000], dtype=np.uint32)),
+              2: (np.packbits([False] * 9), np.array([], dtype=np.uint8),
+                  np.array([], dtype=np.uint8)),
+              0: (np.packbits([True]), np.array([255], dtype=np.uint8),
+                  np.array([300], dtype=np.uint16))}
+    packed = pack_answer(answer)
+    got = unpack_answer(packed)
+    assert list(got) == [-1, 2, 0]
+    for key, arrays in answer.items():
+        assert [(a.dtype, a.tolist()) for a in got[key]] == [
+            (a.dtype, a.tolist()) for a in arrays]
+    # its data and a header of 4 + 20 bytes per corpus, where pickled arrays took ~130 each
+    assert len(packed) == 4 + 3 * 20 + sum(a.nbytes for arrays in answer.values()
+                                           for a in arrays)
+    with pytest.raises(RuntimeError, match="cut short"):
+        unpack_answer(packed[:-1])
+    with pytest.raises(RuntimeError, match=f"an answer of {len(packed) + 1} bytes holds"):
+        unpack_answer(packed + b"x")
+
+
+@pytest.mark.parametrize("values, narrow, wide, dtype", [
+    ([], [], [], np.uint8), ([0, 1, 254], [0, 1, 254], [], np.uint8),
+    ([255, 3, 256, 65_535], [255, 3, 255, 255], [255, 256, 65_535], np.uint16),
+    ([1_000_000, 9], [255, 9], [1_000_000], np.uint32)])
+def test_narrow_frequencies_give_a_byte_each_and_the_wide_ones_apart(values, narrow, wide,
+                                                                     dtype):
+    low, apart = narrow_frequencies(np.array(values, dtype=np.int64))
+    assert low.dtype == np.uint8 and low.tolist() == narrow
+    assert apart.dtype == dtype and apart.tolist() == wide
+    bits = np.packbits(np.ones(len(values), dtype=bool))
+    assert found_frequencies((bits, low, apart), len(values))[1].tolist() == values
 
 
 def test_batch_fn_splits_by_shard():

@@ -22,9 +22,9 @@ for every batch `CiderBatchFn` emits
 
 `answer_requests` joins each shard's tables (one per corpus) with the shard's requests
 (`CoGroupByKey`) and answers each request, per corpus, with which of the n-grams it reads
-in that corpus have df >= 2 (a bit each, in its order) and their frequencies (a byte or
-two each): most n-grams of a batch are rare, so an answer is a few bits per requested
-n-gram, and a reference's n-grams are asked of its own corpus only; the scoring step
+in that corpus have df >= 2 (a bit each, in its order) and their frequencies (a byte
+each, the few of 255 or more apart): most n-grams of a batch are rare, so an answer is a
+few bits per requested n-gram, and a reference's n-grams are asked of its own corpus only; the scoring step
 regroups the answers with their batch
 (`CoGroupByKey` by batch id), makes the batch's requests again to read them, and scores
 the batch against a `CiderCorpus` restricted to its n-grams (same values: see
@@ -63,8 +63,11 @@ from transforms.scoring.statistics.ngram_hashes import (
     fold_tables,
     found_frequencies,
     lookup,
+    narrow_frequencies,
     ngram_shard,
+    pack_answer,
     smallest_uint,
+    unpack_answer,
 )
 
 DOCS = "docs"
@@ -214,11 +217,11 @@ class SumTextFrequencies(beam.CombineFn):
 def answer_requests(element: tuple[Any, dict[str, Iterable[Any]]]) -> Iterator[Any]:
     """((statistic, shard), {df: [(corpus key, (hashes, dfs))], requests: [(batch id,
     hashes, {corpus key: bits of the hashes read there})]}) -> (batch id, (statistic,
-    shard, {corpus key: (found, dfs)})), for each corpus whose table holds any n-gram the
-    request reads in it: `found`, which of those n-grams it holds (df >= 2), one bit each
-    in the order of the request (`np.packbits`; the batch makes the request again:
-    `batch_corpora`), and `dfs`, their frequencies in that order, in the narrowest
-    unsigned dtype that holds them."""
+    shard, {corpus key: (found, narrow, wide)} as `pack_answer` packs it)), for each corpus
+    whose table holds any n-gram the request reads in it: `found`, which of those n-grams
+    it holds (df >= 2), one bit each in the order of the request (`np.packbits`; the batch
+    makes the request again: `batch_corpora`), and their frequencies in that order, a byte
+    each, the few of 255 or more apart (`narrow_frequencies`)."""
     (index, shard), grouped = element
     parts: dict[int, list] = {}
     for key, table in grouped[DF]:  # one table per corpus key (none without a reference)
@@ -232,8 +235,8 @@ def answer_requests(element: tuple[Any, dict[str, Iterable[Any]]]) -> Iterator[A
             table, dfs = tables[key]
             found, at = lookup(table, hashes[reads.read_in(key, len(hashes))])
             if found.any():
-                answer[key] = (np.packbits(found), smallest_uint(dfs[at[found]]))
-        yield batch_id, (index, shard, answer)
+                answer[key] = (np.packbits(found), *narrow_frequencies(dfs[at[found]]))
+        yield batch_id, (index, shard, pack_answer(answer))
 
 
 def batch_corpora(statistics: Sequence[CiderDocumentFrequency], examples: Sequence[Any],
@@ -244,7 +247,7 @@ def batch_corpora(statistics: Sequence[CiderDocumentFrequency], examples: Sequen
     restricted to n-grams of the batch (every one it reads with df >= 2); corpus sizes
     from `docs`. The answers hold dfs in the order of the batch's requests, which are
     made again here as `CiderBatchFn` made them (`shards` as there)."""
-    answered = {(index, shard): answer for index, shard, answer in answers}
+    answered = {(index, shard): unpack_answer(answer) for index, shard, answer in answers}
     out: dict[str, dict[int, Any]] = {}
     for index, stat in enumerate(statistics):
         texts = BatchTexts(tokenized_batch(stat, examples))
@@ -282,8 +285,9 @@ def batch_corpora(statistics: Sequence[CiderDocumentFrequency], examples: Sequen
 
 class ShardedCiderStatistics(beam.PTransform):
     """`RowBatch`es -> {`rows`: (batch id, batch), `answers`: (batch id, (statistic,
-    shard, {corpus key: dfs of the request})), `docs`: ((statistic, corpus key), documents), `df`:
-    ((statistic, corpus key, shard), (hashes, dfs >= 2))} and, with `text_frequencies`,
+    shard, the packed answer to the request)), `docs`: ((statistic, corpus key),
+    documents), `df`: ((statistic, corpus key, shard), (hashes, dfs >= 2))} and, with
+    `text_frequencies`,
     `text_df`: ((statistic, corpus key, shard), {n-gram: df >= 2}) for the file.
 
     Args:

@@ -15,8 +15,11 @@ An n-gram's shard is its hash modulo the number of shards (`ngram_shard`, `by_sh
 table is two numpy arrays, the hashes sorted and distinct and their counts
 (`hashed_table`, `fold_tables`), read with `searchsorted` (`lookup`); counts and answers
 are kept in the narrowest unsigned dtype that holds them (`smallest_uint`: a batch's
-partial counts take a byte or two, where int64 took eight), and an answer marks the
-n-grams it found with one bit each (`found_frequencies` reads it).
+partial counts take a byte or two, where int64 took eight). An answer marks the n-grams it
+found with one bit each and gives their frequencies a byte each, the few that do not fit
+apart (`narrow_frequencies`; `found_frequencies` reads it): one common word among a batch's
+n-grams would otherwise make every frequency of its answer four bytes. An answer travels as
+one `bytes` (`pack_answer`, `unpack_answer`), not as pickled arrays.
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ import numpy as np
 from transforms.metrics.lexical import MAX_N
 
 _MASK = (1 << 64) - 1
+# An answer's frequency of this or more travels apart (`narrow_frequencies`).
+WIDE = 255
 _FOLD = 0x9E3779B97F4A7C15  # odd: multiplication by it is a bijection mod 2**64
 
 
@@ -200,16 +205,62 @@ def smallest_uint(values: np.ndarray) -> np.ndarray:
     return values.astype(np.uint64)
 
 
-def found_frequencies(answer: tuple[np.ndarray, np.ndarray], requested: int
+def narrow_frequencies(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Frequencies (>= 0) -> (one byte each, `WIDE` for one that does not fit in less; the
+    values at `WIDE` or above, in order, in the narrowest unsigned dtype that holds them)."""
+    return (np.minimum(values, WIDE).astype(np.uint8),
+            smallest_uint(values[values >= WIDE]))
+
+
+def pack_answer(answer: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]) -> bytes:
+    """An answer, {corpus key: (bits, narrow, wide)}, as one `bytes`: the number of corpora,
+    five int32 per corpus (its key, the lengths of its three arrays, a wide frequency's
+    bytes), then each corpus's arrays in turn. A small numpy array pickles with about 130
+    bytes of its own, more than most answers' data (`unpack_answer` reads it)."""
+    header = np.array([(key, len(bits), len(narrow), len(wide), wide.itemsize)
+                       for key, (bits, narrow, wide) in answer.items()], dtype=np.int32)
+    return b"".join([np.int32(len(answer)).tobytes(), header.tobytes(),
+                     *(array.tobytes() for arrays in answer.values() for array in arrays)])
+
+
+def unpack_answer(packed: bytes) -> dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """`pack_answer`'s bytes -> the answer (read-only arrays over them); RuntimeError when
+    the bytes do not hold what their header says."""
+    try:
+        (corpora,) = np.frombuffer(packed, np.int32, 1).tolist()
+        header = np.frombuffer(packed, np.int32, 5 * corpora, 4).reshape(corpora, 5)
+        at = 4 + header.nbytes
+        answer = {}
+        for key, bits, narrow, wide, itemsize in header.tolist():
+            arrays = []
+            for count, dtype in ((bits, np.uint8), (narrow, np.uint8), (wide, f"u{itemsize}")):
+                arrays.append(np.frombuffer(packed, dtype, count, at))
+                at += arrays[-1].nbytes
+            answer[key] = tuple(arrays)
+    except (ValueError, TypeError) as e:
+        raise RuntimeError(f"an answer of {len(packed)} bytes is cut short: {e}") from e
+    if at != len(packed):
+        raise RuntimeError(f"an answer of {len(packed)} bytes holds {at} bytes of frequencies")
+    return answer
+
+
+def found_frequencies(answer: tuple[np.ndarray, np.ndarray, np.ndarray], requested: int
                       ) -> tuple[np.ndarray, np.ndarray]:
-    """An answer of `answer_requests` to a request of `requested` n-grams -> (mask of the
-    request's n-grams found, their dfs); RuntimeError when the two do not match."""
-    bits, dfs = answer
+    """An answer of `answer_requests` to a request of `requested` n-grams, (bits, and the
+    frequencies of the n-grams found as `narrow_frequencies` gives them) -> (mask of the
+    request's n-grams found, their dfs as int64); RuntimeError when they do not match."""
+    bits, narrow, wide = answer
     if len(bits) != (requested + 7) // 8:
         raise RuntimeError(f"an answer for {len(bits) * 8} n-grams came back for a request "
                            f"of {requested}")
     found = np.unpackbits(bits, count=requested).view(bool)
-    if int(np.count_nonzero(found)) != len(dfs):
+    if int(np.count_nonzero(found)) != len(narrow):
         raise RuntimeError(f"an answer names {np.count_nonzero(found)} n-grams and holds "
-                           f"{len(dfs)} frequencies")
+                           f"{len(narrow)} frequencies")
+    dfs = narrow.astype(np.int64)
+    at = narrow == WIDE
+    if int(np.count_nonzero(at)) != len(wide):
+        raise RuntimeError(f"an answer marks {np.count_nonzero(at)} frequencies as wide and "
+                           f"holds {len(wide)}")
+    dfs[at] = wide
     return found, dfs
