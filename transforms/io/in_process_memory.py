@@ -57,66 +57,65 @@ def hold_stage_data_once() -> bool:
     return channel and grouping
 
 
-def _unchanged(method: Any, names: set[str], what: str) -> bool:
-    if names <= set(getattr(getattr(method, "__code__", None), "co_names", ())):
+def _patch(cls: type, name: str, reads: set[str], make: Any) -> bool:
+    """Replaces `cls.name` by `make(Beam's method)`, once per process; leaves a method that
+    no longer reads the attribute names `reads` as it is (False)."""
+    original = getattr(cls, name)
+    if getattr(original, _MARK, False):
         return True
-    logger.debug("Beam's %s changed: left as it is", what)
-    return False
+    if not reads <= set(getattr(getattr(original, "__code__", None), "co_names", ())):
+        logger.debug("Beam's %s.%s changed: left as it is", cls.__name__, name)
+        return False
+    method = make(original)
+    method.__doc__ = original.__doc__
+    method.__wrapped__ = original
+    setattr(method, _MARK, True)
+    setattr(cls, name, method)
+    return True
 
 
 def _release_elements_as_read() -> bool:
     from apache_beam.portability.api import beam_fn_api_pb2
     from apache_beam.runners.worker import data_plane
 
-    channel = data_plane.InMemoryDataChannel
-    original = channel.input_elements
-    if getattr(original, _MARK, False):
-        return True
-    if not _unchanged(original, {"_inputs", "instruction_id", "is_last", "data"},
-                      "InMemoryDataChannel.input_elements"):
-        return False
     data, timers = beam_fn_api_pb2.Elements.Data, beam_fn_api_pb2.Elements.Timers
 
-    def input_elements(self, instruction_id: str, unused_expected_inputs: Any,
-                       abort_callback: Any = None) -> Iterator[Any]:
-        others = []
-        inputs = self._inputs
-        for at, element in enumerate(inputs):
-            if element is None:  # taken by another reader of this list
-                continue
-            if element.instruction_id != instruction_id:
-                others.append(element)
-                continue
-            inputs[at] = None  # the reader's copy is the only one left
-            if isinstance(element, timers):
-                if not element.is_last:
+    def make(original: Any) -> Any:
+        def input_elements(self, instruction_id: str, unused_expected_inputs: Any,
+                           abort_callback: Any = None) -> Iterator[Any]:
+            others = []
+            inputs = self._inputs
+            for at, element in enumerate(inputs):
+                if element is None:  # taken by another reader of this list
+                    continue
+                if element.instruction_id != instruction_id:
+                    others.append(element)
+                    continue
+                inputs[at] = None  # the reader's copy is the only one left
+                if isinstance(element, timers):
+                    if not element.is_last:
+                        yield element
+                elif isinstance(element, data) and (element.data or element.is_last):
                     yield element
-            elif isinstance(element, data) and (element.data or element.is_last):
-                yield element
-        self._inputs = others
+            self._inputs = others
+        return input_elements
 
-    _install(channel, "input_elements", input_elements, original)
-    return True
+    return _patch(data_plane.InMemoryDataChannel, "input_elements",
+                  {"_inputs", "instruction_id", "is_last", "data"}, make)
 
 
 def _encode_groupings_in_chunks() -> bool:
     from apache_beam.runners.portability.fn_api_runner import execution
 
-    grouping = execution.GroupingBuffer
-    original = grouping.partition
-    if getattr(original, _MARK, False):
-        return True
-    if not _unchanged(original, {"_grouped_output", "_table", "clear"},
-                      "GroupingBuffer.partition"):
-        return False
+    def make(original: Any) -> Any:
+        def partition(self, n: int) -> list[list[bytes]]:
+            if self._grouped_output or len(self._table) <= n:
+                return original(self, n)
+            return encode_in_runs(self, n, original)
+        return partition
 
-    def partition(self, n: int) -> list[list[bytes]]:
-        if self._grouped_output or len(self._table) <= n:
-            return original(self, n)
-        return encode_in_runs(self, n, original)
-
-    _install(grouping, "partition", partition, original)
-    return True
+    return _patch(execution.GroupingBuffer, "partition",
+                  {"_grouped_output", "_table", "clear"}, make)
 
 
 def encode_in_runs(grouping: Any, n: int, encode: Any) -> list[list[bytes]]:
@@ -139,9 +138,3 @@ def encode_in_runs(grouping: Any, n: int, encode: Any) -> list[list[bytes]]:
     grouping._grouped_output = parts
     return parts
 
-
-def _install(cls: type, name: str, method: Any, original: Any) -> None:
-    method.__doc__ = original.__doc__
-    method.__wrapped__ = original
-    setattr(method, _MARK, True)
-    setattr(cls, name, method)
