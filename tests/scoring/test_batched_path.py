@@ -23,7 +23,7 @@ from transforms.scoring.outputs.write import (
 )
 from transforms.scoring.reading.read import ReadPredictions
 from transforms.scoring.reading.rows import ColumnMapping
-from transforms.scoring.score.batches import ScoreBatches
+from transforms.scoring.score.in_process import ScoreBatches
 from transforms.scoring.statistics.global_statistics import ComputeCorpusStatistics
 
 LINES = [json.dumps({"id": f"r{i}", "system": f"s{i % 3}",

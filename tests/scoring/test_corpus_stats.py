@@ -20,7 +20,8 @@ from transforms.metrics.lexical import tokenize_examples
 from transforms.metrics.registry import build_metrics
 from transforms.scoring.reading.row_batch import RowBatch
 from transforms.scoring.reading.rows import RowSource, ScoringRow
-from transforms.scoring.score.batches import ScoreBatches, ScoreResult
+from transforms.scoring.score.batches import ScoreResult
+from transforms.scoring.score.in_process import ScoreBatches
 from transforms.scoring.statistics.batch_texts import BatchTexts, ReadBits, tokenized_batch
 from transforms.scoring.statistics.corpus_stats import (
     DF,
@@ -31,6 +32,7 @@ from transforms.scoring.statistics.corpus_stats import (
     ShardedCiderStatistics,
     SumDocumentFrequencies,
     answer_requests,
+    answered_frequencies,
     batch_corpora,
     shards_for_input,
 )
@@ -147,7 +149,7 @@ def test_answer_requests_and_batch_corpora():
             assert got.tolist() == [expected[h] for h in read[found].tolist()]
             assert narrow.dtype == np.uint8
             assert wide.tolist() == ([300] if key == 0 else [])
-    corpora = batch_corpora([stat], examples, [a for _, a in answers],
+    corpora = batch_corpora([stat], examples, answered_frequencies([a for _, a in answers]),
                             {(0, 1): 4, (0, 0): 2}, shards=3)
     # corpus 1 is asked for "x" (df 3), not for "a" (reference 0's, read in corpus 0)
     assert corpora[stat.key][1] == corpus_of(4, {"x": 3})

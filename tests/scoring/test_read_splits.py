@@ -27,7 +27,7 @@ from transforms.scoring.reading.read import (
     plan_splits,
 )
 from transforms.scoring.reading.rows import ColumnMapping
-from transforms.scoring.score.batches import ScoreBatches
+from transforms.scoring.score.in_process import ScoreBatches
 from transforms.scoring.statistics.global_statistics import ComputeCorpusStatistics
 
 LINES = [json.dumps({"id": f"r{i}", "prediction": f"the answer {i % 7} is here",

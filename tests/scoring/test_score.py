@@ -11,14 +11,11 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from tests.scoring.fakes import REJECT, CountExamples, FakeMetric
 from transforms.metrics.base import QAExample
+from transforms.metrics.corpus import unique_statistics
 from transforms.scoring.reading.row_batch import RowBatch
 from transforms.scoring.reading.rows import RowSource, ScoringRow
-from transforms.scoring.score.batches import (
-    ScoreBatches,
-    ScoreResult,
-    score_examples,
-    unique_statistics,
-)
+from transforms.scoring.score.batches import ScoreResult, score_examples
+from transforms.scoring.score.in_process import ScoreBatches
 from transforms.scoring.statistics.global_statistics import (
     ComputeCorpusStatistics,
     CorpusStatisticsCombineFn,

@@ -30,8 +30,9 @@ from transforms.scoring.outputs.write import (
     WriteSummary,
 )
 from transforms.scoring.reading.read import SPLIT_BYTES, ReadPredictions, plan_for_workers
-from transforms.scoring.score.batches import ScoreBatches
+from transforms.scoring.score.in_process import ScoreBatches
 from transforms.scoring.statistics.corpus_stats import is_distributed
+from transforms.scoring.statistics.frequency_files import TableFileNames
 from transforms.scoring.statistics.global_statistics import ComputeCorpusStatistics
 from transforms.scoring.statistics.statistics_file import (
     IDF,
@@ -130,7 +131,8 @@ class ScorePredictions(beam.PTransform):
             distributed = [s for s in statistics if is_distributed(s)]
             self._frozen = p | "ReadCorpusStatistics" >> ReadCorpusStatistics(
                 config.corpus_statistics, distributed, config.df_shards)
-        joined = self._score_batches(self._carry(p, rows), corpus_stats, spread)
+        local = is_local_runner(p.pipeline.options)
+        joined = self._score_batches(self._carry(p, rows), corpus_stats, spread, local)
         dead = ((read["dead_letter"], joined["dead_letter"])
                 | "CollectDeadLetters" >> beam.Flatten())
         written = [
@@ -145,10 +147,12 @@ class ScorePredictions(beam.PTransform):
             | "WriteSummary" >> WriteSummary(paths, config.summary_metadata(),
                                              read["stats"]),
         ]
+        if "removed" in joined:  # CIDEr-D's table files, gone before the outputs move in
+            written.append(joined["removed"])
         if config.report is not None:
             written.append(joined["scored"] | "WriteMetaEvaluationReport" >> WriteReport(
                 paths, config.metric_columns, config.report, config.mapping.human))
-        if is_local_runner(p.pipeline.options) and any(
+        if local and any(
                 h.shares_models for h in self.model_handlers()):
             model_server.folder()  # one that others may reach is refused before the run
         statistics = None
@@ -203,12 +207,14 @@ class ScorePredictions(beam.PTransform):
         return self._new_sink(distributed, self._idf_records)
 
     def _score_batches(self, batches: beam.PCollection, corpus_stats: Any,
-                       spread: bool) -> dict:
+                       spread: bool, local: bool) -> dict:
         """Every metric, scored on the reader's `RowBatch`es -> {`scored`, `dead_letter`}
         records: the model metrics first (`ScoreModelBatches` attaches each row's model
         scores to its batch), then the in-process ones, which finish each row's record; no
         per-row element is formed before the output records, and no join is needed.
-        `spread`: the batches are reshuffled over the workers first (`_plan_spread`)."""
+        `spread`: the batches are reshuffled over the workers first (`_plan_spread`).
+        `local`: the workers share this machine's files: CIDEr-D's frequencies are read
+        from files rather than asked for (statistics/frequency_files.py)."""
         config = self._config
         carry = config.carry.spec() if self._carries() else None
         in_process = [m for m in config.metrics if not is_model_backed(m)]
@@ -227,7 +233,9 @@ class ScorePredictions(beam.PTransform):
             batches = batches | "ScoreModelMetrics" >> branch
         return batches | "ScoreInProcessMetrics" >> ScoreBatches(
             in_process, corpus_stats, config.df_shards, self._frozen,
-            self._statistics_sink(in_process), spread=spread and not models, carry=carry)
+            self._statistics_sink(in_process), spread=spread and not models, carry=carry,
+            table_files=TableFileNames(config.paths.prefix, config.paths.run_id)
+            if local else None)
 
     def _carries(self) -> bool:
         previous = self._config.previous

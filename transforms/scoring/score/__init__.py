@@ -5,8 +5,10 @@
         │   results attached to its batch; the carried metrics of an incremental run's
         │   old rows never asked)
         v
-    batches.ScoreBatches (in-process metrics; CIDEr-D joined with its frequencies, from
-        statistics/) -> per batch, a list of scored records (every metric's columns,
+    in_process.ScoreBatches (in-process metrics; CIDEr-D's frequencies from statistics/:
+        │   the sharded join's answers, or table files on this machine)
+        v
+    batches.ScoreRowsFn -> per batch, a list of scored records (every metric's columns,
         an old row's carried values) and the dead letters (every reason)
 
 The model machinery that knows nothing of rows is transforms/inference. Imports reading,

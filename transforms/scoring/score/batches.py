@@ -1,31 +1,25 @@
-"""Scoring `RowBatch`es with the in-process (lexical) metrics, and finishing each row's
-record.
+"""Scoring a `RowBatch` with the in-process (lexical) metrics, and finishing each row's
+record (`ScoreRowsFn`; the step of the graph that applies it: in_process.py).
 
-`ComputeCorpusStatistics` (global_statistics.py) runs the `CorpusStatistic`s the metrics
-declare whose size is bounded by the vocabulary (BERTScore's idf) as one `CombineGlobally`
-and yields a single `{key: value}` dict, taken as an `AsSingleton` side input. CIDEr-D's
-document frequencies grow with the corpus: `ScoreBatches` computes and serves them per
-n-gram shard (`corpus_stats.ShardedCiderStatistics`), so each batch gets the frequencies
-of its own n-grams only. `ScoreBatches` scores each batch with each metric's
-`score_batch` once; every row gets one answer: its scores, or the reason it could not be
-scored. When `score_batch` raises `MetricInputError`, the batch is re-scored example by
-example so only the failing row is lost. The batch's model results, when the model
-metrics scored it first (run_model_metrics.py), are merged here (`merge_branch_results`):
-a row is scored by every metric, or dead-lettered with every reason. In an incremental
-run (a batch with a `Carry`, carry.py) each distinct content is scored once, the carried
-metrics on new rows only, and an old row's record gets its previous values.
+Each metric's `score_batch` runs once per batch; every row gets one answer: its scores,
+or the reason it could not be scored. When `score_batch` raises `MetricInputError`, the
+batch is re-scored example by example so only the failing row is lost. The batch's model
+results, when the model metrics scored it first (run_model_metrics.py), are merged here
+(`merge_branch_results`): a row is scored by every metric, or dead-lettered with every
+reason. In an incremental run (a batch with a `Carry`, carry.py) each distinct content
+is scored once, the carried metrics on new rows only, and an old row's record gets its
+previous values.
 """
 
 import logging
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import apache_beam as beam
 
-from transforms.io.counting import STATS_TAG, CountingDoFn
-from transforms.metrics.base import CorpusStatistic, Metric, MetricInputError, QAExample
-from transforms.metrics.corpus import unique_statistics
+from transforms.io.counting import CountingDoFn
+from transforms.metrics.base import Metric, MetricInputError, QAExample
 from transforms.scoring.incremental.carry import (
     CarrySpec,
     carried_values,
@@ -34,15 +28,6 @@ from transforms.scoring.incremental.carry import (
 )
 from transforms.scoring.reading.row_batch import Carry, RowBatch
 from transforms.scoring.reading.rows import ScoringRow, dead_letter, scored_record
-from transforms.scoring.statistics.corpus_stats import (
-    DOCS,
-    MIN_SHARDS,
-    ROWS,
-    TEXT_DF,
-    ShardedCiderStatistics,
-    batch_corpora,
-    is_distributed,
-)
 
 logger = logging.getLogger(__name__)
 
@@ -203,11 +188,13 @@ class ScoreRowsFn(CountingDoFn):
     def _score(self, batch: RowBatch, corpus_stats: dict[str, Any]) -> Iterator[Any]:
         start = time.perf_counter()
         rows, carry = batch.rows, batch.carry if self._carry is not None else None
+        previous = carry.values.tolist() if carry is not None else None
         given = (self._in_process(rows, corpus_stats) if carry is None
-                 else self._in_process_carrying(rows, carry, corpus_stats, batch.results))
+                 else self._in_process_carrying(rows, carry, previous, corpus_stats,
+                                                batch.results))
         self._latency.update(int((time.perf_counter() - start) * 1e6))
         self._batch_size.update(len(rows))
-        yield from self._records(rows, given, batch.results, carry)
+        yield from self._records(rows, given, batch.results, carry, previous)
 
     def _in_process(self, rows: Sequence[tuple[str, ScoringRow]], corpus_stats: dict
                     ) -> list[dict[str, list[ScoreResult]]]:
@@ -222,14 +209,16 @@ class ScoreRowsFn(CountingDoFn):
         self.count("filtered:metric_input_error", len(results) - passed)
 
     def _in_process_carrying(self, rows: Sequence[tuple[str, ScoringRow]], carry: Carry,
-                             corpus_stats: dict, batch_results: Sequence[tuple] | None
+                             previous: list, corpus_stats: dict,
+                             batch_results: Sequence[tuple] | None
                              ) -> list[dict[str, list[ScoreResult]] | None]:
         """Each distinct content scored once: the recomputed metrics on every one, the
         carried ones on new ones; an old row's carried branch is its previous values
         (None for the row when they are its whole record: no metric recomputed in
-        process, none compared, and no model column computed for it)."""
+        process, none compared, and no model column computed for it). `previous`: the
+        carried values of each row (`carry.values` as a list)."""
         unique = unique_rows(carry, len(rows))
-        old_rows, previous = carry.old.tolist(), carry.values.tolist()
+        old_rows = carry.old.tolist()
         fresh = [i for i in unique if not old_rows[i]]
         # with nothing recomputed in process an old row's in-process branch holds no score
         # (made below where it is needed): only the new rows are passed through
@@ -263,11 +252,11 @@ class ScoreRowsFn(CountingDoFn):
 
     def _records(self, rows: Sequence[tuple[str, ScoringRow]],
                  given: Sequence[dict[str, list[ScoreResult]] | None],
-                 model_results: Sequence[tuple] | None, carry: Carry | None) -> Iterator[Any]:
+                 model_results: Sequence[tuple] | None, carry: Carry | None,
+                 previous: list | None) -> Iterator[Any]:
         """The batch's scored records as one list (none when every row was rejected);
         each rejected row's dead-letter record on `dead_letter`."""
         records = []
-        previous = carry.values.tolist() if carry is not None else None
         for i, ((key, row), branches) in enumerate(zip(rows, given, strict=True)):
             digest = carry.keys[16 * i:16 * (i + 1)].hex() if carry is not None else None
             if branches is None:  # an old row whose record is its carried values
@@ -290,81 +279,3 @@ class ScoreRowsFn(CountingDoFn):
         self.count(("join", "passed"), len(records))
         if records:
             yield records
-
-
-class ScoreBatchesWithFrequenciesFn(ScoreRowsFn):
-    """`(batch id, {rows: [RowBatch], answers: [(statistic, shard, {corpus key: dfs})]})`
-    -> what `ScoreRowsFn` yields, CIDEr-D scored against the batch's own frequencies
-    (`corpus_stats.batch_corpora`) and the corpus sizes (`docs` side input)."""
-
-    def __init__(self, metrics: Sequence[Metric], statistics: Sequence[CorpusStatistic],
-                 shards: int, carry: CarrySpec | None = None) -> None:
-        super().__init__(metrics, carry)
-        self._statistics = tuple(statistics)
-        self._shards = shards
-
-    def process(self, element: tuple[str, dict[str, Iterable[Any]]],
-                corpus_stats: dict[str, Any], docs: dict[tuple[int, int], int]
-                ) -> Iterator[Any]:
-        _, grouped = element
-        for batch in grouped[ROWS]:  # one batch per id
-            examples = [row.example for _, row in batch.rows]
-            stats = {**corpus_stats, **batch_corpora(self._statistics, examples,
-                                                     grouped["answers"], docs, self._shards)}
-            yield from self._score(batch, stats)
-
-
-class ScoreBatches(beam.PTransform):
-    """`RowBatch`es -> {`scored`: lists of scored records, one per batch, `dead_letter`:
-    dead-letter records} (`ScoreRowsFn`), for the in-process metrics.
-
-    With CIDEr-D among the metrics, batches are joined with their n-grams' document
-    frequencies first (`corpus_stats.ShardedCiderStatistics`); without, they are spread
-    over the workers (`Reshuffle`, when `spread`) and scored.
-
-    Args:
-        metrics: metrics built (and validated) on the launcher.
-        corpus_stats: the `AsSingleton` side input from `ComputeCorpusStatistics`.
-        shards: n-gram shards of the document frequencies (`corpus_stats.shards_for_input`).
-        frozen: None, or `{docs, df}` PCollections of saved statistics
-            (`statistics_file.ReadCorpusStatistics`) to score against instead of the run's.
-        statistics_sink: None, or a PTransform applied to the `{docs, text_df}`
-            PCollections of the run's statistics (`statistics_file.WriteCorpusStatistics`).
-        spread: reshuffle the batches over the workers before scoring them.
-        carry: an incremental run's `CarrySpec` (its batches have a `Carry`).
-    """
-
-    def __init__(self, metrics: Sequence[Metric], corpus_stats: Any,
-                 shards: int = MIN_SHARDS, frozen: dict[str, beam.PCollection] | None = None,
-                 statistics_sink: beam.PTransform | None = None, spread: bool = True,
-                 carry: CarrySpec | None = None) -> None:
-        super().__init__()
-        self._metrics = tuple(metrics)
-        self._corpus_stats = corpus_stats
-        self._shards = shards
-        self._frozen = frozen
-        self._sink = statistics_sink
-        self._spread = spread
-        self._carry = carry
-
-    def expand(self, batches):  # -> {scored, dead_letter}
-        distributed = [s for s in unique_statistics(self._metrics) if is_distributed(s)]
-        if not distributed:
-            if self._spread:
-                batches = batches | "SpreadBatchesOverWorkers" >> beam.Reshuffle()
-            scored = batches | "ScoreBatches" >> beam.ParDo(
-                ScoreRowsFn(self._metrics, self._carry), self._corpus_stats
-            ).with_outputs(STATS_TAG, DEAD_LETTER, main="scores")
-            return {"scored": scored.scores, DEAD_LETTER: scored[DEAD_LETTER]}
-        stats = batches | "ShardedCiderStatistics" >> ShardedCiderStatistics(
-            distributed, self._shards, self._frozen, text_frequencies=self._sink is not None)
-        if self._sink is not None:
-            _ = {DOCS: stats[DOCS], TEXT_DF: stats[TEXT_DF]} | "SaveStatistics" >> self._sink
-        scored = ({ROWS: stats[ROWS], "answers": stats["answers"]}
-                  | "GroupFrequenciesByBatch" >> beam.CoGroupByKey()
-                  | "ScoreBatches" >> beam.ParDo(
-                      ScoreBatchesWithFrequenciesFn(self._metrics, distributed,
-                                                    self._shards, self._carry),
-                      self._corpus_stats, beam.pvalue.AsDict(stats[DOCS]))
-                  .with_outputs(STATS_TAG, DEAD_LETTER, main="scores"))
-        return {"scored": scored.scores, DEAD_LETTER: scored[DEAD_LETTER]}

@@ -35,6 +35,10 @@ makes them (`BatchNgrams`, `by_shard`, `fold_tables`; the chance of a hash colli
 stated there). The largest element is one shard's table: 9-12 bytes per n-gram with
 df >= 2, about the whole table / `shards`.
 
+A run whose workers share this machine's files asks nothing: its tables are written to
+files and each batch's n-grams are found there where it is scored (`table_files`:
+frequency_files.py), the same frequencies with no request or answer between stages.
+
 `frozen` statistics (`--corpus_statistics`) replace the run's own `docs` and `df` with the
 ones read from a file (`statistics_file.ReadCorpusStatistics`).
 """
@@ -58,6 +62,10 @@ from transforms.metrics.cider import (
 from transforms.metrics.lexical import TokenizedExample
 from transforms.scoring.reading.row_batch import RowBatch
 from transforms.scoring.statistics.batch_texts import BatchTexts, tokenized_batch
+from transforms.scoring.statistics.frequency_files import (
+    TableFileNames,
+    WriteFrequencyTables,
+)
 from transforms.scoring.statistics.ngram_hashes import (
     by_shard,
     fold_tables,
@@ -73,6 +81,8 @@ from transforms.scoring.statistics.ngram_hashes import (
 DOCS = "docs"
 DF = "df"
 REQUESTS = "requests"
+ANSWERS = "answers"
+TABLES = "tables"
 ROWS = "rows"
 TEXT_DF = "text_df"
 # Input bytes per document-frequency shard when the number of shards is derived from the
@@ -120,14 +130,18 @@ class CiderBatchFn(beam.DoFn):
         shards: number of n-gram shards.
         count_documents: False when the frequencies come from a file: no `docs`/`df`.
         text_frequencies: also emit `text_df` (the statistics are saved to a file).
+        requests: emit `requests` (False: the frequencies are read from files,
+            frequency_files.py, and nothing is asked).
     """
 
     def __init__(self, statistics: Sequence[CiderDocumentFrequency], shards: int,
-                 count_documents: bool = True, text_frequencies: bool = False) -> None:
+                 count_documents: bool = True, text_frequencies: bool = False,
+                 requests: bool = True) -> None:
         self._statistics = tuple(statistics)
         self._shards = shards
         self._count_documents = count_documents
         self._text = text_frequencies and count_documents
+        self._requests = requests
 
     def process(self, batch: RowBatch) -> Iterator[Any]:
         yield beam.pvalue.TaggedOutput(ROWS, (batch.batch_id, batch))
@@ -145,9 +159,10 @@ class CiderBatchFn(beam.DoFn):
                     for shard, part, (part_counts,) in by_shard(hashes, shards, counts):
                         yield beam.pvalue.TaggedOutput(DF, ((index, key, shard),
                                                             (part, part_counts)))
-            for shard, part, bits in texts.requests_of(reads, shards):
-                yield beam.pvalue.TaggedOutput(REQUESTS, ((index, shard),
-                                                          (batch.batch_id, part, bits)))
+            if self._requests:
+                for shard, part, bits in texts.requests_of(reads, shards):
+                    yield beam.pvalue.TaggedOutput(REQUESTS, ((index, shard),
+                                                              (batch.batch_id, part, bits)))
             if self._text:
                 yield from self._text_frequencies(index, stat, tokenized)
 
@@ -239,37 +254,52 @@ def answer_requests(element: tuple[Any, dict[str, Iterable[Any]]]) -> Iterator[A
         yield batch_id, (index, shard, pack_answer(answer))
 
 
+def answered_frequencies(answers: Iterable[tuple[int, int, bytes]]):
+    """The frequencies of a batch's requests from the answers `answer_requests` gave it,
+    as `batch_corpora` reads them: (statistic, shard, the request's sorted hashes,
+    `ReadBits`) -> (corpus key, the hashes read there with df >= 2, their dfs as int64)
+    for each corpus that answered. RuntimeError when a request has no answer or an answer
+    does not match its request."""
+    answered = {(index, shard): unpack_answer(answer) for index, shard, answer in answers}
+
+    def frequencies(index: int, shard: int, part: np.ndarray, reads: Any
+                    ) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+        answer = answered.get((index, shard))
+        if answer is None:
+            raise RuntimeError(f"no frequencies came back for the batch's n-grams of "
+                               f"statistic {index}, shard {shard}")
+        for key, frequency in answer.items():
+            try:
+                read = reads.read_in(key, len(part))
+                if read is None:
+                    raise RuntimeError(f"corpus {key} answered, which it reads nothing of")
+                asked = part[read]
+                found, dfs = found_frequencies(frequency, len(asked))
+            except RuntimeError as e:
+                raise RuntimeError(f"the frequencies of the batch's n-grams (statistic "
+                                   f"{index}, shard {shard}) do not match its request: "
+                                   f"{e}") from e
+            yield key, asked[found], dfs
+
+    return frequencies
+
+
 def batch_corpora(statistics: Sequence[CiderDocumentFrequency], examples: Sequence[Any],
-                  answers: Iterable[tuple[int, int, dict[int, np.ndarray]]],
-                  docs: dict[tuple[int, int], int], shards: int
+                  frequencies: Any, docs: dict[tuple[int, int], int], shards: int
                   ) -> dict[str, dict[int, Any]]:
     """The `corpus_stats` entries of one batch: statistic key -> {corpus key: CiderCorpus}
     restricted to n-grams of the batch (every one it reads with df >= 2); corpus sizes
-    from `docs`. The answers hold dfs in the order of the batch's requests, which are
-    made again here as `CiderBatchFn` made them (`shards` as there)."""
-    answered = {(index, shard): unpack_answer(answer) for index, shard, answer in answers}
+    from `docs`. The batch's requests are made again here as `CiderBatchFn` made them
+    (`shards` as there), and `frequencies` gives what each corpus holds of each:
+    `answered_frequencies` (the sharded join) or `frequency_files.table_frequencies`."""
     out: dict[str, dict[int, Any]] = {}
     for index, stat in enumerate(statistics):
         texts = BatchTexts(tokenized_batch(stat, examples))
         hashes, first = texts.ngrams.first_occurrences()
         known: dict[int, list] = {}
         for shard, part, reads in texts.requests(stat.df_mode, shards):
-            answer = answered.get((index, shard))
-            if answer is None:
-                raise RuntimeError(f"no frequencies came back for the batch's n-grams of "
-                                   f"statistic {index}, shard {shard}")
-            for key, frequencies in answer.items():
-                try:
-                    read = reads.read_in(key, len(part))
-                    if read is None:
-                        raise RuntimeError(f"corpus {key} answered, which it reads nothing of")
-                    asked = part[read]
-                    found, dfs = found_frequencies(frequencies, len(asked))
-                except RuntimeError as e:
-                    raise RuntimeError(f"the frequencies of the batch's n-grams (statistic "
-                                       f"{index}, shard {shard}) do not match its request: "
-                                       f"{e}") from e
-                known.setdefault(key, []).append((asked[found], dfs))
+            for key, found, dfs in frequencies(index, shard, part, reads):
+                known.setdefault(key, []).append((found, dfs))
         tables = {}
         for key, found in known.items():
             at = np.searchsorted(hashes, np.concatenate([h for h, _ in found]))
@@ -284,11 +314,13 @@ def batch_corpora(statistics: Sequence[CiderDocumentFrequency], examples: Sequen
 
 
 class ShardedCiderStatistics(beam.PTransform):
-    """`RowBatch`es -> {`rows`: (batch id, batch), `answers`: (batch id, (statistic,
-    shard, the packed answer to the request)), `docs`: ((statistic, corpus key),
-    documents), `df`: ((statistic, corpus key, shard), (hashes, dfs >= 2))} and, with
-    `text_frequencies`,
-    `text_df`: ((statistic, corpus key, shard), {n-gram: df >= 2}) for the file.
+    """`RowBatch`es -> {`rows`: (batch id, batch), `docs`: ((statistic, corpus key),
+    documents)} and the frequencies of each batch's n-grams: `df`, ((statistic, corpus
+    key, shard), (hashes, dfs >= 2)), and `answers`, (batch id, (statistic, shard, the
+    packed answer to the request)); or with `table_files`, `tables`: ((statistic, corpus
+    key, shard), the file of its summed table: frequency_files.py); with
+    `text_frequencies`, `text_df`: ((statistic, corpus key, shard), {n-gram: df >= 2})
+    for the statistics file.
 
     Args:
         statistics: the distributed statistics.
@@ -296,11 +328,15 @@ class ShardedCiderStatistics(beam.PTransform):
         frozen: None, or the `{docs, df}` PCollections of saved statistics to use instead
             of the run's own.
         text_frequencies: also sum the frequencies by n-gram text (to save them).
+        table_files: None (the sharded join), or the names of the table files
+            (`frequency_files.TableFileNames`: for workers that share this machine's
+            files).
     """
 
     def __init__(self, statistics: Sequence[CiderDocumentFrequency], shards: int,
                  frozen: dict[str, beam.PCollection] | None = None,
-                 text_frequencies: bool = False) -> None:
+                 text_frequencies: bool = False,
+                 table_files: TableFileNames | None = None) -> None:
         super().__init__()
         if shards < 1:
             raise ValueError(f"shards must be >= 1, got {shards}")
@@ -308,35 +344,47 @@ class ShardedCiderStatistics(beam.PTransform):
         self._shards = shards
         self._frozen = frozen
         self._text = text_frequencies and frozen is None
+        self._files = table_files
 
     def expand(self, batches: beam.PCollection) -> dict[str, beam.PCollection]:
         parts = batches | "SplitBatchForStatistics" >> beam.ParDo(CiderBatchFn(
             self._statistics, self._shards, count_documents=self._frozen is None,
-            text_frequencies=self._text)).with_outputs(DOCS, DF, REQUESTS, ROWS, TEXT_DF)
+            text_frequencies=self._text, requests=self._files is None)
+        ).with_outputs(DOCS, DF, REQUESTS, ROWS, TEXT_DF)
         if self._frozen is None:
             docs = parts[DOCS] | "SumDocuments" >> beam.CombinePerKey(sum)
-            df = parts[DF] | "SumDocumentFrequencies" >> beam.CombinePerKey(
-                SumDocumentFrequencies())
         else:
-            docs, df = self._frozen[DOCS], self._frozen[DF]
-        # the requests are the largest data here (about 8 bytes per n-gram of every row):
-        # joined in `REQUEST_JOINS` parts by shard, as many groupings, so that a runner
-        # that holds a grouping whole in memory (the in-process one, which also copies it
-        # twice when the next stage reads it) holds one part at a time
+            docs = self._frozen[DOCS]
+        out = {ROWS: parts[ROWS], DOCS: docs}
+        if self._text:
+            out[TEXT_DF] = parts[TEXT_DF] | "SumTextFrequencies" >> beam.CombinePerKey(
+                SumTextFrequencies())
+        if self._files is not None:  # the counts go to files where they are made
+            out[TABLES] = (parts[DF] if self._frozen is None else self._frozen[DF]
+                           ) | "WriteFrequencyTables" >> WriteFrequencyTables(
+                               self._files, summed=self._frozen is not None)
+        else:
+            out[DF] = (parts[DF] | "SumDocumentFrequencies" >> beam.CombinePerKey(
+                SumDocumentFrequencies())) if self._frozen is None else self._frozen[DF]
+            out[ANSWERS] = self._answers(parts[REQUESTS], out[DF])
+        return out
+
+    def _answers(self, requests: beam.PCollection, df: beam.PCollection) -> beam.PCollection:
+        """Each request joined with its shard's tables and answered (`answer_requests`).
+
+        The requests are the largest data here (about 8 bytes per n-gram of every row):
+        joined in `REQUEST_JOINS` parts by shard, as many groupings, so that a runner that
+        holds a grouping whole in memory (the in-process one, which also copies it twice
+        when the next stage reads it) holds one part at a time."""
         joins = min(REQUEST_JOINS, self._shards)
         by_part = lambda element, parts: element[0][1] % parts  # noqa: E731
-        requests = parts[REQUESTS] | "PartRequests" >> beam.Partition(by_part, joins)
+        requests = requests | "PartRequests" >> beam.Partition(by_part, joins)
         tables = (df
                   | "KeyTablesByShard" >> beam.Map(
                       lambda kv: ((kv[0][0], kv[0][2]), (kv[0][1], kv[1])))
                   | "PartTables" >> beam.Partition(by_part, joins))
-        answers = [
+        return [
             {DF: tables[i], REQUESTS: requests[i]}
             | f"GroupRequestsByShard{i}" >> beam.CoGroupByKey()
             | f"AnswerRequests{i}" >> beam.FlatMap(answer_requests)
             for i in range(joins)] | "AllAnswers" >> beam.Flatten()
-        out = {ROWS: parts[ROWS], "answers": answers, DOCS: docs, DF: df}
-        if self._text:
-            out[TEXT_DF] = parts[TEXT_DF] | "SumTextFrequencies" >> beam.CombinePerKey(
-                SumTextFrequencies())
-        return out
