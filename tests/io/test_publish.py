@@ -1,5 +1,7 @@
-"""transforms/io/publish.py: `replace_outputs` / `publish_run`, a run's files in place of an
-earlier run's (on a local disk and on an object store)."""
+"""transforms/io/publish.py: `replace_outputs`, the swap of a run's files in place of an
+earlier run's (on a local disk and on an object store): what it replaces and leaves, the
+earlier run put back when a move fails, what a reader of the folder sees after every move,
+retries, refusals, and the clean-up of the earlier run's files and folders."""
 
 from __future__ import annotations
 
@@ -8,78 +10,24 @@ import logging
 import re
 from pathlib import Path
 
-import apache_beam as beam
 import pytest
 from apache_beam.io.filesystem import BeamIOError, FileMetadata, FileSystem
 from apache_beam.io.filesystems import FileSystems
 
-from tests.dofns import step_labels
-from tests.runners import RUNNER_ARGS
-from transforms.io import publish
-from transforms.io.ownership import OutputLock, OwnershipLostError
-from transforms.io.publish import (
-    PublishRun,
-    check_output_dir,
-    delete_tree,
-    new_temp_dir,
-    publish_run,
-    replace_outputs,
-    temp_dirs,
+from tests.io.publish_runs import (
+    EARLIER,
+    EARLIER_RUN,
+    MARKER,
+    NEW,
+    _files,
+    _make,
+    _replace,
+    _run_in,
+    _stage,
 )
+from transforms.io import publish
+from transforms.io.publish import publish_run, replace_outputs
 from transforms.wes.write import run_files
-
-MARKER = "stats.json"
-
-
-# An earlier run's files: a complete run with k = 2 and 5, and a file of someone else.
-EARLIER = {
-    "stats.json": b'{"run": "earlier"}',
-    "dataset_card.md": b"# earlier",
-    "redirects-00000-of-00001.parquet": b"r",
-    "wes-k2/train-00000-of-00001.parquet": b"k2 train",
-    "wes-k2-clusters/clusters-00000-of-00001.parquet": b"k2 clusters",
-    "wes-k5/train-00000-of-00001.parquet": b"k5 train",
-    "wes-k5/dev-00000-of-00001.parquet": b"k5 dev",
-    "wes-k5-clusters/clusters-00000-of-00001.parquet": b"k5 clusters",
-    "notes.txt": b"not a run file",
-}
-# The earlier run itself (what a reader of the folder takes for it).
-EARLIER_RUN = {name: data for name, data in EARLIER.items() if name != "notes.txt"}
-# A new run with k = 5 only.
-NEW = {
-    "redirects-00000-of-00001.parquet": b"new r",
-    "wes-k5/train-00000-of-00002.parquet": b"new k5 train 0",
-    "wes-k5/train-00001-of-00002.parquet": b"new k5 train 1",
-    "wes-k5-clusters/clusters-00000-of-00001.parquet": b"new k5 clusters",
-    "dataset_card.md": b"# new",
-    "stats.json": b'{"run": "new"}',  # the marker, last
-}
-
-
-def _files(folder: Path) -> dict[str, bytes]:
-    """Every file under `folder` (temporary folders included) -> its bytes."""
-    return {str(p.relative_to(folder)): p.read_bytes()
-            for p in sorted(folder.rglob("*")) if p.is_file()}
-
-
-def _make(folder: Path, files: dict[str, bytes]) -> None:
-    for name, data in files.items():
-        (folder / name).parent.mkdir(parents=True, exist_ok=True)
-        (folder / name).write_bytes(data)
-
-
-def _stage(out: Path, temp: Path) -> list[tuple[str, str]]:
-    """The new run's files under temporary names; its (temporary, final) moves."""
-    moves = []
-    for i, (name, data) in enumerate(NEW.items()):
-        _make(temp, {f"staged-{i}": data})
-        moves.append((str(temp / f"staged-{i}"), str(out / name)))
-    return moves
-
-
-def _replace(out: Path, temp: Path, moves, overwrite=True):
-    return replace_outputs(moves, run_files(str(out)), str(out), str(temp / "previous"),
-                           overwrite)
 
 
 def test_run_files_lists_each_file_of_a_run_once(tmp_path):
@@ -207,23 +155,6 @@ def test_a_retried_swap_skips_what_is_done(tmp_path):
     assert not (out / "wes-k2").exists() and not (temp / "previous").exists()
 
 
-def test_publish_run_removes_temporary_folders_of_runs_that_died(tmp_path):
-    out, temp = tmp_path / "out", tmp_path / "out" / ".temp-new"
-    _make(out, EARLIER)
-    _make(out, {".temp-dead/wes-k5__train-abc.parquet": b"partial",
-                ".temp-dead/previous/stats.json": b"{}"})
-    (out / ".temp-empty").mkdir()
-    assert [Path(d).name for d in temp_dirs(str(out))] == [".temp-dead", ".temp-empty"]
-    moves = _stage(out, temp)
-    publish_run(reversed(moves), str(out), str(temp), MARKER, True, run_files)
-    assert _files(out) == NEW | {"notes.txt": EARLIER["notes.txt"]}
-    assert sorted(p.name for p in out.iterdir()) == sorted(
-        ["dataset_card.md", "notes.txt", "redirects-00000-of-00001.parquet", "stats.json",
-         "wes-k5", "wes-k5-clusters"])
-    with pytest.raises(ValueError, match="no stats.json to publish"):
-        publish_run(moves[:-1], str(out), str(temp), MARKER, True, run_files)
-
-
 class ObjectStore(FileSystem):
     """An object store in memory, `memstore://`: no folders, a rename is a copy and a
     delete, as on GCS."""
@@ -328,17 +259,6 @@ def test_replacing_a_run_on_an_object_store(monkeypatch):
         f"{out}/notes.txt": EARLIER["notes.txt"]}
 
 
-# ---------------------------------------------------------------------------------------
-# What a reader sees at each move, and the paths around the swap (every
-# surviving mutant of publish.py that changes behaviour has a test below).
-
-
-def _run_in(out: Path) -> dict[str, bytes]:
-    """The files at final names in `out` (not in temporary folders), notes.txt aside."""
-    return {name: data for name, data in _files(out).items()
-            if not name.startswith(".temp-") and name != "notes.txt"}
-
-
 N_MOVES = len(EARLIER_RUN) + len(NEW)  # of a swap that succeeds
 
 
@@ -399,75 +319,6 @@ def test_files_at_final_names_are_taken_for_the_earlier_runs_even_unlisted(tmp_p
     assert _run_in(out) == {MARKER: EARLIER[MARKER]}
 
 
-def test_check_output_dir_refuses_an_earlier_run_unless_overwrite(tmp_path, caplog):
-    out = tmp_path / "out"
-    caplog.set_level(logging.WARNING, logger=publish.__name__)
-    check_output_dir(str(out), False, run_files)  # not even the folder exists yet
-    _make(out, {"notes.txt": b"not a run file", ".temp.txt": b"not a temporary folder"})
-    check_output_dir(str(out), False, run_files)
-    assert caplog.messages == []
-    _make(out, EARLIER)
-    first = run_files(str(out))[0]
-    with pytest.raises(ValueError, match=re.escape(
-            f"{out} already holds the outputs of a run (8 files, e.g. {first}); pass "
-            "--overwrite")):
-        check_output_dir(str(out), False, run_files)
-    check_output_dir(str(out), True, run_files)
-    assert caplog.messages == []
-
-
-def test_check_output_dir_names_the_temporary_folders_of_runs_that_did_not_finish(
-        tmp_path, caplog):
-    out = tmp_path / "out"
-    _make(out, {".temp-a/part.parquet": b"partial", ".temp-a/previous/stats.json": b"{}"})
-    (out / ".temp-b").mkdir()
-    caplog.set_level(logging.WARNING, logger=publish.__name__)
-    check_output_dir(str(out), False, run_files)
-    [message] = caplog.messages
-    assert message.startswith(f"{out} holds 2 temporary folders of runs that did not "
-                              f"finish ({out}/.temp-a, {out}/.temp-b); ")
-    assert message.endswith("this run removes them when it succeeds")
-
-
-def test_a_new_temporary_folder_is_a_temp_dir_of_its_own(tmp_path):
-    out = str(tmp_path / "out")
-    first, second = new_temp_dir(out), new_temp_dir(out)
-    assert first != second
-    assert re.fullmatch(re.escape(out) + r"/\.temp-[0-9a-f]{32}", first), first
-    Path(first).mkdir(parents=True)
-    assert temp_dirs(out) == [first]
-
-
-def test_outputs_in_the_working_directory(tmp_path, monkeypatch):
-    """A scoring prefix without a folder (`--output run`): paths relative to the working
-    directory, root ""."""
-    monkeypatch.chdir(tmp_path)
-    _make(tmp_path, {"run.scores.parquet": b"old scores", "run.summary.json": b"old",
-                     "run.scores.parquet.tmp-r1": b"new scores",
-                     "run.summary.json.tmp-r1": b"new"})
-    moves = [("run.scores.parquet.tmp-r1", "run.scores.parquet"),
-             ("run.summary.json.tmp-r1", "run.summary.json")]
-    finals = replace_outputs(moves, ["run.summary.json", "run.scores.parquet"], "",
-                             "run.tmp-r1.previous")
-    assert finals == ["run.scores.parquet", "run.summary.json"]
-    assert _files(tmp_path) == {"run.scores.parquet": b"new scores", "run.summary.json": b"new"}
-
-
-def test_a_root_written_with_a_trailing_slash(tmp_path):
-    out, temp = tmp_path / "out", tmp_path / "out" / ".temp-new"
-    _make(out, EARLIER)
-    moves = _stage(out, temp)
-    elsewhere = tmp_path / "elsewhere.parquet"
-    elsewhere.write_bytes(b"not under the root")
-    before = _files(tmp_path)
-    with pytest.raises(ValueError, match=f"{elsewhere} is not under {out}"):
-        replace_outputs(moves, [str(elsewhere)], str(out), str(temp / "previous"))
-    assert _files(tmp_path) == before  # refused before anything moved
-    replace_outputs(moves, run_files(str(out)), f"{out}/", str(temp / "previous"))
-    assert _files(out) == NEW | {"notes.txt": EARLIER["notes.txt"]}
-    assert not (out / "wes-k2").exists() and not (temp / "previous").exists()
-
-
 def test_only_folders_the_earlier_run_leaves_empty_are_removed(tmp_path):
     out, temp = tmp_path / "out", tmp_path / "out" / ".temp-new"
     _make(out, {MARKER: b"old", "deep/er/x.parquet": b"x", "deep/notes.txt": b"mine",
@@ -478,70 +329,6 @@ def test_only_folders_the_earlier_run_leaves_empty_are_removed(tmp_path):
                     str(temp / "previous"))
     assert _files(out) == {MARKER: b"new", "deep/notes.txt": b"mine", "kept/y.parquet": b"y"}
     assert not (out / "deep" / "er").exists()
-
-
-def _with_statistics(tmp_path, earlier_run=True):
-    """A run that publishes a statistics file outside its folder, with an earlier one."""
-    out, temp = tmp_path / "out", tmp_path / "out" / ".temp-new"
-    stats = tmp_path / "elsewhere" / "corpus.parquet"
-    if earlier_run:
-        _make(out, EARLIER)
-    moves = _stage(out, temp)
-    _make(stats.parent, {stats.name: b"earlier statistics",
-                         f"{stats.name}.tmp-r1": b"new statistics"})
-    moves.insert(0, (f"{stats}.tmp-r1", str(stats)))
-    return out, temp, stats, moves, {str(stats): f"{stats}.tmp-r1.previous"}
-
-
-def test_a_file_outside_the_folder_is_published_with_the_run(tmp_path, monkeypatch):
-    out, temp, stats, moves, aside = _with_statistics(tmp_path)
-    rename = FileSystems.rename
-
-    def failing_rename(sources, destinations):
-        if destinations[0] == str(out / MARKER) and sources[0].startswith(str(temp / "staged")):
-            raise OSError("disk on fire")
-        return rename(sources, destinations)
-
-    monkeypatch.setattr(FileSystems, "rename", staticmethod(failing_rename))
-    with pytest.raises(RuntimeError, match="put back as they were"):
-        replace_outputs(moves, run_files(str(out)), str(out), str(temp / "previous"),
-                        True, aside)
-    assert _files(stats.parent) == {"corpus.parquet": b"earlier statistics",
-                                    "corpus.parquet.tmp-r1": b"new statistics"}
-    assert _run_in(out) == EARLIER_RUN
-    monkeypatch.undo()
-    finals = replace_outputs(moves, run_files(str(out)), str(out), str(temp / "previous"),
-                             True, aside)
-    assert finals == [final for _, final in moves]
-    assert _files(stats.parent) == {"corpus.parquet": b"new statistics"}  # spare removed
-    assert _files(out) == NEW | {"notes.txt": EARLIER["notes.txt"]}
-
-
-def test_a_file_moved_aside_by_an_attempt_that_died_is_reported(tmp_path, monkeypatch):
-    """An attempt died after moving the earlier statistics file aside; the retry fails
-    too: its error says that files moved aside before are not back."""
-    out, temp, stats, moves, aside = _with_statistics(tmp_path, earlier_run=False)
-    spare = Path(aside[str(stats)])
-    stats.rename(spare)
-    rename = FileSystems.rename
-
-    def failing_rename(sources, destinations):
-        if destinations[0] == str(out / MARKER):
-            raise OSError("disk on fire")
-        return rename(sources, destinations)
-
-    monkeypatch.setattr(FileSystems, "rename", staticmethod(failing_rename))
-    with pytest.raises(RuntimeError, match="files of the earlier run moved aside before "
-                                           "are still in"):
-        replace_outputs(moves, run_files(str(out)), str(out), str(temp / "previous"),
-                        True, aside)
-    assert spare.read_bytes() == b"earlier statistics"
-    # Likewise for files of the earlier run in the aside folder.
-    _make(temp, {"previous/wes-k2/train-00000-of-00001.parquet": b"k2 train"})
-    spare.rename(stats)
-    with pytest.raises(RuntimeError, match="moved aside before are still in"):
-        replace_outputs(moves, run_files(str(out)), str(out), str(temp / "previous"),
-                        True, aside)
 
 
 def test_parent_folders_made_meanwhile_by_another_process_are_no_failure(tmp_path,
@@ -582,67 +369,3 @@ def test_a_failure_to_remove_the_earlier_run_is_logged_the_new_one_stays(tmp_pat
     assert message.startswith(f"the new outputs are in place in {out}, but removing the "
                               "earlier ones failed: ")
     assert "permission denied" in message
-
-
-def test_delete_tree(tmp_path):
-    _make(tmp_path, {"a/b/c.txt": b"c", "a/d.txt": b"d", "keep.txt": b"k"})
-    delete_tree(str(tmp_path / "a"))
-    delete_tree(str(tmp_path / "missing"))  # nothing there: nothing to do
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["keep.txt"]
-
-
-def test_publish_run_checks_that_the_run_still_owns_the_folder(tmp_path):
-    out, temp = tmp_path / "out", tmp_path / "out" / ".temp-new"
-    _make(out, EARLIER)
-    moves = _stage(out, temp)
-    with OutputLock(str(out), "this-run", folder=True):
-        before = _files(out)
-        with pytest.raises(OwnershipLostError, match="no longer owned by this run"):
-            publish_run(moves, str(out), str(temp), MARKER, True, run_files,
-                        owner="another-run")
-        assert _files(out) == before
-        finals = publish_run(reversed(moves), str(out), str(temp), MARKER, True, run_files,
-                             owner="this-run")
-    assert finals == sorted(final for _, final in moves[:-1]) + [str(out / MARKER)]
-    assert _files(out) == NEW | {"notes.txt": EARLIER["notes.txt"]}
-
-
-def test_publish_run_refuses_what_it_cannot_publish(tmp_path):
-    out, temp = tmp_path / "out", tmp_path / "out" / ".temp-new"
-    _make(out, EARLIER)
-    moves = _stage(out, temp)
-    with pytest.raises(ValueError, match="no stats.json to publish"):
-        publish_run([], str(out), str(temp), MARKER, True, run_files)
-    with pytest.raises(FileExistsError, match="two runs into one folder at once"):
-        publish_run(moves, str(out), str(temp), MARKER, False, run_files)
-    assert _files(out) == EARLIER | {f".temp-new/staged-{i}": d
-                                     for i, d in enumerate(NEW.values())}
-
-
-def test_a_temporary_folder_that_cannot_be_removed_is_logged(tmp_path, monkeypatch, caplog):
-    out, temp = tmp_path / "out", tmp_path / "out" / ".temp-new"
-    moves = _stage(out, temp)
-
-    def failing_delete_tree(folder):
-        raise OSError("busy")
-
-    monkeypatch.setattr(publish, "delete_tree", failing_delete_tree)
-    caplog.set_level(logging.WARNING, logger=publish.__name__)
-    publish_run(moves, str(out), str(temp), MARKER, False, run_files)
-    assert _run_in(out) == NEW
-    assert caplog.messages[-1] == f"could not remove the temporary folder {temp}: busy"
-
-
-def test_publish_run_as_the_last_step_of_a_pipeline(tmp_path):
-    from apache_beam.testing.util import assert_that, equal_to
-
-    out, temp = tmp_path / "out", tmp_path / "out" / ".temp-new"
-    _make(out, EARLIER)
-    moves = _stage(out, temp)
-    with beam.Pipeline(argv=RUNNER_ARGS["direct_in_process"]) as pipeline:
-        finals = (pipeline | "Moves" >> beam.Create(moves)
-                  | "Publish" >> PublishRun(str(out), str(temp), MARKER, True, run_files))
-        assert_that(finals, equal_to([final for _, final in moves]))
-    assert _files(out) == NEW | {"notes.txt": EARLIER["notes.txt"]}
-    # Step names are an interface (the runner's UI, counters, Dataflow's --update).
-    assert {"Publish/WaitForAllFiles", "Publish/ReplaceEarlierRun"} <= step_labels(pipeline)

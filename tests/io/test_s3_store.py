@@ -1,7 +1,7 @@
 """The ownership claims, the publishing swap and empty files on a real S3 server (moto's,
 tests/io/s3_server.py), through Beam's own S3 file system: the same checks the local-disk
-tests make (test_ownership.py, test_publish.py), on S3's semantics (no create-if-absent,
-a rename is a copy and a delete, no folders)."""
+tests make (test_ownership.py, test_publish.py, test_publish_folders.py), on S3's semantics
+(no create-if-absent, a rename is a copy and a delete, no folders)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """`WriteParquetShards`: every output of a run in one write, named when all are done;
-written through `publish_run` (its own tests: tests/io/test_publish.py)."""
+written through `publish_run` (its own tests: tests/io/test_publish.py and
+tests/io/test_publish_folders.py)."""
 
 from __future__ import annotations
 
