@@ -45,6 +45,11 @@ from transforms.scoring.statistics.frequency_files import (
 from transforms.scoring.statistics.global_statistics import ComputeCorpusStatistics
 
 
+def _temp(run_id: str):
+    """A run's temporary name of a file (`OutputPaths.temp`)."""
+    return OutputPaths("unused", "parquet", run_id).temp
+
+
 def _table(n: int, seed: int = 1, top: int = 300) -> tuple[np.ndarray, np.ndarray]:
     rnd = np.random.default_rng(seed)
     hashes = np.unique(rnd.integers(0, 2**63, size=n, dtype=np.uint64))
@@ -52,7 +57,7 @@ def _table(n: int, seed: int = 1, top: int = 300) -> tuple[np.ndarray, np.ndarra
 
 
 def test_a_table_is_written_and_read_back(tmp_path):
-    names = TableFileNames(str(tmp_path / "run"), "r1")
+    names = TableFileNames(str(tmp_path / "run"), _temp("r1"))
     hashes, dfs = _table(1000)
     ((key, path),) = WriteTableFn(names).process(((0, -1, 5), (hashes, dfs)))
     assert key == (0, -1, 5) and path == str(tmp_path / "run.cider_df-0--1-5.npy.tmp-r1")
@@ -69,7 +74,7 @@ def test_a_table_is_written_and_read_back(tmp_path):
 def test_partial_counts_are_summed_from_their_files_as_the_combiner_sums_them(tmp_path):
     """Per key, the counts of each bundle go to a file of the bundle's; the files of a key
     sum to the table `SumDocumentFrequencies` makes of the same counts."""
-    names = TableFileNames(str(tmp_path / "run"), "r1")
+    names = TableFileNames(str(tmp_path / "run"), _temp("r1"))
     rnd = np.random.default_rng(4)
     vocabulary = rnd.integers(0, 2**63, size=500, dtype=np.uint64)
     parts = {key: [] for key in ((0, 0, 1), (0, 2, 1))}
@@ -106,7 +111,7 @@ def test_partial_counts_are_summed_from_their_files_as_the_combiner_sums_them(tm
 
 
 def test_a_broken_table_file_is_an_error_that_names_it(tmp_path):
-    names = TableFileNames(str(tmp_path / "run"), "r1")
+    names = TableFileNames(str(tmp_path / "run"), _temp("r1"))
     ((_, path),) = WriteTableFn(names).process(((0, 0, 0), _table(100)))
     whole = open(path, "rb").read()
     broken = {"cut": whole[: len(whole) - 9], "extra": whole + b"x",
@@ -132,7 +137,7 @@ def test_a_broken_table_file_is_an_error_that_names_it(tmp_path):
 
 
 def test_tables_are_read_once_per_process_while_held(tmp_path, monkeypatch):
-    names = TableFileNames(str(tmp_path / "run"), "r1")
+    names = TableFileNames(str(tmp_path / "run"), _temp("r1"))
     files = [next(WriteTableFn(names).process(((0, k, s), _table(50, seed=k * 7 + s))))
              for k in range(2) for s in range(3)]
     reads = []
@@ -207,7 +212,7 @@ def test_scoring_from_table_files_equals_the_whole_table_and_removes_them(tmp_pa
                 batches | f"{name}Stats" >> ComputeCorpusStatistics([metric]))
             scored = batches | f"{name}Score" >> ScoreBatches(
                 [metric], stats, shards=shards,
-                table_files=TableFileNames(str(tmp_path / name), "t1"))
+                table_files=TableFileNames(str(tmp_path / name), _temp("t1")))
             got = scored["scored"] | f"{name}Values" >> beam.FlatMap(
                 lambda records: [(r["row_key"], round(r["cider"], 12)) for r in records])
             assert_that(got, equal_to(expected[name]), label=f"{name}Equal")

@@ -234,7 +234,7 @@ class ScorePredictions(beam.PTransform):
         return batches | "ScoreInProcessMetrics" >> ScoreBatches(
             in_process, corpus_stats, config.df_shards, self._frozen,
             self._statistics_sink(in_process), spread=spread and not models, carry=carry,
-            table_files=TableFileNames(config.paths.prefix, config.paths.run_id)
+            table_files=TableFileNames(config.paths.prefix, config.paths.temp)
             if local else None)
 
     def _carries(self) -> bool:

@@ -67,6 +67,7 @@ from transforms.scoring.statistics.frequency_files import (
     WriteFrequencyTables,
 )
 from transforms.scoring.statistics.ngram_hashes import (
+    add_part,
     by_shard,
     fold_tables,
     found_frequencies,
@@ -93,8 +94,6 @@ MIN_SHARDS = 16
 MAX_SHARDS = 1 << 16
 # compressed inputs expand about this much (text)
 _COMPRESSED_EXPANSION = 5
-# `SumDocumentFrequencies` folds its partial arrays into one past this many
-_COMPACT_PARTS = 64
 # How many joins the requests are answered in (`ShardedCiderStatistics`)
 REQUEST_JOINS = 8
 
@@ -190,10 +189,7 @@ class SumDocumentFrequencies(beam.CombineFn):
         return []
 
     def add_input(self, accumulator: list, part: tuple[np.ndarray, np.ndarray]) -> list:
-        accumulator.append(part)
-        if len(accumulator) > _COMPACT_PARTS:
-            accumulator[:] = fold_tables(accumulator)
-        return accumulator
+        return add_part(accumulator, part)
 
     def merge_accumulators(self, accumulators: Iterable[list]) -> list:
         merged = [part for acc in accumulators for part in acc]

@@ -30,7 +30,7 @@ from __future__ import annotations
 import threading
 import uuid
 import weakref
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import apache_beam as beam
@@ -42,31 +42,28 @@ from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
 from transforms.scoring.statistics.batch_texts import ReadBits
-from transforms.scoring.statistics.ngram_hashes import fold_tables, lookup
-
-# a bundle's partial counts of one key are folded into one table past this many
-_FOLD_PARTS = 64
+from transforms.scoring.statistics.ngram_hashes import add_part, fold_tables, lookup
 
 TableKey = tuple[int, int, int]  # (statistic, corpus key, shard)
 
 
 class TableFileNames:
     """The file of each (statistic, corpus key, shard) table of a run with output
-    `prefix` and id `run_id` (a temporary name of that run: outputs/paths.py)."""
+    `prefix`, under the run's temporary name of it: `temp` (`OutputPaths.temp`)."""
 
-    def __init__(self, prefix: str, run_id: str) -> None:
-        self.prefix, self.run_id = prefix, run_id
+    def __init__(self, prefix: str, temp: Callable[[str], str]) -> None:
+        self.prefix, self._temp = prefix, temp
 
     def __call__(self, key: TableKey, part: str = "") -> str:
         """The summed table's file; with `part`, a bundle's partial counts'."""
         index, corpus, shard = key
-        part = f".{part}" if part else ""
-        return f"{self.prefix}.cider_df-{index}-{corpus}-{shard}{part}.npy.tmp-{self.run_id}"
+        return self._temp(f"{self.prefix}.cider_df-{index}-{corpus}-{shard}"
+                          f"{f'.{part}' if part else ''}.npy")
 
     @property
     def pattern(self) -> str:
         """Matches every table file of the run, summed or partial."""
-        return f"{self.prefix}.cider_df-*.npy.tmp-{self.run_id}"
+        return self._temp(f"{self.prefix}.cider_df-*.npy")
 
 
 def write_table(path: str, hashes: np.ndarray, dfs: np.ndarray) -> str:
@@ -105,10 +102,7 @@ class WritePartialTablesFn(beam.DoFn):
 
     def process(self, element: tuple[TableKey, tuple[np.ndarray, np.ndarray]]) -> None:
         key, part = element
-        parts = self._parts.setdefault(tuple(key), [])
-        parts.append(part)
-        if len(parts) > _FOLD_PARTS:
-            parts[:] = fold_tables(parts)
+        add_part(self._parts.setdefault(tuple(key), []), part)
 
     def finish_bundle(self) -> Iterator[WindowedValue]:
         parts, self._parts = self._parts, {}

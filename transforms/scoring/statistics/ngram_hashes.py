@@ -188,6 +188,20 @@ def fold_tables(parts: list[tuple[np.ndarray, np.ndarray]]
     return [(hashes[starts], smallest_uint(np.add.reduceat(counts, starts)))]
 
 
+# partial (hashes, counts) parts of one key are folded into one past this many
+FOLD_PARTS = 64
+
+
+def add_part(parts: list[tuple[np.ndarray, np.ndarray]],
+             part: tuple[np.ndarray, np.ndarray]) -> list[tuple[np.ndarray, np.ndarray]]:
+    """`parts` with `part` appended, folded into one table (`fold_tables`) once they
+    are more than `FOLD_PARTS`; the same list."""
+    parts.append(part)
+    if len(parts) > FOLD_PARTS:
+        parts[:] = fold_tables(parts)
+    return parts
+
+
 def lookup(table: np.ndarray, hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(mask of `hashes` found in sorted `table`, their positions there)."""
     if not len(table):
