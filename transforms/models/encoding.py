@@ -6,10 +6,12 @@ text segments for cross-encoders, layouts.py) into one `batching.TokenBatch`: fl
 segment-id arrays with offsets. It gives exactly the ids and segment ids of
 `layouts.encode_batch` (and of the tokenizer's own call for one and two segments):
 
-- every distinct segment string is tokenized once, by the fast tokenizer's batch call
-  (its own threads where `TOKENIZERS_PARALLELISM` allows), and kept in a bounded memo:
-  gold answers and questions repeat across the rows of a window (every answer to a
-  question has the same ones), and across windows;
+- every distinct segment string is tokenized once and kept in a bounded memo: gold
+  answers and questions repeat across the rows of a window (every answer to a question
+  has the same ones), and across windows. A BERT-style tokenizer's texts are tokenized
+  word by word through a memo of their words (word_pieces.py: the same ids, a fraction
+  of the time per new text); other tokenizers' by their batch call (their own threads
+  where `TOKENIZERS_PARALLELISM` allows);
 - inputs are then assembled from the segments' ids with numpy: `[CLS] a [SEP] b [SEP] ...`,
   each segment and its closing SEP carrying the segment's index, truncated longest-first
   as layouts.py does for three segments.
@@ -31,6 +33,7 @@ import numpy as np
 
 from transforms.models import layouts
 from transforms.models.batching import TokenBatch
+from transforms.models.word_pieces import WordPieces, backend_ids
 
 # Distinct segments kept between calls; the memo is emptied when it is full (a bounded
 # cache with no per-hit bookkeeping). 100,000 segments of 40 word-pieces: about 30 MB.
@@ -49,7 +52,8 @@ class SegmentEncoder:
     Args:
         tokenizer: a transformers tokenizer (fast: the batch call runs in Rust).
         max_length: the truncation length, special tokens included.
-        memo_size: distinct segments kept between calls (0: none kept).
+        memo_size: distinct segments kept between calls (0: none kept, and no memo of
+            words either: every text goes to the tokenizer).
 
     Raises:
         ValueError: max_length below 4 (three segments need four special tokens).
@@ -63,6 +67,7 @@ class SegmentEncoder:
         self.max_length = max_length
         self.memo_size = memo_size
         self._memo: dict[str, np.ndarray] = {}
+        self._words = WordPieces.of(tokenizer) if memo_size else None
         cls_id, sep_id = tokenizer.cls_token_id, tokenizer.sep_token_id
         self._specials = None
         if cls_id is not None and sep_id is not None:
@@ -87,19 +92,14 @@ class SegmentEncoder:
         return True
 
     def _tokenize(self, texts: Sequence[str]) -> list[np.ndarray]:
-        """Word-piece ids of each text, no special tokens, no truncation."""
+        """Word-piece ids of each text, no special tokens, no truncation: word by word
+        through a memo for BERT-style tokenizers (word_pieces.py), else by the Rust
+        tokenizer's batch call."""
+        if self._words is not None:
+            return self._words.ids(texts)
         backend = _backend(self.tokenizer)
         if backend is not None:
-            if backend.truncation is not None:
-                backend.no_truncation()
-            if backend.padding is not None:
-                backend.no_padding()
-            # the batch call that computes no character offsets (only the ids are read):
-            # the same ids, about a fifth less time per new text and a cheaper drop of
-            # the encodings (docs/decisions.md); older tokenizers lack it
-            encode = getattr(backend, "encode_batch_fast", None) or backend.encode_batch
-            encodings = encode(list(texts), add_special_tokens=False)
-            return [np.array(e.ids, dtype=np.int64) for e in encodings]
+            return [np.array(x, dtype=np.int64) for x in backend_ids(backend, list(texts))]
         ids = self.tokenizer(list(texts), add_special_tokens=False)["input_ids"]
         return [np.array(x, dtype=np.int64) for x in ids]
 

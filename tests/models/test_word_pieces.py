@@ -1,0 +1,102 @@
+"""Word pieces word by word (`WordPieces`): exactly the Rust tokenizer's ids on real
+answers, gold aliases and questions and on seeded texts of the characters that choke a
+split (controls, odd spaces, combining marks, accents, added tokens, CJK, emoji, words
+past WordPiece's length); what each character is learnt to be; the bounded memo; and no
+`WordPieces` for tokenizers of other components."""
+
+from __future__ import annotations
+
+import copy
+import random
+
+import pytest
+from tokenizers import normalizers
+
+from tests.conftest import SHARED_DATA
+from transforms.models import loading
+from transforms.models.encoding import SegmentEncoder
+from transforms.models.word_pieces import WordPieces, backend_ids
+from transforms.training import evouna
+
+EVOUNA = SHARED_DATA / "judgments" / "evouna" / "TQ.json"
+# characters a split can get wrong, beside printable ASCII
+_ODD = ["\t", "\n", "\r", "\x0b", "\x0c", "\x00", "\x1f", "\x7f", "\x85", "\xa0", "\u2009",
+        "\u3000", "\u200b", "\ufeff", "\ufffd", "\u0301", "é", "É", "ß", "İ", "Σ", "ς",
+        "ﬁ", "東", "京", "😀", "’", "“", "”", "–", "—", "…", "Ａ", "½", "²", "£", "·", "¡"]
+_WORDS = ["[SEP]", "[sep]", "[MASK]", "[UNK]", "[CLS]x", "##ing", "x" * 150, "Chipmunks",
+          "1919–1972", "a.k.a.", "U.S.", "don't", "naïve", "東京", "e\u0301"]
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return loading.load_tokenizer(loading.ModelSpec(loading.packaged_model_path()))
+
+
+@pytest.fixture(scope="module")
+def texts() -> list[str]:
+    rows = evouna.judged_answers(evouna.read_questions(str(EVOUNA)))[:3000]
+    golds = dict.fromkeys(g for r in rows for g in r.references)
+    return [*(r.prediction for r in rows), *golds, *dict.fromkeys(r.question for r in rows)]
+
+
+def _odd_texts(n: int, seed: int = 0) -> list[str]:
+    rng = random.Random(seed)
+    plain = "abcXYZ019 .,;!?'\"()[]#$-_/"
+    out = []
+    for _ in range(n):
+        parts = [rng.choice(_WORDS if r < 0.05 else _ODD if r < 0.1 else plain)
+                 for r in (rng.random() for _ in range(rng.randint(0, 30)))]
+        out.append("".join(parts))
+    return out
+
+
+def test_ids_equal_the_tokenizers_on_real_texts(tokenizer, texts):
+    words = WordPieces.of(tokenizer)
+    assert words is not None
+    expected = backend_ids(tokenizer.backend_tokenizer, texts)
+    assert [x.tolist() for x in words.ids(texts)] == expected
+    assert [x.tolist() for x in words.ids(texts)] == expected  # from the memo
+    split = sum(words._words(t) is not None for t in texts)
+    assert split > 0.95 * len(texts)  # nearly all split in Python, not sent whole
+
+
+def test_ids_equal_the_tokenizers_on_odd_characters(tokenizer):
+    words = WordPieces.of(tokenizer)
+    odd = _odd_texts(4000)
+    got = words.ids(odd)
+    expected = backend_ids(tokenizer.backend_tokenizer, odd)
+    for text, mine, own in zip(odd, got, expected):
+        assert mine.tolist() == own, repr(text)
+    assert sum(words._words(t) is not None for t in odd) > 1000  # the split path is tested
+
+
+def test_characters_are_learnt_from_the_tokenizer(tokenizer):
+    words = WordPieces.of(tokenizer)
+    kinds = {c: words._kind(c) for c in ("\xa0", "\u3000", "’", "–", "東", "é", "\u0301",
+                                         "\u200b", "😀", "İ")}
+    assert kinds == {"\xa0": " ", "\u3000": " ", "’": "word", "–": "word", "東": "word",
+                     "é": None, "\u0301": None, "\u200b": None, "😀": None, "İ": None}
+    assert words._words("a\xa0b’s [SEP]") is None  # an added token: the whole text
+    assert words._words("a\xa0B’s") == ["a", "b", "’", "s"]
+    assert words._words("café") is None and words._words("a\x0bb") is None
+
+
+def test_memo_is_bounded_and_keeps_a_calls_words(tokenizer):
+    words = WordPieces.of(tokenizer, memo_size=40)
+    rng = random.Random(1)
+    vocab = [f"w{i}x{i * 7}" for i in range(300)]
+    for _ in range(5):
+        batch = [" ".join(rng.choices(vocab, k=20)) for _ in range(10)]
+        assert [x.tolist() for x in words.ids(batch)] == backend_ids(
+            tokenizer.backend_tokenizer, batch)
+        assert len(words._memo) <= max(40, len({w for t in batch for w in t.split()}))
+
+
+def test_other_tokenizers_get_none(tokenizer):
+    other = copy.deepcopy(tokenizer)
+    other.backend_tokenizer.normalizer = normalizers.Lowercase()
+    assert WordPieces.of(other) is None
+    assert WordPieces.of(object()) is None  # no Rust tokenizer behind it
+    assert SegmentEncoder(tokenizer, 64)._words is not None
+    assert SegmentEncoder(other, 64)._words is None
+    assert SegmentEncoder(tokenizer, 64, memo_size=0)._words is None
