@@ -72,13 +72,17 @@ def test_ids_equal_the_tokenizers_on_odd_characters(tokenizer):
 
 def test_characters_are_learnt_from_the_tokenizer(tokenizer):
     words = WordPieces.of(tokenizer)
-    kinds = {c: words._kind(c) for c in ("\xa0", "\u3000", "’", "–", "東", "é", "\u0301",
-                                         "\u200b", "😀", "İ")}
+    kinds = {c: words._kind(c) for c in ("\xa0", "\u3000", "’", "–", "東", "é", "É", "İ",
+                                         "ß", "\u0301", "\u200b", "😀", "ł", "£", "Ł")}
     assert kinds == {"\xa0": " ", "\u3000": " ", "’": "word", "–": "word", "東": "word",
-                     "é": None, "\u0301": None, "\u200b": None, "😀": None, "İ": None}
+                     "é": "letter", "É": "letter", "İ": "letter", "ß": "joins", "\u0301": None,
+                     "\u200b": None, "😀": "joins", "ł": "joins", "£": "joins", "Ł": None}
     assert words._words("a\xa0b’s [SEP]") is None  # an added token: the whole text
     assert words._words("a\xa0B’s") == ["a", "b", "’", "s"]
-    assert words._words("café") is None and words._words("a\x0bb") is None
+    assert words._words("Café–Éclair") == ["cafe", "–", "eclair"]
+    assert words._words("£5 Wrocław") == ["£5", "wrocław"]
+    assert words._words("Straße") == ["straße"] and words._words("cafe\u0301") is None
+    assert words._words("a\x0bb") is None
 
 
 def test_memo_is_bounded_and_keeps_a_calls_words(tokenizer):

@@ -10,11 +10,14 @@ lowered text) and looks each word up in a bounded memo; only new words reach the
 tokenizer's model. The ids are the tokenizer's own, for these texts:
 
 - **Characters the split knows.** Printable ASCII and `\\t \\n \\r` as BERT's rules say.
-  Each other character is learnt once from the tokenizer itself, by encoding it between
-  two letters: a character it turns into a space (U+00A0), or one it keeps as a word of
-  its own (curly quotes, dashes, CJK ideographs), with the ids it gives. Text with any
-  other character (a letter with an accent, a control character, a combining mark) goes
-  to the tokenizer's own call, whole.
+  Each other character is learnt once from the tokenizer itself, by encoding it alone,
+  twice and between two letters: a character it turns into a space (U+00A0), one it keeps
+  as a word of its own (curly quotes, dashes, CJK ideographs), with the ids it gives, one
+  it leaves as it is within the word around it (`ł`, `σ`, `£`), or a letter its
+  normaliser turns into ASCII letters or digits (`é` -> `e` for an uncased tokenizer,
+  which strips accents). Text with any other character (a control or format character, a
+  combining mark, a capital its normaliser lowercases to a non-ASCII letter) goes to the
+  tokenizer's own call, whole.
 - **Added tokens** (`[SEP]`, `[MASK]`, ...), which the tokenizer matches before it splits:
   a text holding one, in any case, goes to the tokenizer's own call.
 - **Checked on load.** Other tokenizers (RoBERTa's byte-level BPE, normalizers other
@@ -38,19 +41,21 @@ DEFAULT_MEMO_SIZE = 200_000
 _NON_ASCII = re.compile(r"[^\x00-\x7f]")
 # ASCII control characters: BERT's cleaning removes most and makes some spaces
 _ASCII_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
-_SPACE, _OWN_WORD = " ", "word"  # what the tokenizer makes of a non-ASCII character
+# what the tokenizer makes of a non-ASCII character
+_SPACE, _OWN_WORD, _JOINS, _LETTER = " ", "word", "joins", "letter"
 _PROBES = ("The Chipmunks were created by Ross Bagdasarian Sr. (1919–1972), a.k.a. "
            "“David Seville”.", "x" * 120 + " ok", "Tab\tand\nnew\r\nlines; 3.5% of $1,000!",
            "[SEP] not [sep] a [MASK]x", "café naïve İstanbul ﬁne 東京 😀 a\u00a0b",
-           "a\x0bb\x0cc\x00d\u200be\u0301f", "")
+           "a\x0bb\x0cc\x00d\u200be\u0301f", "Łódź £5, σ² at 10°C: Straße", "")
 
 
-def _split_pattern(spaces: set[str]) -> re.Pattern:
-    """BERT's split of printable ASCII, with these non-ASCII characters as spaces too:
-    runs of letters and digits; every other character that is not a space is a word of
-    its own (Rust's is_ascii_punctuation is exactly the ASCII ones)."""
-    extra = "".join(sorted(map(re.escape, spaces)))
-    return re.compile(rf"[A-Za-z0-9]+|[^ \t\n\rA-Za-z0-9{extra}]")
+def _split_pattern(spaces: set[str], joins: set[str]) -> re.Pattern:
+    """BERT's split of printable ASCII, with these non-ASCII characters as spaces and as
+    parts of words too: runs of letters, digits and the joining characters; every other
+    character that is not a space is a word of its own (Rust's is_ascii_punctuation is
+    exactly the ASCII ones)."""
+    space, join = ("".join(sorted(map(re.escape, chars))) for chars in (spaces, joins))
+    return re.compile(rf"[A-Za-z0-9{join}]+|[^ \t\n\rA-Za-z0-9{space}{join}]")
 
 
 def backend_ids(backend: Any, texts: list[str]) -> list[list[int]]:
@@ -107,8 +112,10 @@ class WordPieces:
         self._memo: dict[str, tuple[int, ...]] = {}
         self._chars: dict[str, str | None] = {}  # non-ASCII character -> its kind
         self._spaces: set[str] = set()  # the characters learnt to be spaces
-        self._split = _split_pattern(self._spaces)  # the word regex, those included
+        self._joins: set[str] = set()  # ... and to be parts of words, as they are
+        self._split = _split_pattern(self._spaces, self._joins)  # the word regex
         self._own: dict[str, tuple[int, ...]] = {}  # ids of the word-of-its-own kind
+        self._letters: dict[int, str] = {}  # str.translate's table of the letter kind
         self._letter = tuple(backend_ids(backend, ["a"])[0])
 
     @classmethod
@@ -126,22 +133,38 @@ class WordPieces:
         return words
 
     def _kind(self, char: str) -> str | None:
-        """What the tokenizer makes of a non-ASCII character, learnt from its ids between
-        two letters: a space, a word of its own (its ids kept), or None (anything else:
-        the text goes to the tokenizer)."""
+        """What the tokenizer makes of a non-ASCII character, learnt from its ids alone,
+        twice and between two letters: a space, a word of its own (its ids kept), a part
+        of the word around it, left as it is (`ł`, `σ`, `£`), a letter it normalises to
+        ASCII letters or digits (`é` -> `e` where it strips accents), or None (anything
+        else: the text goes to the tokenizer)."""
         if char not in self._chars:
-            kind = None
-            if (char.lower() == char and unicodedata.category(char)[0] not in "MC"):
-                a = self._letter
-                alone, twice, between = backend_ids(self._backend,
-                                                    [char, char * 2, f"a{char}a"])
-                if tuple(between) == a + a:
-                    kind = _SPACE
-                    self._spaces.add(char)
-                    self._split = _split_pattern(self._spaces)
-                elif alone and twice == alone * 2 and tuple(between) == (*a, *alone, *a):
-                    kind = _OWN_WORD
-                    self._own[char] = tuple(alone)
+            kind, category = None, unicodedata.category(char)[0]
+            probes = [char, char * 2, f"a{char}a"]
+            alone, twice, between = backend_ids(self._backend, probes)
+            a = self._letter
+            plain = self._backend.normalizer.normalize_str(char)
+            # a character the split keeps as it is (a capital is lowered with the text)
+            same = category not in "MC" and (not self._lowercase or char.lower() == char)
+            if same and tuple(between) == a + a:
+                kind = _SPACE
+                self._spaces.add(char)
+            elif (same and alone and twice == alone * 2
+                  and tuple(between) == (*a, *alone, *a)):
+                kind = _OWN_WORD
+                self._own[char] = tuple(alone)
+            elif same and plain == char and [alone, twice, between] == [
+                    [t.id for t in self._backend.model.tokenize(p)] for p in probes]:
+                kind = _JOINS
+                self._joins.add(char)
+            elif (category == "L" and plain.isascii() and plain.isalnum()
+                  and (not self._lowercase or plain.islower() or plain.isdigit())
+                  and backend_ids(self._backend, [plain, plain * 2, f"a{plain}a"])
+                  == [alone, twice, between]):
+                kind = _LETTER
+                self._letters[ord(char)] = plain
+            if kind in (_SPACE, _JOINS):
+                self._split = _split_pattern(self._spaces, self._joins)
             self._chars[char] = kind
         return self._chars[char]
 
@@ -152,10 +175,14 @@ class WordPieces:
                 and self._added.search(text):
             return None
         if not text.isascii():
-            kinds = self._chars
+            kinds, letters = self._chars, False
             for c in {*_NON_ASCII.findall(text)}:
-                if (kinds[c] if c in kinds else self._kind(c)) is None:
+                kind = kinds[c] if c in kinds else self._kind(c)
+                if kind is None:
                     return None
+                letters = letters or kind is _LETTER
+            if letters:
+                text = text.translate(self._letters)
         if _ASCII_CONTROL.search(text):
             return None
         return self._split.findall(text.lower() if self._lowercase else text)
