@@ -3,19 +3,20 @@
     python -m tests.bench.bench_model_host [--rows 20000] [--model_rows 2000]
         [--mixed_rows 5000] [--workers N] [--million] [--repeated] [--out bench_out]
 
-A GPU computes the judge's forward pass far faster than a CPU can prepare its inputs
-(docs/benchmarks.md, "GPU scoring"), so what decides the speed of GPU scoring is the host
-work per row. This benchmark measures it without a GPU, on EVOUNA-TQ rows (the judge's
-rows: long LLM answers, up to 185 gold aliases per question), `--metrics judge` with a
+A GPU's forward pass outruns the CPU that prepares its inputs (docs/benchmarks.md, "GPU
+scoring"): the host work per row decides GPU scoring's speed. Measured without a GPU on
+EVOUNA-TQ rows (long LLM answers, up to 185 gold aliases a question), `--metrics judge`, a
 judge-shaped checkpoint (MiniLM, three token types, the marked layout). Past the first
-9,690 rows every answer is a new text (`evouna_rows(unique=True)`), as in a corpus of
-model outputs; `--repeated` repeats the answers as they are, so that repeats come from the predictor's cache and the judge's memo:
+9,690 rows every answer is a new text (`evouna_rows(unique=True)`), as in a corpus of model
+outputs; `--repeated` repeats them as they are (repeats then come from the caches):
 
   tokenizer        the bare batch tokenizer: each row's three judge segments (answer,
                    marked best gold, question; computed beforehand, not timed) through
                    the fast tokenizer's public batch call, 2,048 rows per call. The
                    floor of any host side that tokenizes each input.
   tokenizer_rust   the same through the Rust tokenizer's own `encode_batch`.
+  tokenizer_words  the same word by word (`WordPieces`, from an empty memo), as the
+                   window encoder tokenizes a BERT-style tokenizer's new segments.
   branch           the model branch's own code (`ExpandModelRequestsFn`,
                    `BatchModelHandler` over the per-use handlers, `FoldModelMetricsFn`)
                    on the reader's `RowBatch`es, with a zero-cost stand-in model (same
@@ -41,14 +42,10 @@ model outputs; `--repeated` repeats the answers as they are, so that repeats com
   score_corpus     column (no report): the whole `qa-score` run (windows of 512 inputs)
                    against `metrics.corpus.score_corpus` (plain Python, batches of 512),
                    each in a fresh process (interpreter, imports and model load
-                   included in both, as a user pays them); and qa-score's rate after
-                   start-up against score_corpus_in_bench, score_corpus called in this
-                   process (torch and transformers already imported; model load
-                   included).
+                   included, as a user pays them); and qa-score's rate after start-up
+                   against score_corpus_in_bench, score_corpus in this process.
   million          with `--million`: `qa-score --metrics judge` (zero-cost model) on
-                   1,000,000 rows in its own process; its peak RSS. Every answer is a
-                   new text (`evouna_rows(unique=True)`), so the segment memo fills and
-                   starts again, as it does on a corpus of model outputs.
+                   1,000,000 new answers in its own process; its peak RSS.
 
 Printed beside them: the ratios and their goals (branch / tokenizer >= 0.8; real
 tokens / padded tokens in the passes the handler forms >= 0.7; qa_score / score_corpus
@@ -96,13 +93,18 @@ def _timed(fn, *args, **kwargs):
     return out, time.perf_counter() - start
 
 
-def bare_tokenizer(tokenizer, segments: list[tuple[str, str, str]], rust: bool) -> int:
-    """Tokenizes every segment of every row, WINDOW rows per call; returns the tokens."""
-    tokens = 0
-    backend = tokenizer.backend_tokenizer
+def bare_tokenizer(tokenizer, segments: list[tuple[str, str, str]], how: str) -> int:
+    """Tokenizes every segment of every row, WINDOW rows per call (`how`: "call", "rust" or
+    "words", as the module docstring says); returns the tokens."""
+    from transforms.models.word_pieces import WordPieces
+
+    tokens, backend = 0, tokenizer.backend_tokenizer
+    words = WordPieces.of(tokenizer) if how == "words" else None
     for start in range(0, len(segments), WINDOW):
         flat = [s for row in segments[start:start + WINDOW] for s in row]
-        if rust:
+        if words is not None:
+            tokens += sum(map(len, words.ids(flat)))
+        elif how == "rust":
             tokens += sum(len(e.ids) for e in backend.encode_batch(flat, add_special_tokens=False))
         else:
             tokens += sum(len(x) for x in tokenizer(flat, add_special_tokens=False)["input_ids"])
@@ -300,10 +302,10 @@ def main(argv: list[str] | None = None) -> int:
         tokenizer = loading.load_tokenizer(loading.ModelSpec(judge))
         segments = [m.input for r in rows for m in metric.requests(to_scoring_row(
             r, _mapping(), None).example)]
-        tokens, wall = _timed(bare_tokenizer, tokenizer, segments, False)
-        record("tokenizer", len(rows), wall, tokens=tokens)
-        _, wall = _timed(bare_tokenizer, tokenizer, segments, True)
-        record("tokenizer_rust", len(rows), wall)
+        for name, how in (("tokenizer", "call"), ("tokenizer_rust", "rust"),
+                          ("tokenizer_words", "words")):
+            tokens, wall = _timed(bare_tokenizer, tokenizer, segments, how)
+            record(name, len(rows), wall, tokens=tokens)
         batches = row_batches(path)
         with zero_cost_models():
             (scored, counts), wall = _timed(branch_direct, metric, batches)

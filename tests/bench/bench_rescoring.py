@@ -1,7 +1,7 @@
 """Scheduled re-scoring: an incremental run against a full run of the same corpus.
 
     python -m tests.bench.bench_rescoring [--rows 200000] [--metrics em,f1,rougeL]
-        [--judge_rows 100000] [--baseline REF] [--out bench_out]
+        [--judge_rows 100000] [--judge_forward zero|real] [--baseline REF] [--out bench_out]
 
 Two cases, each qa-score run in its own process on the in-process FnApiRunner
 (start-up included, as a nightly job pays it):
@@ -12,11 +12,14 @@ Two cases, each qa-score run in its own process on the in-process FnApiRunner
   judge     `--judge_rows` EVOUNA-TQ answers (without their human labels, whose report
             would cost both runs alike), `--metrics judge` with a judge-shaped
             checkpoint and a zero-cost stand-in model (tests/bench/zero_model.py): the
-            host side of the model branch alone. 0 skips it.
+            host side of the model branch alone; `--judge_forward real` runs the
+            checkpoint's own forward passes on the CPU instead (a trained judge's cost
+            per token, at about 100 rows/s: size `--judge_rows` to match). 0 skips it.
 For each: `full` scores night 1; `incremental` scores night 2 (5% of rows changed, 5%
 added) with `--previous_run` = night 1; `full_2` scores night 2 whole. The scores of
 `incremental` must equal `full_2`'s row for row (lexical metrics exactly; the zero-cost
-judge gives every row the same value). Targets: incremental at most 0.5x
+judge gives every row the same value; the real forward passes within 1e-5, since a row's
+padding differs between the two runs' batches). Targets: incremental at most 0.5x
 `full_2` (lexical), 0.15x (judge).
 
 `--baseline REF` runs the same commands on a checkout of REF (a git worktree in a
@@ -39,6 +42,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from tests.bench.bench_data import JUDGMENTS, SAS_SQUAD, data_dir, require
@@ -116,7 +120,7 @@ def scores_of(prefix: Path, columns: list[str]) -> pd.DataFrame:
 
 
 def nights(code: Path, night1: str, night2: str, metrics: list[str], out: Path,
-           extra: list[str], zero_cost: bool) -> dict:
+           extra: list[str], zero_cost: bool, atol: float = 0.0) -> dict:
     """full (night 1), incremental (night 2 from it), full_2 (night 2) with the code at
     `code`; their times, the ratio and whether the two night-2 runs agree."""
     run = {}
@@ -130,8 +134,12 @@ def nights(code: Path, night1: str, night2: str, metrics: list[str], out: Path,
     inc, full = scores_of(out / "incremental", metrics), scores_of(out / "full_2", metrics)
     summary = json.loads((out / "incremental.summary.json").read_text())
     carried = {c: m.get("carried") for c, m in summary["overall"]["metrics"].items()}
+    equal = inc.equals(full) if not atol else bool(
+        inc["row_key"].equals(full["row_key"])
+        and np.allclose(inc[metrics].to_numpy(float), full[metrics].to_numpy(float),
+                        atol=atol, equal_nan=True))
     return {"wall_s": run, "ratio": round(run["incremental"] / run["full_2"], 3),
-            "equal_to_full": bool(inc.equals(full)), "carried": carried}
+            "equal_to_full": bool(equal), "carried": carried}
 
 
 def checkout(ref: str, where: Path) -> Path:
@@ -145,6 +153,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, default=200_000)
     parser.add_argument("--metrics", default="em,f1,rougeL")
     parser.add_argument("--judge_rows", type=int, default=100_000)
+    parser.add_argument("--judge_forward", choices=("zero", "real"), default="zero",
+                        help="the judge's forward passes: the zero-cost stand-in (the host "
+                             "side alone) or the checkpoint's own, on the CPU")
     parser.add_argument("--baseline", default=None, help="a git ref to measure beside")
     parser.add_argument("--out", default="bench_out")
     args = parser.parse_args(argv)
@@ -153,7 +164,8 @@ def main(argv: list[str] | None = None) -> int:
     sides = {"this": REPO}
     results: dict = {"machine": f"{platform.node()} ({os.cpu_count()} cores)",
                      "rows": args.rows, "metrics": args.metrics,
-                     "judge_rows": args.judge_rows, "cases": {}}
+                     "judge_rows": args.judge_rows, "judge_forward": args.judge_forward,
+                     "cases": {}}
     try:
         if args.baseline:
             sides[args.baseline] = checkout(args.baseline, tmp / "baseline")
@@ -171,16 +183,18 @@ def main(argv: list[str] | None = None) -> int:
             # without their human labels: a report would cost both runs alike
             rows = [{k: v for k, v in r.items() if k != "human"}
                     for r in evouna_rows(args.judge_rows, unique=True)]
-            cases["judge"] = (args.judge_rows, ["judge"], [f"--judge_model={judge}"], True)
+            real = args.judge_forward == "real"
+            cases["judge"] = (args.judge_rows, ["judge"], [f"--judge_model={judge}"], not real)
             inputs["judge"] = (write_jsonl(rows, tmp / "judge1.jsonl"),
                                write_jsonl(change(rows, 0.05, 0.05), tmp / "judge2.jsonl"))
         for case, (n, metrics, extra, zero) in cases.items():
+            atol = 1e-5 if case == "judge" and not zero else 0.0
             results["cases"][case] = {}
             for side, code in sides.items():
                 print(f"  {case} ({n:,} rows), {side}", flush=True)
                 out = tmp / f"{case}_{len(results['cases'][case])}"
                 out.mkdir()
-                got = nights(code, *inputs[case], metrics, out, extra, zero)
+                got = nights(code, *inputs[case], metrics, out, extra, zero, atol)
                 results["cases"][case][side] = got
                 print(f"    incremental / full_2 = {got['ratio']:.3f} (target at most "
                       f"{TARGETS[case]}), equal to full: {got['equal_to_full']}", flush=True)
