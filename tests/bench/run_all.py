@@ -1,7 +1,8 @@
 """`make bench`: runs every benchmark in turn; each prints its table and writes JSON to
 bench_out/. Figures are recorded in docs/benchmarks.md.
 
-    python -m tests.bench.run_all [--only mining,lexical,model_metrics,report,scale,rescoring,model_host,model_server,gpu]
+    python -m tests.bench.run_all [--only mining,lexical,model_metrics,report,scale,
+        rescoring,model_host,host_path,model_server,gpu]
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ BENCHMARKS = {
     "scale": "tests.bench.bench_scale",
     "rescoring": "tests.bench.bench_rescoring",
     "model_host": "tests.bench.bench_model_host",  # the CPU proxy of GPU scoring
+    "host_path": "tests.bench.bench_host_path",  # the judge's host path, side by side
     "model_server": "tests.bench.bench_model_server",  # where a shared model lives
     "gpu": "tests.bench.bench_gpu",  # skipped (exit 0) without CUDA
 }
