@@ -96,6 +96,13 @@ def test_memo_is_bounded_and_keeps_a_calls_words(tokenizer):
         assert len(words._memo) <= max(40, len({w for t in batch for w in t.split()}))
 
 
+def test_a_tokenizer_without_added_tokens(tokenizer):
+    words = WordPieces(tokenizer.backend_tokenizer, lowercase=True, added=[])
+    plain = ["The Chipmunks (1958)", "naïve “quotes”", ""]
+    assert [x.tolist() for x in words.ids(plain)] == backend_ids(tokenizer.backend_tokenizer,
+                                                                  plain)
+
+
 def test_other_tokenizers_get_none(tokenizer):
     other = copy.deepcopy(tokenizer)
     other.backend_tokenizer.normalizer = normalizers.Lowercase()

@@ -106,8 +106,9 @@ class WordPieces:
         self._added = (re.compile("|".join(map(re.escape, added)), re.IGNORECASE)
                        if added else None)
         # the characters an added token can start with: a text with none needs no search
-        self._added_first = re.compile(
-            "[" + "".join(re.escape(c) for t in added for c in {t[0].lower(), t[0].upper()}) + "]")
+        self._added_first = re.compile("[" + "".join(
+            re.escape(c) for t in added for c in {t[0].lower(), t[0].upper()}) + "]"
+            ) if added else None
         self.memo_size = memo_size
         self._memo: dict[str, tuple[int, ...]] = {}
         self._chars: dict[str, str | None] = {}  # non-ASCII character -> its kind
