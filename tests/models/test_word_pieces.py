@@ -108,6 +108,10 @@ def test_other_tokenizers_get_none(tokenizer):
     other.backend_tokenizer.normalizer = normalizers.Lowercase()
     assert WordPieces.of(other) is None
     assert WordPieces.of(object()) is None  # no Rust tokenizer behind it
+    added = copy.deepcopy(tokenizer)
+    assert added.add_tokens(["zzqé"]) == 1  # matched after normalising: in "ZZQE" too
+    assert added("ZZQE", add_special_tokens=False)["input_ids"] == [len(added) - 1]
+    assert WordPieces.of(added) is None
     assert SegmentEncoder(tokenizer, 64)._words is not None
     assert SegmentEncoder(other, 64)._words is None
     assert SegmentEncoder(tokenizer, 64, memo_size=0)._words is None

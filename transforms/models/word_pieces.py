@@ -21,7 +21,7 @@ tokenizer's model. The ids are the tokenizer's own, for these texts:
 - **Added tokens** (`[SEP]`, `[MASK]`, ...), which the tokenizer matches before it splits:
   a text holding one, in any case, goes to the tokenizer's own call.
 - **Checked on load.** Other tokenizers (RoBERTa's byte-level BPE, normalizers other
-  than BERT's) get no `WordPieces` (`WordPieces.of` gives None), nor does one whose ids
+  than BERT's, added tokens matched after normalising) get no `WordPieces` (`WordPieces.of` gives None), nor does one whose ids
   differ from its own call's on probe texts.
 """
 
@@ -72,19 +72,23 @@ def backend_ids(backend: Any, texts: list[str]) -> list[list[int]]:
 
 
 def _components(backend: Any) -> dict | None:
-    """The tokenizer's normalizer, pre-tokenizer and model settings when they are BERT's
-    (any lowercasing), else None."""
+    """The tokenizer's lowercasing and added tokens when its normalizer, pre-tokenizer and
+    model are BERT's and every added token is matched in the text as written (BERT's
+    special tokens are; a token matched after normalising, found in texts whose raw form
+    differs, is not looked for here), else None."""
     try:
         state = json.loads(backend.to_str())
     except (AttributeError, TypeError, ValueError):
         return None
     normalizer, pre, model = (state.get(k) or {} for k in ("normalizer", "pre_tokenizer",
                                                           "model"))
+    added = state.get("added_tokens") or []
     if (normalizer.get("type") != "BertNormalizer" or not normalizer.get("clean_text")
-            or pre.get("type") != "BertPreTokenizer" or model.get("type") != "WordPiece"):
+            or pre.get("type") != "BertPreTokenizer" or model.get("type") != "WordPiece"
+            or any(t.get("normalized") for t in added)):
         return None
     return {"lowercase": bool(normalizer.get("lowercase")),
-            "added": [t["content"] for t in state.get("added_tokens") or []]}
+            "added": [t["content"] for t in added]}
 
 
 class WordPieces:
