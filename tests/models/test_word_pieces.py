@@ -10,10 +10,10 @@ import copy
 import random
 
 import pytest
-from tokenizers import normalizers
+from tokenizers import AddedToken, normalizers
 
 from tests.conftest import SHARED_DATA
-from transforms.models import loading
+from transforms.models import loading, word_pieces
 from transforms.models.encoding import SegmentEncoder
 from transforms.models.word_pieces import WordPieces, backend_ids
 from transforms.training import evouna
@@ -94,6 +94,45 @@ def test_memo_is_bounded_and_keeps_a_calls_words(tokenizer):
         assert [x.tolist() for x in words.ids(batch)] == backend_ids(
             tokenizer.backend_tokenizer, batch)
         assert len(words._memo) <= max(40, len({w for t in batch for w in t.split()}))
+
+
+def test_added_tokens_starting_with_a_titlecase_letter(tokenizer):
+    """A cased tokenizer learns `ǅ` as part of a word; its added token `ǅx` (whose first
+    letter is neither its own lower nor upper case) is still found."""
+    cased = copy.deepcopy(tokenizer)
+    cased.backend_tokenizer.normalizer = normalizers.BertNormalizer(lowercase=False)
+    cased.add_tokens([AddedToken("ǅx", normalized=False)])
+    words = WordPieces.of(cased)
+    texts = ["ǅx", "a ǅx b", "ǅ", "ǆx ǄX"]
+    assert words is not None
+    assert [x.tolist() for x in words.ids(texts)] == backend_ids(cased.backend_tokenizer,
+                                                                  texts)
+
+
+def test_characters_learnt_in_one_call_make_the_split_once(tokenizer):
+    words = WordPieces.of(tokenizer)
+    made = []
+    pattern = word_pieces._split_pattern
+    word_pieces._split_pattern = lambda *a: made.append(1) or pattern(*a)
+    try:
+        texts = ["".join(chr(c) for c in range(0x4E00 + 50 * i, 0x4E00 + 50 * (i + 1)))
+                 for i in range(20)] + ["a\u3000b\u2009c"]
+        got = words.ids(texts)
+    finally:
+        word_pieces._split_pattern = pattern
+    assert len(made) == 1 and len(words._chars) >= 1000
+    assert [x.tolist() for x in got] == backend_ids(tokenizer.backend_tokenizer, texts)
+
+
+def test_the_table_of_characters_starts_again_when_full(tokenizer, monkeypatch):
+    monkeypatch.setattr(word_pieces, "MAX_CHARACTERS", 30)
+    words = WordPieces.of(tokenizer)
+    texts = ["".join(chr(c) for c in range(0x4E00 + 20 * i, 0x4E00 + 20 * (i + 1))) + "\xa0x"
+             for i in range(5)]
+    for text in texts:
+        assert words.ids([text])[0].tolist() == backend_ids(tokenizer.backend_tokenizer,
+                                                            [text])[0]
+        assert len(words._chars) <= 30 + 21
 
 
 def test_a_tokenizer_without_added_tokens(tokenizer):

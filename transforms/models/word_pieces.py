@@ -15,14 +15,16 @@ tokenizer's model. The ids are the tokenizer's own, for these texts:
   as a word of its own (curly quotes, dashes, CJK ideographs), with the ids it gives, one
   it leaves as it is within the word around it (`ł`, `σ`, `£`), or a letter its
   normaliser turns into ASCII letters or digits (`é` -> `e` for an uncased tokenizer,
-  which strips accents). Text with any other character (a control or format character, a
-  combining mark, a capital its normaliser lowercases to a non-ASCII letter) goes to the
-  tokenizer's own call, whole.
+  which strips accents). Text with any other character goes to the tokenizer's own call,
+  whole: a control or format character, a combining mark, a capital lowered to a
+  non-ASCII letter, a syllable the normaliser decomposes (Hangul), private-use and
+  unassigned code points. The table of characters is bounded (`MAX_CHARACTERS`).
 - **Added tokens** (`[SEP]`, `[MASK]`, ...), which the tokenizer matches before it splits:
   a text holding one, in any case, goes to the tokenizer's own call.
 - **Checked on load.** Other tokenizers (RoBERTa's byte-level BPE, normalizers other
-  than BERT's, added tokens matched after normalising) get no `WordPieces` (`WordPieces.of` gives None), nor does one whose ids
-  differ from its own call's on probe texts.
+  than BERT's, added tokens matched after normalising) get no `WordPieces`
+  (`WordPieces.of` gives None), nor does one whose ids differ from its own call's on
+  probe texts.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ import numpy as np
 
 # distinct words kept between calls; the memo is emptied when full (as the segment memo)
 DEFAULT_MEMO_SIZE = 200_000
+# non-ASCII characters learnt; the table starts again when it holds more
+MAX_CHARACTERS = 20_000
 _NON_ASCII = re.compile(r"[^\x00-\x7f]")
 # ASCII control characters: BERT's cleaning removes most and makes some spaces
 _ASCII_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
@@ -60,7 +64,8 @@ def _split_pattern(spaces: set[str], joins: set[str]) -> re.Pattern:
 
 def backend_ids(backend: Any, texts: list[str]) -> list[list[int]]:
     """Each text's ids from the Rust tokenizer, no special tokens, truncation or padding
-    (a checkpoint's saved settings switched off): the batch call that computes no
+    (a checkpoint's saved settings are switched off on the backend for good; transformers'
+    own call sets its settings again on every call): the batch call that computes no
     character offsets (only the ids are read: the same ids, about a fifth less time per
     text and a cheaper drop of the encodings), where the tokenizer has it."""
     if backend.truncation is not None:
@@ -95,8 +100,8 @@ class WordPieces:
     """Word-piece ids of texts, word by word through a memo (see the module docstring).
 
     Args:
-        backend: the Rust tokenizer (`tokenizers.Tokenizer`) of a BERT-style fast tokenizer,
-            with no truncation or padding set.
+        backend: the Rust tokenizer (`tokenizers.Tokenizer`) of a BERT-style fast tokenizer
+            (its truncation and padding are switched off, as `backend_ids` says).
         lowercase: whether its normalizer lowercases.
         added: its added tokens' texts.
         memo_size: distinct words kept between calls.
@@ -111,14 +116,15 @@ class WordPieces:
                        if added else None)
         # the characters an added token can start with: a text with none needs no search
         self._added_first = re.compile("[" + "".join(
-            re.escape(c) for t in added for c in {t[0].lower(), t[0].upper()}) + "]"
-            ) if added else None
+            re.escape(c) for t in added for c in {t[0], t[0].lower(), t[0].upper()}) + "]",
+            re.IGNORECASE) if added else None
         self.memo_size = memo_size
         self._memo: dict[str, tuple[int, ...]] = {}
         self._chars: dict[str, str | None] = {}  # non-ASCII character -> its kind
         self._spaces: set[str] = set()  # the characters learnt to be spaces
         self._joins: set[str] = set()  # ... and to be parts of words, as they are
         self._split = _split_pattern(self._spaces, self._joins)  # the word regex
+        self._stale = False  # a space or joining character learnt since it was made
         self._own: dict[str, tuple[int, ...]] = {}  # ids of the word-of-its-own kind
         self._letters: dict[int, str] = {}  # str.translate's table of the letter kind
         self._letter = tuple(backend_ids(backend, ["a"])[0])
@@ -168,8 +174,7 @@ class WordPieces:
                   == [alone, twice, between]):
                 kind = _LETTER
                 self._letters[ord(char)] = plain
-            if kind in (_SPACE, _JOINS):
-                self._split = _split_pattern(self._spaces, self._joins)
+            self._stale = self._stale or kind in (_SPACE, _JOINS)
             self._chars[char] = kind
         return self._chars[char]
 
@@ -185,11 +190,13 @@ class WordPieces:
                 kind = kinds[c] if c in kinds else self._kind(c)
                 if kind is None:
                     return None
-                letters = letters or kind is _LETTER
+                letters = letters or kind == _LETTER
             if letters:
                 text = text.translate(self._letters)
         if _ASCII_CONTROL.search(text):
             return None
+        if self._stale:  # once for all the characters learnt since
+            self._split, self._stale = _split_pattern(self._spaces, self._joins), False
         return self._split.findall(text.lower() if self._lowercase else text)
 
     def _learn(self, words: list[str]) -> None:
@@ -210,9 +217,22 @@ class WordPieces:
             own = self._own.get(w)
             memo[w] = own if own is not None else tuple(t.id for t in tokenize(w))
 
+    def _learn_characters(self, texts: Sequence[str]) -> None:
+        """Learns every non-ASCII character of the texts not yet known (the word regex is
+        then made again once, not once a character); a table past `MAX_CHARACTERS`
+        characters starts again first."""
+        if len(self._chars) > MAX_CHARACTERS:
+            self._chars, self._own, self._letters = {}, {}, {}
+            self._spaces, self._joins, self._stale = set(), set(), True
+        known = self._chars
+        for c in {c for t in texts if not t.isascii() for c in _NON_ASCII.findall(t)}:
+            if c not in known:
+                self._kind(c)
+
     def ids(self, texts: Sequence[str]) -> list[np.ndarray]:
         """Each text's word-piece ids (int64), no special tokens, no truncation: the
         tokenizer's own ids."""
+        self._learn_characters(texts)
         split = [self._words(t) for t in texts]
         out: list[np.ndarray | None] = [None] * len(texts)
         known = [(i, w) for i, w in enumerate(split) if w is not None]
