@@ -31,7 +31,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from tests.bench.bench_rescoring import REPO, checkout
+from tests.bench.bench_rescoring import REPO, checkout, remove_checkout
 from tests.bench.progress_span import steady_span
 
 GOAL = 1.5
@@ -107,9 +107,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"{rates[args.baseline]:,.0f} rows/s after start-up: {ratio:.3f}x"
                   + (f" (cores {cores})" if cores else " (one after the other)"), flush=True)
     finally:
-        if (tmp / "baseline").exists():
-            subprocess.run(["git", "worktree", "remove", "--force", str(tmp / "baseline")],
-                           cwd=REPO, capture_output=True)
+        remove_checkout(tmp / "baseline")
         shutil.rmtree(tmp, ignore_errors=True)
     median = statistics.median(r["ratio"] for r in results["rounds"])
     results["median_ratio"] = median

@@ -148,6 +148,13 @@ def checkout(ref: str, where: Path) -> Path:
     return where
 
 
+def remove_checkout(where: Path) -> None:
+    """Removes a `checkout`, if it was made."""
+    if where.exists():
+        subprocess.run(["git", "worktree", "remove", "--force", str(where)], cwd=REPO,
+                       capture_output=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=200_000)
@@ -199,9 +206,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"    incremental / full_2 = {got['ratio']:.3f} (target at most "
                       f"{TARGETS[case]}), equal to full: {got['equal_to_full']}", flush=True)
     finally:
-        if args.baseline and (tmp / "baseline").exists():
-            subprocess.run(["git", "worktree", "remove", "--force", str(tmp / "baseline")],
-                           cwd=REPO, capture_output=True)
+        remove_checkout(tmp / "baseline")
         shutil.rmtree(tmp, ignore_errors=True)
     Path(args.out, "rescoring.json").write_text(json.dumps(results, indent=2))
     this = {case: sides["this"] for case, sides in results["cases"].items()}

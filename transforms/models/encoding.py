@@ -33,7 +33,7 @@ import numpy as np
 
 from transforms.models import layouts
 from transforms.models.batching import TokenBatch
-from transforms.models.word_pieces import WordPieces, backend_ids
+from transforms.models.word_pieces import WordPieces, backend_ids, make_room
 
 # Distinct segments kept between calls; the memo is emptied when it is full (a bounded
 # cache with no per-hit bookkeeping). 100,000 segments of 40 word-pieces: about 30 MB.
@@ -114,10 +114,7 @@ class SegmentEncoder:
             found = dict(zip(new, self._tokenize(new)))
             if not self.memo_size:
                 return found
-            if len(memo) + len(new) > self.memo_size:
-                kept = {t: memo[t] for t in distinct if t in memo}
-                memo.clear()
-                memo.update(kept)
+            make_room(memo, distinct, len(new), self.memo_size)
             memo.update(found)
         return memo
 

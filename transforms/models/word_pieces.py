@@ -3,9 +3,9 @@
 A BERT-style fast tokenizer (`BertNormalizer`, `BertPreTokenizer`, `WordPiece`: BERT's,
 MiniLM's) turns a text into ids word by word: it cleans and lowercases the text, splits it
 at whitespace and around every punctuation character, and gives each word its word
-pieces, whatever its neighbours. Its batch call costs 20-50 µs for a 120-character model
-answer on the 2-core machine, while a corpus of model outputs repeats its words far more
-than its texts (EVOUNA-TQ's answers made new 100,000 times hold 16,131 distinct words). `WordPieces` splits a text into the same words in Python (one regex over the
+pieces, whatever its neighbours. Its batch call costs 18.5-50 µs for a 120-character
+model answer on the 2-core machine, while a corpus of model outputs repeats its words far
+more than its texts (EVOUNA-TQ's answers made new 100,000 times hold about 16,000). `WordPieces` splits a text into the same words in Python (one regex over the
 lowered text) and looks each word up in a bounded memo; only new words reach the
 tokenizer's model. The ids are the tokenizer's own, for these texts:
 
@@ -32,7 +32,7 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from itertools import chain
 from typing import Any
 
@@ -51,6 +51,15 @@ _PROBES = ("The Chipmunks were created by Ross Bagdasarian Sr. (1919–1972), a.
            "“David Seville”.", "x" * 120 + " ok", "Tab\tand\nnew\r\nlines; 3.5% of $1,000!",
            "[SEP] not [sep] a [MASK]x", "café naïve İstanbul ﬁne 東京 😀 a\u00a0b",
            "a\x0bb\x0cc\x00d\u200be\u0301f", "Łódź £5, σ² at 10°C: Straße", "")
+
+
+def make_room(memo: dict, wanted: Iterable, new: int, size: int) -> None:
+    """Empties a bounded memo that `new` more entries would take past `size`, keeping the
+    `wanted` keys it holds (the caller's own): no bookkeeping per hit."""
+    if len(memo) + new > size:
+        kept = {k: memo[k] for k in wanted if k in memo}
+        memo.clear()
+        memo.update(kept)
 
 
 def _split_pattern(spaces: set[str], joins: set[str]) -> re.Pattern:
@@ -115,9 +124,9 @@ class WordPieces:
         self._added = (re.compile("|".join(map(re.escape, added)), re.IGNORECASE)
                        if added else None)
         # the characters an added token can start with: a text with none needs no search
-        self._added_first = re.compile("[" + "".join(
-            re.escape(c) for t in added for c in {t[0], t[0].lower(), t[0].upper()}) + "]",
-            re.IGNORECASE) if added else None
+        self._added_first = re.compile(
+            "[" + "".join({re.escape(t[0]) for t in added}) + "]", re.IGNORECASE
+        ) if added else None
         self.memo_size = memo_size
         self._memo: dict[str, tuple[int, ...]] = {}
         self._chars: dict[str, str | None] = {}  # non-ASCII character -> its kind
@@ -178,15 +187,15 @@ class WordPieces:
             self._chars[char] = kind
         return self._chars[char]
 
-    def _words(self, text: str) -> list[str] | None:
+    def _words(self, text: str, chars: set[str] | None = None) -> list[str] | None:
         """The text's words as the tokenizer splits them, or None when the text goes to
-        the tokenizer whole."""
+        the tokenizer whole (`chars`: its non-ASCII characters, when already found)."""
         if self._added is not None and self._added_first.search(text) \
                 and self._added.search(text):
             return None
         if not text.isascii():
             kinds, letters = self._chars, False
-            for c in {*_NON_ASCII.findall(text)}:
+            for c in chars if chars is not None else {*_NON_ASCII.findall(text)}:
                 kind = kinds[c] if c in kinds else self._kind(c)
                 if kind is None:
                     return None
@@ -208,32 +217,30 @@ class WordPieces:
         new = [w for w in distinct if w not in memo]
         if not new:
             return
-        if len(memo) + len(new) > self.memo_size:
-            kept = {w: memo[w] for w in distinct if w in memo}
-            memo.clear()
-            memo.update(kept)
+        make_room(memo, distinct, len(new), self.memo_size)
         tokenize = self._backend.model.tokenize
         for w in new:
             own = self._own.get(w)
             memo[w] = own if own is not None else tuple(t.id for t in tokenize(w))
 
-    def _learn_characters(self, texts: Sequence[str]) -> None:
+    def _learn_characters(self, texts: Sequence[str]) -> list[set[str] | None]:
         """Learns every non-ASCII character of the texts not yet known (the word regex is
-        then made again once, not once a character); a table past `MAX_CHARACTERS`
-        characters starts again first."""
+        then made again once, not once a character), a table past `MAX_CHARACTERS`
+        characters starting again first; each text's non-ASCII characters (None: none)."""
         if len(self._chars) > MAX_CHARACTERS:
             self._chars, self._own, self._letters = {}, {}, {}
             self._spaces, self._joins, self._stale = set(), set(), True
+        chars = [None if t.isascii() else {*_NON_ASCII.findall(t)} for t in texts]
         known = self._chars
-        for c in {c for t in texts if not t.isascii() for c in _NON_ASCII.findall(t)}:
+        for c in set().union(*filter(None, chars)):
             if c not in known:
                 self._kind(c)
+        return chars
 
     def ids(self, texts: Sequence[str]) -> list[np.ndarray]:
         """Each text's word-piece ids (int64), no special tokens, no truncation: the
         tokenizer's own ids."""
-        self._learn_characters(texts)
-        split = [self._words(t) for t in texts]
+        split = list(map(self._words, texts, self._learn_characters(texts)))
         out: list[np.ndarray | None] = [None] * len(texts)
         known = [(i, w) for i, w in enumerate(split) if w is not None]
         if known:
