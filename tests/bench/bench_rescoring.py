@@ -20,7 +20,9 @@ added) with `--previous_run` = night 1; `full_2` scores night 2 whole. The score
 `incremental` must equal `full_2`'s row for row (lexical metrics exactly; the zero-cost
 judge gives every row the same value; the real forward passes within 1e-5, since a row's
 padding differs between the two runs' batches). Targets: incremental at most 0.5x
-`full_2` (lexical), 0.15x (judge).
+`full_2` (lexical), 0.15x (judge). Each side also runs night 2's first row alone
+(`start_up`) and prints the ratio past start-up and the floor start-up sets: the ratio
+if every old row cost nothing.
 
 `--baseline REF` runs the same commands on a checkout of REF (a git worktree in a
 temporary folder, the same interpreter) in the same run, side by side. Results on stdout
@@ -119,12 +121,30 @@ def scores_of(prefix: Path, columns: list[str]) -> pd.DataFrame:
     return frame.sort_values("row_key").reset_index(drop=True)
 
 
+def past_start_up(run: dict, new_share: float) -> dict:
+    """What start-up bounds: the ratio of the runs' times past start-up (`start_up`: a
+    one-row run of the same command), and `floor`, the ratio if every old row cost
+    nothing (start-up plus the new rows' share of `full_2` past start-up)."""
+    start, full = run["start_up"], run["full_2"]
+    if full <= start:
+        return {"past_start_up": None, "floor": None}
+    return {"past_start_up": round((run["incremental"] - start) / (full - start), 3),
+            "floor": round((start + new_share * (full - start)) / full, 3)}
+
+
 def nights(code: Path, night1: str, night2: str, metrics: list[str], out: Path,
            extra: list[str], zero_cost: bool, atol: float = 0.0) -> dict:
-    """full (night 1), incremental (night 2 from it), full_2 (night 2) with the code at
-    `code`; their times, the ratio and whether the two night-2 runs agree."""
+    """start_up (night 2's first row), full (night 1), incremental (night 2 from it),
+    full_2 (night 2) with the code at `code`; their times, the ratio, what start-up
+    bounds (`past_start_up`) and whether the two night-2 runs agree."""
+    with open(night2, encoding="utf-8") as f:
+        lines = f.readlines()
+    one = out / "one_row.jsonl"
+    one.write_text(lines[0], encoding="utf-8")
+    with open(night1, encoding="utf-8") as f:
+        new_share = 1 - len(set(lines) & set(f)) / len(lines)
     run = {}
-    for name, data, more in (("full", night1, []),
+    for name, data, more in (("start_up", str(one), []), ("full", night1, []),
                              ("incremental", night2, [f"--previous_run={out / 'full'}"]),
                              ("full_2", night2, [])):
         run[name] = qa_score(code, [f"--input={data}", f"--output={out / name}",
@@ -139,6 +159,7 @@ def nights(code: Path, night1: str, night2: str, metrics: list[str], out: Path,
         and np.allclose(inc[metrics].to_numpy(float), full[metrics].to_numpy(float),
                         atol=atol, equal_nan=True))
     return {"wall_s": run, "ratio": round(run["incremental"] / run["full_2"], 3),
+            **past_start_up(run, new_share), "new_share": round(new_share, 4),
             "equal_to_full": bool(equal), "carried": carried}
 
 
@@ -204,7 +225,10 @@ def main(argv: list[str] | None = None) -> int:
                 got = nights(code, *inputs[case], metrics, out, extra, zero, atol)
                 results["cases"][case][side] = got
                 print(f"    incremental / full_2 = {got['ratio']:.3f} (target at most "
-                      f"{TARGETS[case]}), equal to full: {got['equal_to_full']}", flush=True)
+                      f"{TARGETS[case]}), equal to full: {got['equal_to_full']}; past "
+                      f"start-up {got['past_start_up']}, with old rows free "
+                      f"{got['floor']} ({got['new_share']:.1%} of night 2's rows new)",
+                      flush=True)
     finally:
         remove_checkout(tmp / "baseline")
         shutil.rmtree(tmp, ignore_errors=True)

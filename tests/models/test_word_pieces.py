@@ -56,7 +56,7 @@ def test_ids_equal_the_tokenizers_on_real_texts(tokenizer, texts):
     expected = backend_ids(tokenizer.backend_tokenizer, texts)
     assert [x.tolist() for x in words.ids(texts)] == expected
     assert [x.tolist() for x in words.ids(texts)] == expected  # from the memo
-    split = sum(words._words(t) is not None for t in texts)
+    split = sum(words.split(t) is not None for t in texts)
     assert split > 0.95 * len(texts)  # nearly all split in Python, not sent whole
 
 
@@ -67,7 +67,7 @@ def test_ids_equal_the_tokenizers_on_odd_characters(tokenizer):
     expected = backend_ids(tokenizer.backend_tokenizer, odd)
     for text, mine, own in zip(odd, got, expected):
         assert mine.tolist() == own, repr(text)
-    assert sum(words._words(t) is not None for t in odd) > 1000  # the split path is tested
+    assert sum(words.split(t) is not None for t in odd) > 1000  # the split path is tested
 
 
 def test_characters_are_learnt_from_the_tokenizer(tokenizer):
@@ -77,12 +77,13 @@ def test_characters_are_learnt_from_the_tokenizer(tokenizer):
     assert kinds == {"\xa0": " ", "\u3000": " ", "’": "word", "–": "word", "東": "word",
                      "é": "letter", "É": "letter", "İ": "letter", "ß": "joins", "\u0301": None,
                      "\u200b": None, "😀": "joins", "ł": "joins", "£": "joins", "Ł": None}
-    assert words._words("a\xa0b’s [SEP]") is None  # an added token: the whole text
-    assert words._words("a\xa0B’s") == ["a", "b", "’", "s"]
-    assert words._words("Café–Éclair") == ["cafe", "–", "eclair"]
-    assert words._words("£5 Wrocław") == ["£5", "wrocław"]
-    assert words._words("Straße") == ["straße"] and words._words("cafe\u0301") is None
-    assert words._words("a\x0bb") is None
+    assert words.split("a\xa0b’s [SEP]") is None  # an added token: the whole text
+    assert words.split("a [sep]") == ["a", "[", "sep", "]"]  # not one: matched as written
+    assert words.split("a\xa0B’s") == ["a", "b", "’", "s"]
+    assert words.split("Café–Éclair") == ["cafe", "–", "eclair"]
+    assert words.split("£5 Wrocław") == ["£5", "wrocław"]
+    assert words.split("Straße") == ["straße"] and words.split("cafe\u0301") is None
+    assert words.split("a\x0bb") is None
 
 
 def test_memo_is_bounded_and_keeps_a_calls_words(tokenizer):
@@ -107,6 +108,15 @@ def test_added_tokens_starting_with_a_titlecase_letter(tokenizer):
     assert words is not None
     assert [x.tolist() for x in words.ids(texts)] == backend_ids(cased.backend_tokenizer,
                                                                   texts)
+
+
+def test_an_added_token_of_one_character(tokenizer):
+    one = copy.deepcopy(tokenizer)
+    one.add_tokens([AddedToken("¤", normalized=False)])
+    words = WordPieces.of(one)
+    texts = ["5¤ a", "¤", "no sign"]
+    assert words is not None and words.split("5¤ a") is None
+    assert [x.tolist() for x in words.ids(texts)] == backend_ids(one.backend_tokenizer, texts)
 
 
 def test_characters_learnt_in_one_call_make_the_split_once(tokenizer):
@@ -154,3 +164,82 @@ def test_other_tokenizers_get_none(tokenizer):
     assert SegmentEncoder(tokenizer, 64)._words is not None
     assert SegmentEncoder(other, 64)._words is None
     assert SegmentEncoder(tokenizer, 64, memo_size=0)._words is None
+
+
+def test_make_room_empties_only_a_memo_that_would_overflow():
+    memo = {"a": 1, "b": 2}
+    word_pieces.make_room(memo, ["a"], new=1, size=3)  # just fits
+    assert memo == {"a": 1, "b": 2}
+    word_pieces.make_room(memo, ["a", "z"], new=2, size=3)
+    assert memo == {"a": 1}
+
+
+def test_ids_of_a_first_call_that_learns_one_space(tokenizer):
+    # ids are int64 arrays; the word regex knows the space learnt by this very call
+    for text in ("a\u00a0b", "x\u3000y z"):
+        words = WordPieces.of(tokenizer)
+        words._chars.clear()
+        words._spaces.clear()
+        words._stale = True
+        words.ids(["plain"])  # the regex made, of no space
+        (got,) = words.ids([text])
+        assert got.dtype == "int64"
+        assert got.tolist() == backend_ids(tokenizer.backend_tokenizer, [text])[0]
+        assert words.split(text) == text.replace("\u00a0", " ").replace("\u3000", " ").split()
+
+
+def test_a_word_of_its_own_keeps_the_ids_its_normal_form_gets(tokenizer):
+    """U+037E (Greek question mark) is NFD-normalised to `;`: a word of its own whose ids
+    are `;`'s, not the WordPiece model's for the raw character."""
+    words = WordPieces.of(tokenizer)
+    texts = ["why\u037e", "a\u0387b", "\u037e"]
+    assert words.split("why\u037e") == ["why", "\u037e"]
+    assert [x.tolist() for x in words.ids(texts)] == backend_ids(tokenizer.backend_tokenizer,
+                                                                  texts)
+
+
+def test_a_cased_tokenizer_learns_capitals_as_they_are(tokenizer):
+    cased = copy.deepcopy(tokenizer)
+    cased.backend_tokenizer.normalizer = normalizers.BertNormalizer(
+        lowercase=False, strip_accents=False)
+    words = WordPieces.of(cased)
+    assert words is not None and words._letter == tuple(backend_ids(
+        cased.backend_tokenizer, ["a"])[0])
+    kinds = {c: words._kind(c) for c in ("Ł", "ł", "É", "Σ", "\xa0", "’")}
+    assert kinds == {"Ł": "joins", "ł": "joins", "É": "joins", "Σ": "joins", "\xa0": " ",
+                     "’": "word"}
+    texts = ["Łódź É Σx", "Wrocław’s ÉCLAIR"]
+    assert [x.tolist() for x in words.ids(texts)] == backend_ids(cased.backend_tokenizer,
+                                                                  texts)
+    cased.backend_tokenizer.normalizer = normalizers.BertNormalizer(
+        lowercase=False, strip_accents=True)  # capitals lose their accents, as they are
+    stripped = WordPieces.of(cased)
+    assert [stripped._kind(c) for c in "Éé"] == ["letter", "letter"]
+    assert stripped.split("ÉCLAIR é") == ["ECLAIR", "e"]
+
+
+def test_the_table_of_characters_starts_again_only_past_its_size(tokenizer, monkeypatch):
+    monkeypatch.setattr(word_pieces, "MAX_CHARACTERS", 3)
+    words = WordPieces.of(tokenizer)
+    words._chars.clear()
+    words.ids(["東京都"])
+    words.ids(["大"])  # 3 learnt: not past the size
+    assert set(words._chars) == set("東京都大")
+    words.ids(["阪"])
+    assert set(words._chars) == {"阪"}
+
+
+@pytest.mark.parametrize("change", ["no_clean_text", "whitespace_split", "word_level"])
+def test_tokenizers_with_another_component_get_none(tokenizer, change):
+    from tokenizers import models, pre_tokenizers
+
+    other = copy.deepcopy(tokenizer)
+    backend = other.backend_tokenizer
+    if change == "no_clean_text":
+        backend.normalizer = normalizers.BertNormalizer(clean_text=False)
+    elif change == "whitespace_split":
+        backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    else:
+        backend.model = models.WordLevel(backend.get_vocab(), unk_token="[UNK]")
+    assert word_pieces._components(backend) is None and WordPieces.of(other) is None
+    assert word_pieces._components(tokenizer.backend_tokenizer) is not None

@@ -14,6 +14,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing import test_pipeline
 from apache_beam.testing.util import assert_that, equal_to
 
+from tests.dofns import step_labels
 from tests.runners import RUNNER_ARGS
 from tests.scoring.test_corpus_stats import _examples, _keyed, _whole_table
 from transforms.metrics.base import QAExample
@@ -134,6 +135,12 @@ def test_a_broken_table_file_is_an_error_that_names_it(tmp_path):
         np.save(f, np.zeros(2, np.uint8))
     with pytest.raises(RuntimeError, match="3 uint64 hashes, 2 frequencies"):
         read_table(uneven)
+    pickled = str(tmp_path / "pickled")  # an object array would run code when loaded
+    with open(pickled, "wb") as f:
+        np.save(f, np.array([{"x": 1}], dtype=object), allow_pickle=True)
+        np.save(f, np.zeros(1, np.uint8))
+    with pytest.raises(RuntimeError, match="frequencies in .*pickled: Object arrays"):
+        read_table(pickled)
 
 
 def test_tables_are_read_once_per_process_while_held(tmp_path, monkeypatch):
@@ -151,6 +158,9 @@ def test_tables_are_read_once_per_process_while_held(tmp_path, monkeypatch):
     gc.collect()
     shared_tables(files)  # no holder was left: read again
     assert len(reads) == 12
+    held = shared_tables(files)
+    fewer = shared_tables(files[:2])  # other files, while those are held: other tables
+    assert set(fewer) == {(0, 0, 0), (0, 0, 1)} and len(reads) == 20 and len(held) == 6
     (tmp_path / "other.npy").write_bytes(b"")  # not the run's: left
     remove_files(None, names)
     assert [p.name for p in tmp_path.iterdir()] == ["other.npy"]
@@ -250,3 +260,63 @@ def test_a_local_run_reads_tables_and_another_runner_joins(tmp_path):
     assert "WriteFrequencyTables" in local and "RemoveFrequencyTables" in local
     assert not any(label.startswith("GroupRequestsByShard") for label in local)
     assert "GroupRequestsByShard0" in elsewhere and "WriteFrequencyTables" not in elsewhere
+
+
+def test_table_frequencies_read_every_corpus_with_a_table():
+    hashes = np.array([2, 5, 9], dtype=np.uint64)
+    tables = {(0, 1, 3): (hashes, np.array([4, 2, 300], dtype=np.uint16))}
+
+    class Reads:  # corpus 0 has no table in shard 3; corpus 1 reads the whole request
+        keys = (0, 1)
+
+        @staticmethod
+        def read_in(key, n):
+            return np.ones(n, dtype=bool)
+
+    request = np.array([1, 5, 9], dtype=np.uint64)
+    ((key, found, dfs),) = table_frequencies(tables)(0, 3, request, Reads())
+    assert key == 1 and found.tolist() == [5, 9]
+    assert dfs.tolist() == [2, 300] and dfs.dtype == np.int64
+
+
+@pytest.mark.slow
+@pytest.mark.mutation
+def test_frequency_tables_are_written_summed_or_from_partial_counts(tmp_path):
+    """`WriteFrequencyTables`: summed tables (a statistics file's) are written as they
+    are; partial counts are summed per key and keep the n-grams with df >= 2."""
+    from transforms.scoring.statistics.frequency_files import WriteFrequencyTables
+
+    u64, u8 = np.uint64, np.uint8
+    summed = [((0, 1, 0), (np.array([3, 7], u64), np.array([1, 9], np.uint16)))]
+    partial = [((0, 2, 1), (np.array([3, 7], u64), np.array([1, 1], u8))),
+               ((0, 2, 1), (np.array([7, 8], u64), np.array([2, 1], u8))),
+               ((1, 2, 0), (np.array([4], u64), np.array([5], u8)))]
+    got = {}
+    for name, elements, is_summed in (("summed", summed, True), ("partial", partial, False)):
+        names = TableFileNames(str(tmp_path / name), _temp(name))
+        with test_pipeline.TestPipeline(argv=RUNNER_ARGS["direct_in_process"]) as pipeline:
+            files = (pipeline | beam.Create(elements)
+                     | WriteFrequencyTables(names, summed=is_summed))
+            assert_that(files | beam.Keys(), equal_to(sorted({k for k, _ in elements})))
+        got[name] = {tuple(int(v) for v in p.name.split(".")[1].split("-")[1:]):
+                     read_table(str(p))
+                     for p in tmp_path.iterdir() if p.name.startswith(name)
+                     and p.name.split(".")[2] == "npy"}
+    assert {k: (h.tolist(), d.tolist()) for k, (h, d) in got["summed"].items()} == {
+        (0, 1, 0): ([3, 7], [1, 9])}
+    assert {k: (h.tolist(), d.tolist()) for k, (h, d) in got["partial"].items()} == {
+        (0, 2, 1): ([7], [3]), (1, 2, 0): ([4], [5])}
+
+
+def test_frequency_tables_have_stable_step_names(tmp_path):
+    from transforms.scoring.statistics.frequency_files import WriteFrequencyTables
+
+    names = TableFileNames(str(tmp_path / "run"), _temp("r1"))
+    pipeline = beam.Pipeline()
+    tables = pipeline | beam.Create([])
+    _ = tables | "Summed" >> WriteFrequencyTables(names, summed=True)
+    _ = tables | "Partial" >> WriteFrequencyTables(names, summed=False)
+    assert {label for label in step_labels(pipeline) if label.count("/") == 1
+            and not label.startswith("Create")} == {
+        "Summed/WriteTables", "Partial/WritePartialTables", "Partial/GroupPartialTables",
+        "Partial/SumPartialTables"}

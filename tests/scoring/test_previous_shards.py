@@ -123,6 +123,18 @@ def test_the_combine_compacts_and_merges_parts():
     assert sorted(table.keys.tolist()) == sorted(keys_of("a", "b", "c", "d").tolist())
 
 
+def test_the_combine_compacts_at_its_size_and_keeps_the_width_of_an_empty_shard():
+    fn = TablesCombineFn(3)
+    empty = (keys_of()[:0], np.empty((0, 3)))
+    acc = fn.create_accumulator()
+    for _ in range(fn._COMPACT - 1):
+        acc = fn.add_input(acc, empty)
+    assert len(acc) == fn._COMPACT - 1
+    acc = fn.add_input(acc, empty)  # the size reached: one part
+    assert len(acc) == 1 and acc[0][1].shape == (0, 3)
+    assert fn.extract_output(fn.create_accumulator()).values.shape == (0, 3)
+
+
 def _previous_run(tmp_path, fmt: str, second_key: str | None = None) -> str:
     prefix = str(tmp_path / "old")
     key = content_key(QAExample("a", ("r",)))

@@ -19,8 +19,8 @@ tokenizer's model. The ids are the tokenizer's own, for these texts:
   whole: a control or format character, a combining mark, a capital lowered to a
   non-ASCII letter, a syllable the normaliser decomposes (Hangul), private-use and
   unassigned code points. The table of characters is bounded (`MAX_CHARACTERS`).
-- **Added tokens** (`[SEP]`, `[MASK]`, ...), which the tokenizer matches before it splits:
-  a text holding one, in any case, goes to the tokenizer's own call.
+- **Added tokens** (`[SEP]`, `[MASK]`, ...), which the tokenizer matches as written (case
+  included) before it splits: a text holding one goes to the tokenizer's own call.
 - **Checked on load.** Other tokenizers (RoBERTa's byte-level BPE, normalizers other
   than BERT's, added tokens matched after normalising) get no `WordPieces`
   (`WordPieces.of` gives None), nor does one whose ids differ from its own call's on
@@ -121,19 +121,18 @@ class WordPieces:
         self._backend = backend
         self._lowercase = lowercase
         added = [t for t in added if t]
-        self._added = (re.compile("|".join(map(re.escape, added)), re.IGNORECASE)
-                       if added else None)
+        # matched as written, as the tokenizer matches a token it does not normalise
+        self._added = re.compile("|".join(map(re.escape, added))) if added else None
         # the characters an added token can start with: a text with none needs no search
         self._added_first = re.compile(
-            "[" + "".join({re.escape(t[0]) for t in added}) + "]", re.IGNORECASE
-        ) if added else None
+            "[" + "".join({re.escape(t[0]) for t in added}) + "]") if added else None
         self.memo_size = memo_size
         self._memo: dict[str, tuple[int, ...]] = {}
         self._chars: dict[str, str | None] = {}  # non-ASCII character -> its kind
         self._spaces: set[str] = set()  # the characters learnt to be spaces
         self._joins: set[str] = set()  # ... and to be parts of words, as they are
-        self._split = _split_pattern(self._spaces, self._joins)  # the word regex
-        self._stale = False  # a space or joining character learnt since it was made
+        self._split: re.Pattern | None = None  # the word regex, made on the first split
+        self._stale = True  # a space or joining character learnt since it was made
         self._own: dict[str, tuple[int, ...]] = {}  # ids of the word-of-its-own kind
         self._letters: dict[int, str] = {}  # str.translate's table of the letter kind
         self._letter = tuple(backend_ids(backend, ["a"])[0])
@@ -143,7 +142,7 @@ class WordPieces:
         """`WordPieces` for a transformers fast tokenizer with BERT's components whose ids
         equal its own call's on the probe texts; None for any other."""
         backend = getattr(tokenizer, "backend_tokenizer", None)
-        found = _components(backend) if backend is not None else None
+        found = _components(backend)
         if found is None:
             return None
         words = cls(backend, found["lowercase"], found["added"], memo_size)
@@ -187,16 +186,20 @@ class WordPieces:
             self._chars[char] = kind
         return self._chars[char]
 
-    def _words(self, text: str, chars: set[str] | None = None) -> list[str] | None:
+    def split(self, text: str) -> list[str] | None:
         """The text's words as the tokenizer splits them, or None when the text goes to
-        the tokenizer whole (`chars`: its non-ASCII characters, when already found)."""
+        the tokenizer whole."""
+        return self._words(text, self._learn_characters([text])[0])
+
+    def _words(self, text: str, chars: set[str] | None) -> list[str] | None:
+        """`split` of a text whose non-ASCII characters (`chars`; None: none) are learnt."""
         if self._added is not None and self._added_first.search(text) \
                 and self._added.search(text):
             return None
-        if not text.isascii():
+        if chars:
             kinds, letters = self._chars, False
-            for c in chars if chars is not None else {*_NON_ASCII.findall(text)}:
-                kind = kinds[c] if c in kinds else self._kind(c)
+            for c in chars:
+                kind = kinds[c]
                 if kind is None:
                     return None
                 letters = letters or kind == _LETTER

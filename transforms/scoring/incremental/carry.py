@@ -100,8 +100,7 @@ def batch_keys(batch: RowBatch) -> np.ndarray:
 def first_of_each(keys: np.ndarray) -> np.ndarray:
     """For each row, the first row of the batch with the same key (itself for the first)."""
     first: dict[bytes, int] = {}
-    return np.array([first.setdefault(key, i) for i, key in enumerate(keys.tolist())],
-                    dtype=np.int64)
+    return np.array([first.setdefault(key, i) for i, key in enumerate(keys.tolist())])
 
 
 class TableCache:
@@ -149,8 +148,8 @@ class AttachPreviousFn(CountingDoFn):
         width = len(self._spec.columns)
         keys = batch_keys(batch)
         shard = shard_of(keys, self._shards)
-        at = np.full(len(keys), -1, dtype=np.int64)
-        values = np.full((len(keys), width), math.nan, dtype=np.float64)
+        at = np.full(len(keys), -1)  # int64: -1 where the previous run has no such row
+        values = np.full((len(keys), width), math.nan)
         fetched = self._cache.fetches
         for s in np.unique(shard):
             rows = np.flatnonzero(shard == s)

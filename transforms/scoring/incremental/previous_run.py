@@ -60,8 +60,7 @@ class PreviousRun:
 
     def means(self) -> dict[str, dict[str, float | None]]:
         """Block ("overall", "system:<name>", "without_system") -> column -> mean."""
-        blocks = {"overall": self.summary.get("overall", {}),
-                  "without_system": self.summary.get("without_system", {})}
+        blocks = {name: self.summary.get(name) for name in ("overall", "without_system")}
         blocks.update({f"system:{name}": block
                        for name, block in self.summary.get("systems", {}).items()})
         return {name: {c: m.get("mean") for c, m in block.get("metrics", {}).items()}
@@ -78,18 +77,18 @@ def load_previous_run(prefix: str) -> PreviousRun:
         PreviousRunError: a file of the run cannot be read, is not one of this
             pipeline's, or does not match the summary (e.g. cut short).
     """
-    summary_path = OutputPaths(prefix, "parquet", "x").summary
+    summary_path = OutputPaths.of_done_run(prefix).summary
     if not FileSystems.exists(summary_path):
         raise ValueError(f"--previous_run {prefix} is not a complete run: {summary_path} is "
                          "missing (a run writes it last, once everything else is in place)")
     try:
         with FileSystems.open(summary_path) as f:
-            summary = json.loads(f.read().decode("utf-8"))
+            summary = json.loads(f.read())  # UTF-8 (or a UTF-16/32 JSON) bytes
         signatures = dict(summary["signatures"])
     except (OSError, ValueError, KeyError, TypeError, UnicodeDecodeError) as e:
         raise PreviousRunError(f"{WHAT} {prefix}: {summary_path} is not a scoring "
                                f"summary, or cannot be read ({type(e).__name__}: {e})") from None
-    found = [(fmt, OutputPaths(prefix, fmt, "x").scores) for fmt in OUTPUT_FORMATS]
+    found = [(fmt, OutputPaths.of_done_run(prefix, fmt).scores) for fmt in OUTPUT_FORMATS]
     found = [(fmt, path) for fmt, path in found if FileSystems.exists(path)]
     if len(found) != 1:
         raise ValueError(f"--previous_run {prefix}: expected one scores file beside "
@@ -111,7 +110,7 @@ def _check_parquet_scores(previous: PreviousRun, scored: Any) -> None:
 
     source = previous.source()
     try:
-        with FileSystems.open(previous.scores_path, compression_type="uncompressed") as f:
+        with FileSystems.open(previous.scores_path) as f:  # .parquet, .jsonl: as they are
             metadata = pq.ParquetFile(f).metadata
             names = metadata.schema.to_arrow_schema().names
     except READ_ERRORS as e:
@@ -135,7 +134,7 @@ def _check_jsonl_scores(previous: PreviousRun, scored: Any) -> None:
                               "scored")
         return
     try:
-        with FileSystems.open(previous.scores_path, compression_type="uncompressed") as f:
+        with FileSystems.open(previous.scores_path) as f:  # .parquet, .jsonl: as they are
             f.seek(size - 1)
             last = f.read(1)
     except READ_ERRORS as e:

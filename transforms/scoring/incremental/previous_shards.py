@@ -39,18 +39,15 @@ def shards_for(previous: PreviousRun) -> int:
     """The number of content-key shards for a previous run, from the rows its summary
     says it scored (1 when it does not say)."""
     scored = (previous.summary.get("overall") or {}).get("scored")
-    if not isinstance(scored, int) or scored <= 0:
+    if not isinstance(scored, int):
         return 1
-    return max(1, min(MAX_SHARDS, math.ceil(scored / ROWS_PER_SHARD)))
+    return max(1, min(MAX_SHARDS, math.ceil(scored / ROWS_PER_SHARD)))  # 1 for none
 
 
 def shard_of(keys: np.ndarray, shards: int) -> np.ndarray:
     """The shard of each 16-byte key (an `S16` array): its first four bytes, little
-    endian, modulo `shards`."""
-    if shards == 1:
-        return np.zeros(len(keys), dtype=np.int64)
-    head = np.frombuffer(keys.tobytes(), dtype="<u4").reshape(-1, KEY_BYTES // 4)[:, 0]
-    return (head % shards).astype(np.int64)
+    endian, modulo `shards` (a uint32 array)."""
+    return np.frombuffer(keys.tobytes(), dtype="<u4")[::KEY_BYTES // 4] % shards
 
 
 class PreviousTable:
@@ -71,7 +68,7 @@ class PreviousTable:
         parts = [p for p in parts if len(p[0])]
         if not parts:
             return PreviousTable(np.empty(0, dtype=f"S{KEY_BYTES}"),
-                                 np.empty((0, width), dtype=np.float64))
+                                 np.empty((0, width)))
         keys = np.concatenate([k for k, _ in parts])
         values = np.concatenate([v for _, v in parts])
         keys, first = np.unique(keys, return_index=True)
@@ -80,7 +77,7 @@ class PreviousTable:
     def find(self, keys: np.ndarray) -> np.ndarray:
         """The row of each key in this table, -1 where the table has none."""
         if not len(self.keys):
-            return np.full(len(keys), -1, dtype=np.int64)
+            return np.full(len(keys), -1)
         at = np.searchsorted(self.keys, keys)
         at[at == len(self.keys)] = 0
         return np.where(self.keys[at] == keys, at, -1)
@@ -149,7 +146,7 @@ def _number(value: Any) -> float:
 
 def _values(records: Sequence[dict[str, Any]], columns: Sequence[str],
             source: ParquetSource) -> np.ndarray:
-    out = np.empty((len(records), len(columns)), dtype=np.float64)
+    out = np.empty((len(records), len(columns)))
     for i, record in enumerate(records):
         try:
             out[i] = [_number(record[c]) for c in columns]
@@ -180,7 +177,6 @@ def batch_parts(batch: Any, columns: Sequence[str], shards: int, source: Parquet
     its value columns are numbers (or nulls) and every row has a content key; else record
     by record, which names the row at fault."""
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     numeric = all(pa.types.is_floating(t) or pa.types.is_integer(t) or pa.types.is_null(t)
                   for t in (batch.schema.field(c).type for c in columns))
@@ -189,10 +185,9 @@ def batch_parts(batch: Any, columns: Sequence[str], shards: int, source: Parquet
         yield from shard_parts(batch.to_pylist(), columns, shards, source)
         return
     decoded = _decode_keys(keys.to_pylist(), batch.column("row_key").to_pylist(), source)
-    values = np.empty((len(batch), len(columns)), dtype=np.float64)
-    for j, column in enumerate(columns):
-        values[:, j] = pc.fill_null(batch.column(column).cast(pa.float64()), math.nan
-                                    ).to_numpy(zero_copy_only=False)
+    values = np.empty((len(batch), len(columns)))
+    for j, column in enumerate(columns):  # a null (a NaN written) is read back as NaN
+        values[:, j] = batch.column(column).cast(pa.float64()).to_numpy(zero_copy_only=False)
     shard = shard_of(decoded, shards)
     for s in np.unique(shard):
         at = shard == s
@@ -234,8 +229,7 @@ class ReadPreviousShards(beam.PTransform):
                                                            source))
         else:
             parts = (p
-                     | "ReadPreviousJsonLines" >> beam.io.ReadFromText(
-                         source.path, compression_type="uncompressed")
+                     | "ReadPreviousJsonLines" >> beam.io.ReadFromText(source.path)
                      | "LinesInParts" >> beam.BatchElements(
                          min_batch_size=self._LINES_PER_PART,
                          max_batch_size=self._LINES_PER_PART)

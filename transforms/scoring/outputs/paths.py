@@ -30,6 +30,12 @@ class OutputPaths:
     output_format: str
     run_id: str
 
+    @classmethod
+    def of_done_run(cls, prefix: str, output_format: str = "parquet") -> OutputPaths:
+        """The final names of a run already done at `prefix` (no temporary name of it is
+        asked for: no run id)."""
+        return cls(prefix, output_format, "")
+
     def __post_init__(self) -> None:
         if self.output_format not in OUTPUT_FORMATS:
             raise ValueError(

@@ -35,7 +35,6 @@ from typing import Any
 
 import apache_beam as beam
 import numpy as np
-from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.timestamp import MIN_TIMESTAMP
@@ -68,9 +67,9 @@ class TableFileNames:
 
 def write_table(path: str, hashes: np.ndarray, dfs: np.ndarray) -> str:
     """Writes (hashes, dfs) to `path` as two `np.save` arrays; returns `path`."""
-    with FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-        np.save(f, np.ascontiguousarray(hashes), allow_pickle=False)
-        np.save(f, np.ascontiguousarray(dfs), allow_pickle=False)
+    with FileSystems.create(path) as f:  # a name of ours, never a compressed one's
+        np.save(f, np.ascontiguousarray(hashes))
+        np.save(f, np.ascontiguousarray(dfs))
     return path
 
 
@@ -150,9 +149,9 @@ def read_table(path: str) -> tuple[np.ndarray, np.ndarray]:
     """The (hashes, dfs) `WriteTableFn` wrote to `path`; RuntimeError naming the file
     when it is missing, cut short or not such a table."""
     try:
-        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-            hashes = np.load(f, allow_pickle=False)
-            dfs = np.load(f, allow_pickle=False)
+        with FileSystems.open(path) as f:
+            hashes = np.load(f)  # numpy loads no pickled object by default
+            dfs = np.load(f)
             trailing = f.read(1)
     except (OSError, ValueError, EOFError) as e:
         raise RuntimeError(f"cannot read the document frequencies in {path}: {e}") from e

@@ -84,7 +84,7 @@ def ngram_shard(gram: str | tuple[str, ...], shards: int) -> int:
 def by_shard(hashes: np.ndarray, shards: int, *values: np.ndarray
               ) -> Iterator[tuple[int, np.ndarray, tuple[np.ndarray, ...]]]:
     """(shard, its hashes, its values...) of sorted `hashes`; each part stays sorted."""
-    shard_of = (hashes % np.uint64(shards)).astype(np.int64)
+    shard_of = hashes % np.uint64(shards)
     order = np.argsort(shard_of, kind="stable")
     ordered = shard_of[order]
     cuts = np.flatnonzero(ordered[1:] != ordered[:-1]) + 1
@@ -112,9 +112,9 @@ class BatchNgrams:
         get = _WORD_HASH.get
         words = np.array([h if (h := get(w)) is not None else word_hash(w)
                           for w in self._words], dtype=np.uint64)
-        text_of = np.repeat(np.arange(len(split), dtype=np.int64), lengths)
+        text_of = np.repeat(np.arange(len(split)), lengths)
         end_of = np.repeat(np.cumsum(lengths), lengths)  # where each word's text ends
-        start = np.arange(len(words), dtype=np.int64)
+        start = np.arange(len(words))
         hashes, numbers, orders, starts = [], [], [], []
         fold = np.uint64(_FOLD)
         for k in range(1, MAX_N + 1):
@@ -179,10 +179,10 @@ def fold_tables(parts: list[tuple[np.ndarray, np.ndarray]]
     if len(parts) == 1:
         return parts
     hashes = np.concatenate([h for h, _ in parts])
-    counts = np.concatenate([c for _, c in parts]).astype(np.int64, copy=False)
+    counts = np.concatenate([c for _, c in parts])  # summed as (u)int64 by reduceat
     if not len(hashes):
         return [(hashes, smallest_uint(counts))]
-    order = np.argsort(hashes, kind="stable")
+    order = np.argsort(hashes)
     hashes, counts = hashes[order], counts[order]
     starts = np.flatnonzero(np.concatenate(([True], hashes[1:] != hashes[:-1])))
     return [(hashes[starts], smallest_uint(np.add.reduceat(counts, starts)))]
