@@ -25,16 +25,21 @@ def _reference(x, y):
     return out
 
 
+def _groups(w, c):
+    """`group_x`, `group_y` of cell weights: what the statistics take beside them."""
+    return bc.group_x(w, c), bc.group_y(w, c)
+
+
 def _weighted(counts, c, x, y):
     """The module's statistics for one resample given as (n, 1) row counts."""
     w = bc.cell_weights(counts, c)
     out = {"pearson": bs.weighted_pearson(w, c.x, c.y)[0],
-           "spearman": bs.weighted_spearman(w, c)[0]}
-    tau = bs.weighted_kendall(w, c)
+           "spearman": bs.weighted_spearman(w, c, *_groups(w, c))[0]}
+    tau = bs.weighted_kendall(w, c, *_groups(w, c))
     out["kendall"] = (tau[0] if tau is not None
                       else bs._kendall_loop(counts[c.order], x[c.order], y[c.order])[0])
     if set(np.unique(c.y)) == {0.0, 1.0}:
-        out["auroc"] = bs.weighted_auroc(w, c)[0]
+        out["auroc"] = bs.weighted_auroc(w, c, bc.group_x(w, c))[0]
     return out
 
 

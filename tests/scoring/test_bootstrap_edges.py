@@ -12,6 +12,7 @@ import pytest
 from scipy import stats
 from sklearn.metrics import roc_auc_score
 
+from tests.scoring.test_bootstrap import _groups
 from transforms.scoring.report import bootstrap as bs
 from transforms.scoring.report import bootstrap_cells as bc
 
@@ -81,10 +82,11 @@ def test_kendall_needs_three_rows_and_three_are_enough():
     x, y = np.array([0.0, 2.0, 1.0]), np.array([0.0, 1.0, 2.0])
     c = bc.cells(x, y)
     # pairs: (0, 1) concordant, (0, 2) concordant, (1, 2) discordant: (2 - 1) / 3
-    assert bs.weighted_kendall(np.ones((3, 1)), c)[0] == pytest.approx(1 / 3)
+    ones = np.ones((3, 1))
+    assert bs.weighted_kendall(ones, c, *_groups(ones, c))[0] == pytest.approx(1 / 3)
     assert stats.kendalltau(x, y)[0] == pytest.approx(1 / 3)
     two = np.array([[1.0], [1.0], [0.0]])  # rows 0 and 1 only
-    assert np.isnan(bs.weighted_kendall(two, c)[0])
+    assert np.isnan(bs.weighted_kendall(two, c, *_groups(two, c))[0])
 
 
 @pytest.mark.parametrize("human", [[0.0, 1.0, 1.0, 1.0], [0.0, 0.0, 0.0, 1.0]])
@@ -92,7 +94,8 @@ def test_auroc_with_a_single_positive_or_negative(human):
     x = np.array([0.4, 0.1, 0.4, 0.9])
     c = bc.cells(x, np.array(human))
     w = bc.cell_weights(np.ones((4, 1)), c)
-    assert bs.weighted_auroc(w, c)[0] == pytest.approx(roc_auc_score(human, x))
+    assert bs.weighted_auroc(w, c, bc.group_x(w, c))[0] == pytest.approx(
+        roc_auc_score(human, x))
 
 
 def test_cells_of_one_human_value_and_of_no_kept_row():
@@ -119,7 +122,8 @@ def test_group_y_past_the_masked_sums_adds_up_each_human_value():
     got = bc.group_y(bc.cell_weights(counts, c), c)
     expected = np.stack([counts[human == v].sum(axis=0) for v in np.unique(human)])
     np.testing.assert_array_equal(got, expected)
-    tau = bs.weighted_kendall(bc.cell_weights(counts, c), c)
+    w = bc.cell_weights(counts, c)
+    tau = bs.weighted_kendall(w, c, *_groups(w, c))
     rows = np.repeat(np.arange(200), counts[:, 0].astype(int))
     assert tau[0] == pytest.approx(stats.kendalltau(x[rows], human[rows])[0])
 
@@ -174,3 +178,45 @@ def test_a_graded_scope_with_two_human_values_has_no_auroc():
     got01, _ = _drawn(human * 2, values, False)  # 0 / 1, but not declared binary
     assert np.isnan(got01.values["auroc"]).all()
     np.testing.assert_allclose(got01.values["kendall"][:, 0], expected[:, 2])
+
+
+def test_degenerate_resamples_are_nan_without_a_warning():
+    """Resamples of one human class, of one metric value or of under three rows have no
+    correlation or AUROC: NaN, and no NumPy warning reaches the user."""
+    human = np.array([0.0, 0.0, 0.0, 0.0, 1.0])
+    values = np.stack([np.full(5, 0.5), np.array([0.1, 0.2, 0.3, 0.4, 0.9])], axis=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        result = bs.bootstrap(human, values, binary=True, resamples=200, seed=3, threads=1)
+        few = bs.bootstrap(human[:2], values[:2], binary=True, resamples=20, seed=3,
+                           threads=1)
+    constant = result.values["auroc"][:, 0]  # one metric value: every pair a tie
+    assert set(constant[~np.isnan(constant)].tolist()) == {0.5}
+    for name in ("pearson", "spearman", "kendall", "auroc"):
+        if name != "auroc":
+            assert np.isnan(result.values[name][:, 0]).all()
+        assert np.isnan(result.values[name][:, 1]).any()  # resamples of one class
+        assert not np.isnan(result.values[name][:, 1]).all()
+        assert np.isnan(few.values[name]).all()
+
+
+def test_threads_given_are_the_threads_used(monkeypatch):
+    """`threads=1` computes every chunk in the calling thread; more threads use the pool
+    (the values are the same either way)."""
+    import threading
+
+    monkeypatch.setattr(bs, "CHUNK_ELEMENTS", 40)  # chunks of 2 resamples of 20 rows
+    monkeypatch.setattr(bs, "default_threads", lambda: 4)
+    seen = []
+    real = bs._State.chunk_statistics
+    monkeypatch.setattr(bs._State, "chunk_statistics", lambda self, span, rows: (
+        seen.append(threading.current_thread().name), real(self, span, rows))[1])
+    rng = np.random.default_rng(2)
+    human, values = rng.random(20), rng.random((20, 1))
+    one = bs.bootstrap(human, values, binary=False, resamples=20, threads=1)
+    assert len(seen) == 10 and set(seen) == {threading.current_thread().name}
+    seen.clear()
+    many = bs.bootstrap(human, values, binary=False, resamples=20, threads=3)
+    assert len(seen) == 10 and any(name.startswith("bootstrap") for name in seen)
+    for name in bs.STATS:
+        np.testing.assert_array_equal(one.values[name], many.values[name])

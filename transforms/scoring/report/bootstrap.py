@@ -104,12 +104,11 @@ def _midranks(group_weights: np.ndarray) -> np.ndarray:
     return _cumsum(group_weights) - (group_weights - 1.0) / 2.0
 
 
-def weighted_spearman(w: np.ndarray, c: Cells, wx: np.ndarray | None = None,
-                      wy: np.ndarray | None = None) -> np.ndarray:
-    """Spearman rho per resample: Pearson r of the weighted mid-ranks of both sides. The sum
-    of the ranks is N(N+1)/2 on both sides; only the cross term needs the cells."""
-    wx = group_x(w, c) if wx is None else wx
-    wy = group_y(w, c) if wy is None else wy
+def weighted_spearman(w: np.ndarray, c: Cells, wx: np.ndarray, wy: np.ndarray
+                      ) -> np.ndarray:
+    """Spearman rho per resample: Pearson r of the weighted mid-ranks of both sides (`wx`,
+    `wy`: `group_x`, `group_y` of `w`). The sum of the ranks is N(N+1)/2 on both sides;
+    only the cross term needs the cells."""
     rank_x, rank_y = _midranks(wx), _midranks(wy)
     n = _total(wx)
     total = n * (n + 1) / 2
@@ -123,9 +122,10 @@ def kendall_by_levels(c: Cells) -> bool:
     return min(c.kx, c.ky) <= KENDALL_MAX_LEVELS or c.kx * c.ky <= KENDALL_MAX_GRID
 
 
-def weighted_kendall(w: np.ndarray, c: Cells, wx: np.ndarray | None = None,
-                     wy: np.ndarray | None = None) -> np.ndarray | None:
-    """Kendall tau-b per resample, or None when both sides have too many distinct values."""
+def weighted_kendall(w: np.ndarray, c: Cells, wx: np.ndarray, wy: np.ndarray
+                     ) -> np.ndarray | None:
+    """Kendall tau-b per resample (`wx`, `wy`: `group_x`, `group_y` of `w`), or None when
+    both sides have too many distinct values."""
     if not kendall_by_levels(c):
         return None
     if c.ky <= c.kx:
@@ -135,20 +135,13 @@ def weighted_kendall(w: np.ndarray, c: Cells, wx: np.ndarray | None = None,
     count = w.shape[1]
     prior = np.zeros((other_k, count))
     s = np.zeros(count)
-    for level in range(level_k):
+    for level in range(level_k):  # every level holds a cell: they are the distinct values
         members = np.flatnonzero(levels == level)
-        if not len(members):
-            continue
-        at = other[members]
-        if level == 0:  # nothing below the first level to pair with
-            prior[at] += w[members]
-            continue
+        at = other[members]  # distinct: one cell per (level, other value)
         cum = _cumsum(prior)
         # below - above = (cum - prior) - (total - cum) at the members' positions
         s += _total(w[members] * (2 * cum[at] - prior[at] - cum[-1:]))
         prior[at] += w[members]
-    wx = group_x(w, c) if wx is None else wx
-    wy = group_y(w, c) if wy is None else wy
     return _tau_b(s, wx, wy)
 
 
@@ -189,9 +182,9 @@ def _kendall_loop(rows: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return out
 
 
-def weighted_auroc(w: np.ndarray, c: Cells, wx: np.ndarray | None = None) -> np.ndarray:
-    """AUROC per resample for human values 0/1 (cells with y == 1 are the positives)."""
-    wx = group_x(w, c) if wx is None else wx
+def weighted_auroc(w: np.ndarray, c: Cells, wx: np.ndarray) -> np.ndarray:
+    """AUROC per resample for human values 0/1 (cells with y == 1 are the positives; `wx`:
+    `group_x` of `w`)."""
     neg = group_x(w * (c.y != 1)[:, None], c)
     pos = wx - neg
     below = _cumsum(neg) - neg
@@ -324,9 +317,9 @@ class _State:
         per_metric = [cells(scope.values[:, j], scope.human) for j in range(m)] if n else []
         missing = tuple(j for j, c in enumerate(per_metric)
                         if not kendall_by_levels(c) and len(c.order) > KENDALL_LOOP_MAX_N)
+        # (two human values, binary or not, are always counted by levels)
         looped = tuple(j for j, c in enumerate(per_metric)
-                       if len(c.order) and not kendall_by_levels(c) and j not in missing
-                       and not (scope.binary and c.ky == 2))
+                       if len(c.order) and not kendall_by_levels(c) and j not in missing)
         return cls(scope, per_metric, missing, looped, np.random.default_rng(scope.seed),
                    max(1, min(resamples, CHUNK_ELEMENTS // max(n, 1))), out)
 
@@ -361,8 +354,7 @@ class _State:
             elif j in self.looped:
                 out["kendall"][span, j] = _kendall_loop(rows[c.order], values[c.order, j],
                                                         human[c.order])
-            if self.scope.binary:
-                out["auroc"][span, j] = weighted_auroc(w, c, wx)
+            # a binary scope's metric whose kept rows hold one class has no AUROC: NaN
 
 
 def interval(samples: np.ndarray, level: float = 0.95) -> tuple[float, float] | None:

@@ -49,15 +49,15 @@ def cells(values: np.ndarray, human: np.ndarray) -> Cells:
     ux, gx_rows = np.unique(x, return_inverse=True)
     uy, gy_rows = np.unique(y, return_inverse=True)
     code = gx_rows.astype(np.int64) * max(len(uy), 1) + gy_rows
-    order = np.argsort(code, kind="stable")
+    order = np.argsort(code)  # any order within a cell: its weights are whole counts
     sorted_code = code[order]
     starts = (np.flatnonzero(np.r_[True, sorted_code[1:] != sorted_code[:-1]])
               if len(sorted_code) else np.zeros(0, dtype=np.int64))
     cell_code = sorted_code[starts]
     gx, gy = cell_code // max(len(uy), 1), cell_code % max(len(uy), 1)
-    by_y = np.argsort(gy, kind="stable")
-    return Cells(keep[order], starts, ux[gx] if len(ux) else ux, uy[gy] if len(uy) else uy,
-                 gx, gy, len(ux), len(uy), _run_starts(gx), by_y, _run_starts(gy[by_y]))
+    by_y = np.argsort(gy)
+    return Cells(keep[order], starts, ux[gx], uy[gy], gx, gy, len(ux), len(uy),
+                 _run_starts(gx), by_y, _run_starts(gy[by_y]))
 
 
 def _run_starts(sorted_values: np.ndarray) -> np.ndarray:
@@ -68,10 +68,10 @@ def _run_starts(sorted_values: np.ndarray) -> np.ndarray:
 
 def row_weights(rng: np.random.Generator, n: int, count: int) -> np.ndarray:
     """`count` bootstrap resamples of n rows as (n, count) float64 row counts (column b is
-    resample b; its rows are `rng.integers(0, n, size=(count, n))[b]`)."""
-    draws = rng.integers(0, n, size=(count, n))
+    resample b; its rows are `rng.integers(n, size=(count, n))[b]`)."""
+    draws = rng.integers(n, size=(count, n))
     draws *= count
-    draws += np.arange(count, dtype=np.int64)[:, None]
+    draws += np.arange(count)[:, None]
     return np.bincount(draws.ravel(), minlength=count * n).reshape(n, count).astype(np.float64)
 
 
@@ -79,14 +79,14 @@ def cell_weights(rows: np.ndarray, c: Cells) -> np.ndarray:
     """(n, resamples) row counts -> (cells, resamples) cell weights."""
     if len(c.starts) == len(c.order):  # every cell one row (continuous values): a gather
         return rows[c.order]
-    return np.add.reduceat(rows[c.order], c.starts, axis=0)
+    return np.add.reduceat(rows[c.order], c.starts)
 
 
 def group_x(w: np.ndarray, c: Cells) -> np.ndarray:
     """(cells, resamples) -> (kx, resamples) weight of each distinct metric value."""
     if c.kx == len(c.gx):  # one cell per metric value: nothing to add up
         return w
-    return np.add.reduceat(w, c.x_starts, axis=0)
+    return np.add.reduceat(w, c.x_starts)
 
 
 def group_y(w: np.ndarray, c: Cells) -> np.ndarray:
@@ -95,4 +95,4 @@ def group_y(w: np.ndarray, c: Cells) -> np.ndarray:
         return w[c.by_y]
     if c.ky <= KENDALL_MAX_LEVELS:  # few values: one masked sum each beats a gather
         return np.stack([(c.gy == level) @ w for level in range(c.ky)])
-    return np.add.reduceat(w[c.by_y], c.y_starts, axis=0)
+    return np.add.reduceat(w[c.by_y], c.y_starts)
