@@ -227,3 +227,16 @@ def test_a_lock_taken_over_while_its_run_stalled_fails_the_publish(tmp_path):
             check_owner(target, "stalled")
         stalled.release()  # does not remove the new owner's lock
         assert owner_of(target) == "next"
+
+
+def test_a_lock_by_default_names_its_target_and_records_no_command(tmp_path):
+    from transforms.io.ownership import lock_path
+
+    target = str(tmp_path / "run")
+    assert lock_path(target) == target + ".lock"
+    assert lock_path(target + "/", folder=True) == os.path.join(target, ".lock")
+    with OutputLock(target, "r1") as lock:
+        assert lock.what == target
+        with open(target + ".lock", "rb") as f:
+            owner = lock_owner.Owner.from_json(f.read())
+        assert owner.run_id == "r1" and owner.command == ""

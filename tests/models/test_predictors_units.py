@@ -205,3 +205,16 @@ def test_passes_are_padded_with_the_tokenizers_pad_id(monkeypatch, pad_token, pa
     predictor.predict(["yes", "he is young"])
     [padded] = device.passes
     assert padded.input_ids[padded.attention_mask == 0].tolist() == [pad_id] * 2
+
+
+def test_load_predictor_gives_the_use_its_device_model(monkeypatch):
+    made = []
+
+    def device_model(use):
+        made.append(use)
+        return Device(use.task)
+
+    monkeypatch.setattr(predictors, "DeviceModel", device_model)
+    predictor = predictors.load_predictor(SCORE_USE, max_batch_rows=3)
+    assert made == [SCORE_USE] and predictor.use is SCORE_USE
+    assert isinstance(predictor.model, Device) and predictor.max_batch_rows == 3

@@ -91,7 +91,7 @@ def _read(path: str) -> tuple[Owner | None, float | None] | None:
         return None
     modified = getattr(found, "last_updated_in_seconds", None) or None
     try:
-        with FileSystems.open(path, compression_type="uncompressed") as f:
+        with FileSystems.open(path) as f:  # .lock, -<hex run id>: no compressed name
             data = f.read()
     except (FileNotFoundError, OSError):
         return None if not FileSystems.exists(path) else (None, modified)

@@ -151,9 +151,8 @@ class Predictor:
         plans = batching.plan_batches(lengths, self.max_batch_rows, self.max_batch_tokens)
         passes = [batching.pad_tokens(tokens, positions, self.pad_id, self.uses_token_types)
                   for positions in plans]
-        stats["forward_passes"] += len(passes)
-        stats["real_tokens"] += int(lengths.sum())
-        stats["padded_tokens"] += sum(p.input_ids.size for p in passes)
+        stats.update(forward_passes=len(passes), real_tokens=int(lengths.sum()),
+                     padded_tokens=sum(p.input_ids.size for p in passes))  # one call's
         return plans, passes
 
     def _compute(self, inputs: list[Hashable], stats: dict[str, int]) -> list[Any]:
