@@ -169,3 +169,25 @@ def test_page_links_are_each_pages_passing_links_in_order():
     fn.start_bundle()
     assert not [x for page in pages for x in fn.process(page, window=GlobalWindow())
                 if getattr(x, "tag", None) == PAGE_LINKS_TAG]
+
+
+@pytest.mark.slow
+@pytest.mark.mutation
+def test_the_filter_stage_gives_page_links_only_when_asked():
+    import apache_beam as beam
+    from apache_beam.testing import test_pipeline
+    from apache_beam.testing.util import assert_that, equal_to
+
+    from tests.runners import RUNNER_ARGS
+    from transforms.wes.filters import FilterLinks
+
+    pages = [(RawLink("paris", None), RawLink("Styx (band)", "Styx"), RawLink("London", "city")),
+             (RawLink("VAX#x", "y"),)]
+    with test_pipeline.TestPipeline(argv=RUNNER_ARGS["direct_in_process"]) as pipeline:
+        read = pipeline | beam.Create(pages)
+        asked = read | "Asked" >> FilterLinks(page_links=True)
+        assert set(asked) == {"pairs", "stats", PAGE_LINKS_TAG}
+        links = asked[PAGE_LINKS_TAG] | beam.Map(lambda wire: tuple(map(tuple, unpack_page(wire))))
+        assert_that(links, equal_to([(("Paris", "London"), ("paris", "city")), ((), ())]))
+        plain = read | "Plain" >> FilterLinks()
+        assert PAGE_LINKS_TAG not in plain
