@@ -152,7 +152,7 @@ class Predictor:
         passes = [batching.pad_tokens(tokens, positions, self.pad_id, self.uses_token_types)
                   for positions in plans]
         stats.update(forward_passes=len(passes), real_tokens=int(lengths.sum()),
-                     padded_tokens=sum(p.input_ids.size for p in passes))  # one call's
+                     padded_tokens=sum(p.input_ids.size for p in passes))  # one per predict
         return plans, passes
 
     def _compute(self, inputs: list[Hashable], stats: dict[str, int]) -> list[Any]:

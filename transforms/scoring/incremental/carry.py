@@ -100,7 +100,8 @@ def batch_keys(batch: RowBatch) -> np.ndarray:
 def first_of_each(keys: np.ndarray) -> np.ndarray:
     """For each row, the first row of the batch with the same key (itself for the first)."""
     first: dict[bytes, int] = {}
-    return np.array([first.setdefault(key, i) for i, key in enumerate(keys.tolist())])
+    return np.array([first.setdefault(key, i) for i, key in enumerate(keys.tolist())],
+                    dtype=np.int64)  # int64 for an empty batch too
 
 
 class TableCache:
